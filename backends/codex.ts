@@ -1,0 +1,67 @@
+// OpenAI Codex: `codex exec --json -`, prompt on stdin (an open stdin hangs it forever).
+import type { CliBackend } from './types.js';
+import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+
+/** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
+const tomlString = (text: string) => JSON.stringify(text);
+
+export const codex: CliBackend = {
+  name: 'codex',
+  kind: 'cli',
+  title: 'OpenAI Codex agent',
+  description:
+    "Run OpenAI's Codex CLI as an autonomous coding agent in a folder: it can read, edit and create files and run commands. Good for focused implementation tasks, tests and fixes.",
+  executable: 'codex',
+  binEnv: 'POLYSPAWN_CODEX_BIN',
+  installHint: 'install it with `npm install -g @openai/codex`',
+  supportsSystemPrompt: true,
+  supportsResume: true,
+  supportsToolLists: false,
+  permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
+
+  command(input, settings) {
+    const resuming = input.resumeSessionId !== undefined;
+    const args = resuming ? ['exec', 'resume'] : ['exec'];
+    args.push('--json', '--skip-git-repo-check', '--model', input.model);
+    if (settings.permission === 'danger-full-access') args.push('--dangerously-bypass-approvals-and-sandbox');
+    // `exec resume` has no --sandbox flag; the config key does the same.
+    else if (resuming) args.push('-c', `sandbox_mode=${tomlString(settings.permission)}`);
+    else args.push('--sandbox', settings.permission);
+    if (input.systemPrompt) args.push('-c', `developer_instructions=${tomlString(input.systemPrompt)}`);
+    if (resuming) args.push(input.resumeSessionId!);
+    args.push('-');
+    return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt };
+  },
+
+  parse(run) {
+    const { records } = jsonLines(run.stdout);
+    const threadId = asString(records.find((r) => r.type === 'thread.started')?.thread_id);
+    const answer = records.findLast((r) => r.type === 'item.completed' && field(r, 'item', 'type') === 'agent_message');
+    const failure = records.findLast((r) => r.type === 'turn.failed' || r.type === 'error');
+    const completed = records.findLast((r) => r.type === 'turn.completed');
+    const usage = field(completed, 'usage');
+    const text = asString(field(answer, 'item', 'text')) ?? '';
+    const common = {
+      text,
+      ...(threadId ? { sessionId: threadId } : {}),
+      ...(usage
+        ? {
+            usage: {
+              inputTokens: asNumber(field(usage, 'input_tokens')),
+              outputTokens: asNumber(field(usage, 'output_tokens')),
+              cachedInputTokens: asNumber(field(usage, 'cached_input_tokens')),
+            },
+          }
+        : {}),
+      costSource: 'unknown' as const,
+      raw: { thread_id: threadId, last_message: answer, failure, usage },
+    };
+    if (failure) {
+      const message = asString(field(failure, 'error', 'message')) ?? asString(failure.message) ?? 'no message';
+      return { ok: false, ...common, error: `codex reported an error: ${message}` };
+    }
+    if (!completed) return { ok: false, ...common, error: missingResult('codex', 'a turn.completed event', run) };
+    if (run.exitCode !== 0) return { ok: false, ...common, error: `codex exited with code ${run.exitCode}` };
+    return { ok: true, ...common };
+  },
+};

@@ -1,0 +1,77 @@
+// GitHub Copilot CLI: with no -p it reads the prompt from stdin; JSONL events on stdout,
+// token counts in the file named by --usage-output-file.
+import type { CliBackend, Usage } from './types.js';
+import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+
+function usageFromFile(text: string | undefined): Usage | undefined {
+  if (!text) return undefined;
+  let metrics: unknown;
+  try {
+    metrics = field(JSON.parse(text), 'modelMetrics');
+  } catch {
+    return undefined;
+  }
+  if (!metrics || typeof metrics !== 'object') return undefined;
+  const total: Usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 };
+  for (const model of Object.values(metrics)) {
+    total.inputTokens += asNumber(field(model, 'usage', 'inputTokens'));
+    total.outputTokens += asNumber(field(model, 'usage', 'outputTokens'));
+    total.cachedInputTokens += asNumber(field(model, 'usage', 'cacheReadTokens'));
+  }
+  return total;
+}
+
+export const copilot: CliBackend = {
+  name: 'copilot',
+  kind: 'cli',
+  title: 'GitHub Copilot agent',
+  description:
+    "Run GitHub's Copilot CLI as an autonomous coding agent in a folder: it can read, edit and create files and run commands. Billed in Copilot premium requests rather than tokens.",
+  executable: 'copilot',
+  binEnv: 'POLYSPAWN_COPILOT_BIN',
+  installHint: 'install it with `npm install -g @github/copilot`',
+  supportsSystemPrompt: false,
+  supportsResume: true,
+  supportsToolLists: true,
+  permissionModes: ['allow-all', 'listed'],
+
+  command(input, settings, { scratchDir }) {
+    const usageFile = `${scratchDir}/copilot-usage.json`;
+    const args = ['--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color'];
+    args.push('--model', input.model, '--usage-output-file', usageFile);
+    // --resume takes an optional value, so it must be joined with `=`.
+    if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
+    if (settings.permission === 'allow-all') args.push('--allow-all-tools', '--allow-all-paths');
+    // Variadic: one flag followed by all its values.
+    if (settings.allowTools.length) args.push('--allow-tool', ...settings.allowTools);
+    if (settings.denyTools.length) args.push('--deny-tool', ...settings.denyTools);
+    return { file: settings.bin ?? 'copilot', args, env: {}, stdin: input.prompt, artifacts: { usage: usageFile } };
+  },
+
+  parse(run) {
+    const { records } = jsonLines(run.stdout);
+    const result = records.findLast((r) => r.type === 'result');
+    const answer = records.findLast((r) => r.type === 'assistant.message' && asString(field(r, 'data', 'content')));
+    const sessionError = records.findLast((r) => r.type === 'session.error');
+    const premium = field(result, 'usage', 'premiumRequests');
+    const usage = usageFromFile(run.artifacts.usage);
+    const common = {
+      text: asString(field(answer, 'data', 'content')) ?? '',
+      ...(asString(field(result, 'sessionId')) ? { sessionId: asString(field(result, 'sessionId')) } : {}),
+      ...(usage ? { usage } : {}),
+      ...(typeof premium === 'number' ? { premiumRequests: premium } : {}),
+      costSource: 'unknown' as const,
+      raw: result ?? null,
+    };
+    if (sessionError) {
+      const message = asString(field(sessionError, 'data', 'message')) ?? 'no message';
+      return { ok: false, ...common, error: `copilot reported an error: ${message}` };
+    }
+    if (!result) return { ok: false, ...common, error: missingResult('copilot', 'a result record', run) };
+    const code = field(result, 'exitCode');
+    if (code !== 0 || run.exitCode !== 0) {
+      return { ok: false, ...common, error: `copilot exited with code ${typeof code === 'number' ? code : run.exitCode}` };
+    }
+    return { ok: true, ...common };
+  },
+};

@@ -1,0 +1,116 @@
+// The backend contract (DESIGN.md, "The backend contract"). Backends know nothing of MCP:
+// the registry hands these objects to src/, which turns each into a `spawn_<name>` tool.
+import type { z } from 'zod';
+
+export type Usage = {
+  /** All input tokens, cached ones included. */
+  inputTokens: number;
+  outputTokens: number;
+  /** The part of inputTokens served from a prompt cache. */
+  cachedInputTokens: number;
+};
+
+export type CostSource = 'reported' | 'estimated' | 'unknown';
+
+/** What one run of a backend produced. Parsers fill what they can; the job table adds timing. */
+export type Outcome = {
+  ok: boolean;
+  text: string;
+  error?: string;
+  sessionId?: string;
+  usage?: Usage;
+  costUsd?: number;
+  costSource: CostSource;
+  /** Copilot bills in premium requests, not USD. */
+  premiumRequests?: number;
+  /** The backend's own final record (claude's result object, codex's last events, ...). */
+  raw?: unknown;
+};
+
+export type ModelPrice = {
+  /** USD per million tokens. */
+  input: number;
+  output: number;
+  cachedInput?: number;
+};
+
+export type BackendModels = {
+  default: string;
+  aliases: Record<string, string>;
+  prices: Record<string, ModelPrice>;
+};
+
+/** The input every spawn tool takes; backends declare which optional parts they support. */
+export type SpawnInput = {
+  prompt: string;
+  /** Resolved model name (aliases already applied). */
+  model: string;
+  cwd: string;
+  systemPrompt?: string;
+  /** A session id to continue. */
+  resumeSessionId?: string;
+  /** Backend-specific extra fields, already validated by the backend's own schema. */
+  extra: Record<string, unknown>;
+};
+
+export type BackendSettings = {
+  /** Permission mode, one of the backend's `permissionModes`. */
+  permission: string;
+  /** Tool allow/deny lists, mapped to each CLI's own flags. */
+  allowTools: string[];
+  denyTools: string[];
+  /** The executable, when not found on PATH under its usual name. */
+  bin?: string;
+};
+
+export type CommandSpec = {
+  file: string;
+  args: string[];
+  /** Variables to set (string) or remove (undefined) in the child's environment. */
+  env: Record<string, string | undefined>;
+  stdin: string;
+  /** Files the CLI writes besides stdout, read after exit and handed to parse(). */
+  artifacts?: Record<string, string>;
+};
+
+export type CliResult = {
+  stdout: string;
+  stderr: string;
+  exitCode: number | null;
+  /** True when the runner kept only the head and tail of a very long stdout. */
+  stdoutTruncated: boolean;
+  artifacts: Record<string, string | undefined>;
+};
+
+type BackendBase = {
+  name: string;
+  title: string;
+  /** When an orchestrating model should pick this backend. */
+  description: string;
+  /** Whether the CLI accepts a system prompt (tools hide the field where it does not). */
+  supportsSystemPrompt: boolean;
+  supportsResume: boolean;
+  /** Extra tool input fields beyond the common ones. */
+  extraInput?: z.ZodRawShape;
+};
+
+export type CliBackend = BackendBase & {
+  kind: 'cli';
+  /** The executable name looked up on PATH, and the variable that overrides it. */
+  executable: string;
+  binEnv: string;
+  installHint: string;
+  /** Allowed values of BackendSettings.permission; the first is the default. */
+  permissionModes: readonly [string, ...string[]];
+  /** Whether BackendSettings.allowTools/denyTools map to flags of this CLI. */
+  supportsToolLists: boolean;
+  command(input: SpawnInput, settings: BackendSettings, ctx: { scratchDir: string }): CommandSpec;
+  parse(result: CliResult): Outcome;
+};
+
+export type ApiBackend = BackendBase & {
+  kind: 'api';
+  call(input: SpawnInput, ctx: { signal: AbortSignal; key: string; baseUrl?: string }): Promise<Outcome>;
+};
+
+export type Backend = CliBackend | ApiBackend;

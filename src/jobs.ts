@@ -1,0 +1,195 @@
+// The job table: every spawn becomes a job with one short id, queued behind a concurrency
+// limit, run by an executor, and watched through change events (no polling anywhere).
+import { EventEmitter } from 'node:events';
+import { randomInt } from 'node:crypto';
+import PQueue from 'p-queue';
+import type { Outcome } from '../backends/types.js';
+
+export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'interrupted';
+export type FinalState = Exclude<JobState, 'queued' | 'running'>;
+
+export const isFinished = (state: JobState): state is FinalState => state !== 'queued' && state !== 'running';
+
+export type JobRequest = {
+  backend: string;
+  model: string;
+  prompt: string;
+  cwd: string;
+  timeoutS: number;
+  systemPrompt?: string;
+  resumeSessionId?: string;
+  /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
+  extra: Record<string, unknown>;
+};
+
+export type JobRecord = JobRequest & {
+  id: string;
+  state: JobState;
+  createdAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  exitCode?: number | null;
+  outcome?: Outcome;
+};
+
+export type ExecutionResult = { state: Exclude<FinalState, 'interrupted'>; outcome: Outcome; exitCode?: number | null };
+
+export type Executor = (
+  job: Readonly<JobRecord>,
+  control: { signal: AbortSignal; onOutputTail: (tail: (maxChars: number) => string) => void },
+) => Promise<ExecutionResult>;
+
+type Entry = {
+  record: JobRecord;
+  controller: AbortController;
+  tail?: (maxChars: number) => string;
+  finished: Promise<void>;
+};
+
+export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
+
+// No 0/o/1/l: ids are read aloud and typed by people too.
+const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
+const ID_LENGTH = 6;
+
+export class JobTable {
+  private readonly entries = new Map<string, Entry>();
+  private readonly queue: PQueue;
+  private readonly events = new EventEmitter();
+
+  constructor(
+    private readonly options: {
+      concurrency: number;
+      execute: Executor;
+      /** Ids already used elsewhere (the run store), so a new id never reuses one. */
+      idTaken?: (id: string) => boolean;
+    },
+  ) {
+    this.queue = new PQueue({ concurrency: options.concurrency });
+    this.events.setMaxListeners(0);
+  }
+
+  submit(request: JobRequest): JobRecord {
+    const record: JobRecord = { ...request, id: this.newId(), state: 'queued', createdAt: new Date().toISOString() };
+    const controller = new AbortController();
+    let settle!: () => void;
+    const entry: Entry = { record, controller, finished: new Promise<void>((r) => (settle = r)) };
+    this.entries.set(record.id, entry);
+    this.changed(record);
+    void this.queue.add(async () => {
+      try {
+        await this.run(entry);
+      } finally {
+        settle();
+      }
+    });
+    return record;
+  }
+
+  private async run(entry: Entry): Promise<void> {
+    const { record, controller } = entry;
+    if (record.state !== 'queued') return; // cancelled while queued
+    record.state = 'running';
+    record.startedAt = new Date().toISOString();
+    this.changed(record);
+    let result: ExecutionResult;
+    try {
+      result = await this.options.execute(record, {
+        signal: controller.signal,
+        onOutputTail: (tail) => (entry.tail = tail),
+      });
+    } catch (error) {
+      // An executor bug must still end the job with a record of why.
+      result = { state: 'failed', outcome: { ok: false, text: '', error: `internal error: ${(error as Error).message}`, costSource: 'unknown' } };
+    }
+    record.state = controller.signal.aborted && result.state !== 'succeeded' ? 'cancelled' : result.state;
+    record.outcome = result.outcome;
+    if (result.exitCode !== undefined) record.exitCode = result.exitCode;
+    record.endedAt = new Date().toISOString();
+    this.changed(record);
+  }
+
+  get(id: string): JobRecord | undefined {
+    return this.entries.get(id)?.record;
+  }
+
+  all(): JobRecord[] {
+    return [...this.entries.values()].map((e) => e.record);
+  }
+
+  outputTail(id: string, maxChars: number): string | undefined {
+    return this.entries.get(id)?.tail?.(maxChars);
+  }
+
+  /** Stops a queued or running job and resolves once it has ended. */
+  async cancel(id: string): Promise<JobRecord | undefined> {
+    const entry = this.entries.get(id);
+    if (!entry) return undefined;
+    const { record } = entry;
+    if (record.state === 'queued') {
+      record.state = 'cancelled';
+      record.endedAt = new Date().toISOString();
+      record.outcome = { ok: false, text: '', error: 'cancelled before it started', costSource: 'unknown' };
+      this.changed(record);
+    } else if (record.state === 'running') {
+      entry.controller.abort();
+      await entry.finished;
+    }
+    return record;
+  }
+
+  /** Waits until every job in `ids` (mode "all") or any of them (mode "any") has finished. */
+  waitFor(
+    ids: string[],
+    options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
+  ): Promise<WaitResult> {
+    const split = (): WaitResult => {
+      const records = ids.map((id) => this.entries.get(id)!.record);
+      return { finished: records.filter((r) => isFinished(r.state)), pending: records.filter((r) => !isFinished(r.state)) };
+    };
+    const done = (r: WaitResult) => r.pending.length === 0 || (options.mode === 'any' && r.finished.length > 0);
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', finish);
+        this.events.off('change', onChange);
+        resolve(split());
+      };
+      const onChange = (record: JobRecord) => {
+        if (ids.includes(record.id) && isFinished(record.state) && done(split())) finish();
+      };
+      const timer = setTimeout(finish, options.timeoutMs);
+      options.signal?.addEventListener('abort', finish, { once: true });
+      this.events.on('change', onChange);
+      if (done(split()) || options.signal?.aborted) finish();
+    });
+  }
+
+  /** Called with a copy of the record on every state change (the run store, IAC.md). */
+  onChange(listener: (record: JobRecord) => void): () => void {
+    this.events.on('change', listener);
+    return () => this.events.off('change', listener);
+  }
+
+  /** Cancels every queued and running job and waits until each has ended. */
+  async shutdown(): Promise<void> {
+    this.queue.pause();
+    await Promise.all([...this.entries.keys()].map((id) => this.cancel(id)));
+  }
+
+  get counts(): { running: number; queued: number } {
+    return { running: this.queue.pending, queued: this.queue.size };
+  }
+
+  private changed(record: JobRecord): void {
+    this.events.emit('change', record);
+  }
+
+  private newId(): string {
+    for (;;) {
+      let id = '';
+      for (let i = 0; i < ID_LENGTH; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+      if (!this.entries.has(id) && !this.options.idTaken?.(id)) return id;
+    }
+  }
+}

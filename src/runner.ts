@@ -1,0 +1,166 @@
+// The process runner: one child per job, in its own process group, prompt on stdin, output
+// streamed to log files with only a bounded head and tail in memory, and the whole group
+// ended on exit, timeout, cancel or server shutdown, so no grandchild outlives its job.
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { once } from 'node:events';
+import type { Readable } from 'node:stream';
+import { execa } from 'execa';
+import { HeadTailBuffer } from './head-tail-buffer.js';
+
+export type RunSpec = {
+  file: string;
+  args: string[];
+  /** Set (string) or remove (undefined) these variables on top of the server's environment. */
+  env: Record<string, string | undefined>;
+  cwd: string;
+  stdin: string;
+  stdoutLog: string;
+  stderrLog: string;
+  timeoutMs: number;
+  /** Between SIGTERM and SIGKILL. */
+  graceMs: number;
+  signal?: AbortSignal;
+};
+
+export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
+
+export type RunResult = {
+  end: RunEnd;
+  exitCode: number | null;
+  exitSignal: string | null;
+  stdout: string;
+  stdoutTruncated: boolean;
+  stderr: string;
+  spawnError?: string;
+};
+
+export type RunningProcess = {
+  pid: number | undefined;
+  /** The newest output, for showing progress while the job runs. */
+  tail(maxChars: number): string;
+  done: Promise<RunResult>;
+};
+
+const STDOUT_HEAD_BYTES = 1 << 20;
+const STDOUT_TAIL_BYTES = 3 << 20;
+const STDERR_TAIL_BYTES = 64 << 10;
+
+/** Process groups started and not yet ended; shutdown kills every one of them. */
+const liveGroups = new Set<number>();
+
+export function runProcess(spec: RunSpec): RunningProcess {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, ...spec.env })) if (v !== undefined) env[k] = v;
+
+  const child = execa(spec.file, spec.args, {
+    cwd: spec.cwd,
+    env,
+    extendEnv: false,
+    detached: true, // its own process group, so a signal reaches every descendant
+    input: spec.stdin, // written, then stdin is closed: an open stdin hangs codex
+    buffer: false,
+    reject: false,
+    cleanup: false, // we end the whole group ourselves
+    stripFinalNewline: false,
+  });
+  const pgid = child.pid;
+  if (pgid !== undefined) liveGroups.add(pgid);
+
+  const stdout = new HeadTailBuffer(STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
+  const stderr = new HeadTailBuffer(0, STDERR_TAIL_BYTES);
+  const logsClosed = Promise.all([
+    pipeToLog(child.stdout, spec.stdoutLog, stdout),
+    pipeToLog(child.stderr, spec.stderrLog, stderr),
+  ]);
+
+  let end: RunEnd = 'exited';
+  let stopping: Promise<void> | undefined;
+  const stop = (why: RunEnd) => {
+    if (stopping) return;
+    end = why;
+    stopping = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs);
+  };
+  const timer = setTimeout(() => stop('timeout'), spec.timeoutMs);
+  const onAbort = () => stop('cancelled');
+  if (spec.signal?.aborted) onAbort();
+  else spec.signal?.addEventListener('abort', onAbort, { once: true });
+
+  // The leader may exit while descendants still hold its pipes open; end them so the
+  // streams close and the job finishes.
+  child.once('exit', () => {
+    if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
+  });
+
+  const done = (async (): Promise<RunResult> => {
+    const result = await child;
+    await logsClosed;
+    clearTimeout(timer);
+    spec.signal?.removeEventListener('abort', onAbort);
+    await stopping;
+    if (pgid !== undefined) liveGroups.delete(pgid);
+    const spawnFailed = pgid === undefined || (result.failed && result.exitCode === undefined && !result.signal && !result.isTerminated);
+    const out = stdout.text();
+    return {
+      end: spawnFailed ? 'spawn_error' : end,
+      exitCode: result.exitCode ?? null,
+      exitSignal: result.signal ?? null,
+      stdout: out.text,
+      stdoutTruncated: out.truncated,
+      stderr: stderr.text().text,
+      ...(spawnFailed ? { spawnError: result.shortMessage } : {}),
+    };
+  })();
+
+  return {
+    pid: pgid,
+    tail: (maxChars) => {
+      const s = stdout.newest(maxChars);
+      return s.length > 0 ? s : stderr.newest(maxChars);
+    },
+    done,
+  };
+}
+
+async function pipeToLog(stream: Readable | null, path: string, memory: HeadTailBuffer): Promise<void> {
+  const file: WriteStream = createWriteStream(path);
+  if (stream) {
+    // Backpressure: a child that prints faster than the disk writes waits, instead of the
+    // server buffering its output.
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      memory.push(chunk);
+      if (!file.write(chunk)) await once(file, 'drain');
+    }
+  }
+  file.end();
+  await once(file, 'close');
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/** SIGTERM to the group, then SIGKILL once the grace period is over if anything is left. */
+export async function terminateGroup(pgid: number, graceMs: number): Promise<void> {
+  signalGroup(pgid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (groupAlive(pgid)) signalGroup(pgid, 'SIGKILL');
+}
+
+/** For the last moment of shutdown, when no time is left for a grace period. */
+export function killAllGroupsNow(): void {
+  for (const pgid of liveGroups) signalGroup(pgid, 'SIGKILL');
+}

@@ -1,0 +1,25 @@
+// result: the full outcome of one agent, or its progress while it runs.
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { App } from '../app.js';
+import { findJob, fullResult, jobResultSchema, toolResult } from './views.js';
+
+export function registerResultTool(server: McpServer, app: App): void {
+  server.registerTool(
+    'result',
+    {
+      title: 'Agent result',
+      description:
+        "Get one agent's outcome: its answer, error, session id, tokens and cost. For an agent still running: its state, elapsed time and newest output. Does not wait: use wait_for_agents for that.",
+      inputSchema: z
+        .object({
+          agent_id: z.string().min(1).max(64).describe('The id spawn_* returned'),
+          include_raw: z.boolean().optional().describe("Also return the CLI's own final record"),
+        })
+        .strict(),
+      outputSchema: jobResultSchema,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ agent_id, include_raw }) => toolResult(fullResult(app, findJob(app, agent_id), { includeRaw: include_raw ?? false })),
+  );
+}

@@ -1,0 +1,123 @@
+// spawn_<backend>: one tool per enabled backend. Queues a job and returns its id at once
+// (or, with wait_s, its result when it finishes in time).
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { Backend } from '../../backends/types.js';
+import type { App } from '../app.js';
+import { isFinished } from '../jobs.js';
+import { resolveModel } from '../models.js';
+import { fullResult, jobResultSchema, toolResult, ToolInputError } from './views.js';
+import { MAX_WAIT_S, waitWithProgress } from './wait.js';
+
+const MAX_PROMPT_CHARS = 2_000_000;
+const JOB_ID = /^[a-z2-9]{6}$/;
+
+function inputSchema(backend: Backend, app: App) {
+  const models = app.models[backend.name]!;
+  const aliases = Object.keys(models.aliases);
+  return z
+    .object({
+      prompt: z
+        .string()
+        .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
+        .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
+        .describe('The task, self-contained: the agent sees nothing else of this conversation'),
+      model: z
+        .string()
+        .max(200)
+        .optional()
+        .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`),
+      cwd: z.string().min(1).max(4096).optional().describe('Folder to work in (default: the project)'),
+      ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional().describe('Extra system instructions') } : {}),
+      ...(backend.supportsResume
+        ? { resume: z.string().min(1).max(200).optional().describe('Continue an earlier agent: its agent_id or session_id') }
+        : {}),
+      timeout_s: z
+        .number()
+        .int()
+        .min(1)
+        .max(7 * 86400)
+        .optional()
+        .describe(`Stop after this many seconds (default ${app.config.timeoutS})`),
+      wait_s: z.number().min(0).max(MAX_WAIT_S).optional().describe('Wait up to this long and return the result if done'),
+      ...backend.extraInput,
+    })
+    .strict();
+}
+
+type SpawnArgs = {
+  prompt: string;
+  model?: string;
+  cwd?: string;
+  system_prompt?: string;
+  resume?: string;
+  timeout_s?: number;
+  wait_s?: number;
+  [extra: string]: unknown;
+};
+
+function resolveCwd(app: App, cwd: string | undefined): string {
+  const dir = resolve(app.config.projectDir, cwd ?? '.');
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!isDir) throw new ToolInputError(`cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${app.config.projectDir}`);
+  return dir;
+}
+
+function resolveResume(app: App, backend: Backend, resume: string | undefined): string | undefined {
+  if (resume === undefined) return undefined;
+  const earlier = app.jobs.get(resume);
+  if (earlier) {
+    if (earlier.backend !== backend.name) {
+      throw new ToolInputError(`agent ${resume} ran on ${earlier.backend}, not ${backend.name}: resume it with spawn_${earlier.backend}`);
+    }
+    const session = earlier.outcome?.sessionId;
+    if (!session) throw new ToolInputError(`agent ${resume} has no session to resume yet (state: ${earlier.state}): wait for it to finish`);
+    return session;
+  }
+  if (JOB_ID.test(resume)) throw new ToolInputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);
+  if (/\s/.test(resume)) throw new ToolInputError('resume must be an agent_id or a session_id, without spaces');
+  return resume;
+}
+
+export function registerSpawnTools(server: McpServer, app: App): void {
+  for (const backend of app.backends) {
+    server.registerTool(
+      `spawn_${backend.name}`,
+      {
+        title: backend.title,
+        description: `${backend.description} Returns an agent_id at once; get the answer with wait_for_agents or result.`,
+        inputSchema: inputSchema(backend, app),
+        outputSchema: jobResultSchema,
+        annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+      },
+      async (args, extra) => {
+        // The schema above was built per backend, so zod cannot type the optional fields.
+        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, ...rest } = args as SpawnArgs;
+        const availability = app.availability(backend);
+        if (!availability.usable) throw new ToolInputError(`spawn_${backend.name} cannot run here: ${availability.detail}`);
+        const resolved = resolveModel(app.models, backend.name, model);
+        if ('error' in resolved) throw new ToolInputError(resolved.error);
+        const resumeSessionId = resolveResume(app, backend, resume);
+        const job = app.jobs.submit({
+          backend: backend.name,
+          model: resolved.model,
+          prompt,
+          cwd: resolveCwd(app, cwd),
+          timeoutS: timeout_s ?? app.config.timeoutS,
+          ...(system_prompt ? { systemPrompt: system_prompt } : {}),
+          ...(resumeSessionId ? { resumeSessionId } : {}),
+          extra: rest,
+        });
+        if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);
+        return toolResult(fullResult(app, job));
+      },
+    );
+  }
+}

@@ -1,0 +1,55 @@
+// Starts the built server (dist/) as a child and talks to it with the SDK's own Client over stdio.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+export const serverEntry = join(repoRoot, 'dist', 'src', 'cli.js');
+export const fakeBinDir = join(repoRoot, 'test', 'fakes', 'bin');
+
+export type TestServer = {
+  client: Client;
+  transport: StdioClientTransport;
+  projectDir: string;
+  stderr: () => string;
+  call: (name: string, args?: Record<string, unknown>) => Promise<CallToolResult>;
+  /** structuredContent of a successful call; throws with the text of an error result. */
+  callOk: <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) => Promise<T>;
+  close: () => Promise<void>;
+};
+
+export async function startServer(options: { env?: Record<string, string>; fakeClis?: boolean; projectDir?: string } = {}): Promise<TestServer> {
+  const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
+  const path = options.fakeClis === false ? process.env.PATH! : `${fakeBinDir}${delimiter}${process.env.PATH}`;
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  delete env.CLAUDECODE;
+  Object.assign(env, { PATH: path, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') }, options.env);
+  const transport = new StdioClientTransport({ command: process.execPath, args: [serverEntry], cwd: projectDir, env, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const client = new Client({ name: 'polyspawn-test', version: '0.0.0' });
+  await client.connect(transport);
+  const call = (name: string, args: Record<string, unknown> = {}) =>
+    client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 }) as Promise<CallToolResult>;
+  return {
+    client,
+    transport,
+    projectDir,
+    stderr: () => stderr,
+    call,
+    callOk: async <T,>(name: string, args: Record<string, unknown> = {}) => {
+      const result = await call(name, args);
+      if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result.content)}`);
+      return result.structuredContent as T;
+    },
+    close: async () => {
+      await client.close();
+      if (!options.projectDir) rmSync(projectDir, { recursive: true, force: true });
+    },
+  };
+}

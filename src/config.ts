@@ -12,7 +12,7 @@ export type Config = {
   concurrency: number;
   timeoutS: number;
   killGraceMs: number;
-  backends: Record<string, BackendSettings & { enabled: boolean }>;
+  backends: Record<string, BackendSettings & { enabled: boolean; baseUrl?: string }>;
   /** The config and models files that were read, for `doctor` and the logs. */
   files: string[];
   userConfigDir: string;
@@ -26,6 +26,8 @@ const backendFileSchema = z
     allow_tools: toolList,
     deny_tools: toolList,
     bin: z.string().min(1),
+    /** API backends: the vendor endpoint (a gateway, a proxy, the tests' fake server). */
+    base_url: z.string().min(1),
   })
   .partial()
   .strict();
@@ -81,14 +83,33 @@ function envNumber(env: NodeJS.ProcessEnv, name: string, min: number, max: numbe
   return value;
 }
 
+/** An http(s) URL without a trailing slash, or a ConfigError naming where it came from. */
+function baseUrl(raw: string, from: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    // reported below
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new ConfigError(`${from}: "${raw}" is not an http(s) URL (e.g. https://gateway.example.com/v1)`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
 function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
   return raw.split(',').map((s) => s.trim()).filter(Boolean);
 }
 
+/** The user's project: POLYSPAWN_PROJECT_DIR, else the working directory. */
+export function projectDirFrom(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  return resolve(cwd, env.POLYSPAWN_PROJECT_DIR || '.');
+}
+
 export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
-  const projectDir = resolve(cwd, env.POLYSPAWN_PROJECT_DIR || '.');
+  const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
   const candidates = env.POLYSPAWN_CONFIG
     ? [resolve(cwd, env.POLYSPAWN_CONFIG)]
@@ -125,12 +146,18 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv 
   for (const backend of backends) {
     const file = merged.backends?.[backend.name] ?? {};
     const enabledRaw = env[envName(backend.name, 'ENABLED')];
+    const baseUrlEnv = envName(backend.name, 'BASE_URL');
+    const baseUrlRaw = env[baseUrlEnv] || file.base_url;
+    if (baseUrlRaw && backend.kind !== 'api') {
+      throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
+    }
     const settings = {
       enabled: enabledRaw ? !/^(0|false|no|off)$/i.test(enabledRaw) : (file.enabled ?? true),
       permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
       allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
       bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
+      ...(baseUrlRaw ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) } : {}),
     };
     if (backend.kind === 'cli') {
       if (!backend.permissionModes.includes(settings.permission)) {

@@ -1,11 +1,12 @@
 // The process runner: one child per job, in its own process group, prompt on stdin, output
 // streamed to log files with only a bounded head and tail in memory, and the whole group
 // ended on exit, timeout, cancel or server shutdown, so no grandchild outlives its job.
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
 import type { Readable } from 'node:stream';
 import { execa } from 'execa';
 import { HeadTailBuffer } from './head-tail-buffer.js';
+import { Reaper } from './reaper.js';
 
 export type RunSpec = {
   file: string;
@@ -47,6 +48,8 @@ const STDERR_TAIL_BYTES = 64 << 10;
 
 /** Process groups started and not yet ended; shutdown kills every one of them. */
 const liveGroups = new Set<number>();
+/** Ends the live groups even if this process dies without running any handler. */
+let reaper: Reaper | undefined;
 
 export function runProcess(spec: RunSpec): RunningProcess {
   const env: Record<string, string> = {};
@@ -64,7 +67,10 @@ export function runProcess(spec: RunSpec): RunningProcess {
     stripFinalNewline: false,
   });
   const pgid = child.pid;
-  if (pgid !== undefined) liveGroups.add(pgid);
+  if (pgid !== undefined) {
+    liveGroups.add(pgid);
+    (reaper ??= new Reaper(spec.graceMs)).watch(pgid);
+  }
 
   const stdout = new HeadTailBuffer(STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
   const stderr = new HeadTailBuffer(0, STDERR_TAIL_BYTES);
@@ -97,7 +103,10 @@ export function runProcess(spec: RunSpec): RunningProcess {
     clearTimeout(timer);
     spec.signal?.removeEventListener('abort', onAbort);
     await stopping;
-    if (pgid !== undefined) liveGroups.delete(pgid);
+    if (pgid !== undefined) {
+      liveGroups.delete(pgid);
+      reaper?.unwatch(pgid);
+    }
     const spawnFailed = pgid === undefined || (result.failed && result.exitCode === undefined && !result.signal && !result.isTerminated);
     const out = stdout.text();
     return {
@@ -138,10 +147,35 @@ async function pipeToLog(stream: Readable | null, path: string, memory: HeadTail
 function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
-    return true;
   } catch {
     return false;
   }
+  // kill() also counts members that are dead but not yet reaped: a grandchild whose parent
+  // died is reparented to init, which may reap it late (here: ~2 s) or never (a container
+  // whose PID 1 does not reap). Such zombies hold no pipes and need no signal, so a group
+  // of only zombies is over; otherwise every such job would wait out the whole grace period.
+  return process.platform !== 'linux' || groupHasLiveMember(pgid);
+}
+
+function groupHasLiveMember(pgid: number): boolean {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z') return true;
+  }
+  return false;
 }
 
 function signalGroup(pgid: number, signal: NodeJS.Signals): void {

@@ -1,0 +1,83 @@
+// API keys for the HTTP backends. Looked up, in order: api_keys.json in the project, then
+// api_keys.json in the user's config folder, then environment variables. In each place the
+// backend's names are tried in order; an empty value is skipped, so it never hides a key
+// set further down. Only key *sources* (a name and a file) ever leave this module, never values.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The names a key goes by, as JSON keys in api_keys.json and as environment variables. */
+const KEY_NAMES: Record<string, readonly string[]> = {
+  grok: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
+  gemini: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
+  mistral: ['MISTRAL_API_KEY'],
+};
+
+export const KEYS_FILE = 'api_keys.json';
+
+export function keyNames(backend: string): readonly string[] {
+  return KEY_NAMES[backend] ?? [`${backend.toUpperCase()}_API_KEY`];
+}
+
+export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): string[] {
+  return [join(dirs.projectDir, KEYS_FILE), join(dirs.userConfigDir, KEYS_FILE)];
+}
+
+export type KeyLookup =
+  | { found: true; key: string; /** e.g. "XAI_API_KEY in /p/api_keys.json" or "env XAI_API_KEY" */ source: string; name: string }
+  | { found: false; /** One sentence: where it looked and what to set. */ detail: string };
+
+type FileRead = { ok: true; values: Record<string, unknown> } | { ok: false; problem?: string };
+
+function readKeysFile(path: string): FileRead {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? { ok: false } : { ok: false, problem: `${path} could not be read (${code})` };
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return { ok: true, values: parsed as Record<string, unknown> };
+    return { ok: false, problem: `${path} is not a JSON object of key names to keys` };
+  } catch {
+    // Never echo the parser's message: it quotes the file's text, which holds keys.
+    return { ok: false, problem: `${path} is not valid JSON` };
+  }
+}
+
+const usable = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
+
+export function findApiKey(
+  backend: string,
+  dirs: { projectDir: string; userConfigDir: string },
+  env: NodeJS.ProcessEnv = process.env,
+): KeyLookup {
+  const names = keyNames(backend);
+  const files = keyFiles(dirs);
+  const problems: string[] = [];
+  for (const file of files) {
+    const read = readKeysFile(file);
+    if (!read.ok) {
+      if (read.problem) problems.push(read.problem);
+      continue;
+    }
+    for (const name of names) {
+      const value = read.values[name];
+      if (usable(value)) return { found: true, key: value.trim(), name, source: `${name} in ${file}` };
+      if (value !== undefined && typeof value !== 'string') problems.push(`${name} in ${file} is not a string`);
+    }
+  }
+  for (const name of names) {
+    const value = env[name];
+    if (usable(value)) return { found: true, key: value.trim(), name, source: `env ${name}` };
+  }
+  const list = names.join(', ');
+  return {
+    found: false,
+    detail:
+      `no API key found: set ${names.length > 1 ? `one of ${list}` : list} in the environment or in ${KEYS_FILE} ` +
+      `(tried ${files.join(' and ')} for ${list}, then env ${list})` +
+      (problems.length ? `; also: ${problems.join('; ')}` : ''),
+  };
+}

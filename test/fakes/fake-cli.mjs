@@ -1,0 +1,333 @@
+#!/usr/bin/env node
+// A stand-in for the real vendor CLIs (claude, codex, copilot) in tests: plain Node, no
+// dependencies, so it starts fast. It reads the whole prompt from stdin (blocking until stdin
+// is closed, like codex), then prints output in the real CLI's format, modeled on
+// test/fixtures/cli-samples/. The answer is `FAKE <name>: <prompt>`.
+//
+// Which CLI it plays: the first argument when it is claude|codex|copilot (the wrappers in
+// test/fakes/bin/ pass it), else env FAKE_CLI_AS, else the basename it was invoked as.
+//
+// Directives anywhere in the prompt change behaviour:
+//   [[cli:fail]]            the CLI's failure shape (claude is_error + exit 1; codex error +
+//                           turn.failed, exit 1; copilot session.error + result exitCode 1)
+//   [[cli:sleep:MS]]        wait MS ms, then succeed
+//   [[cli:hang]]            never exit
+//   [[cli:ignore-term]]     ignore SIGTERM, then hang
+//   [[cli:grandchild:FILE]] spawn a long-lived node grandchild in the same process group, its
+//                           stdio detached (ignored), and write its pid to FILE
+//   [[cli:grandchild-keeps-pipes]]  ... the grandchild inherits stdout/stderr instead, so the
+//                           pipes stay open after the leader exits
+//   [[cli:exit-leaving-grandchild]] with a grandchild: print the output and exit 0 at once
+//   [[cli:flood:MB]]        print MB megabytes of valid-looking JSONL noise after the first line
+//                           and before the rest (which ends with the result)
+//   [[cli:malformed]]       a non-JSON line instead of the final (result) line, exit 0
+//   [[cli:truncated]]       the first half of the final line (no newline), exit 0
+//   [[cli:echo-env:NAME]]   the answer text is the value of env NAME ('' when unset)
+//   [[cli:stderr:TEXT]]     write TEXT (and a newline) to stderr
+//   [[cli:exit:N]]          exit code N after the normal output
+//
+// Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt}; env
+// holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
+// when unset. The record is written once the prompt is read and the SIGTERM handler (if any)
+// is installed, so a test can wait for it as a "ready" signal.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { renameSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
+const NAMES = ['claude', 'codex', 'copilot'];
+
+let args = process.argv.slice(2);
+let name;
+if (NAMES.includes(args[0])) {
+  name = args[0];
+  args = args.slice(1);
+} else if (process.env.FAKE_CLI_AS) {
+  name = process.env.FAKE_CLI_AS;
+} else {
+  name = basename(process.argv[1] ?? '').replace(/\.[cm]?js$/, '');
+}
+if (!NAMES.includes(name)) {
+  process.stderr.write(`fake-cli: cannot tell which CLI to play (got "${name}"); set FAKE_CLI_AS\n`);
+  process.exit(2);
+}
+
+const chunks = [];
+for await (const chunk of process.stdin) chunks.push(chunk);
+const prompt = Buffer.concat(chunks).toString('utf8');
+
+const directives = [];
+for (const m of prompt.matchAll(/\[\[cli:([a-z-]+)(?::(.*?))?\]\]/g)) directives.push({ key: m[1], value: m[2] ?? '' });
+const has = (key) => directives.some((d) => d.key === key);
+const valueOf = (key) => directives.find((d) => d.key === key)?.value;
+
+if (has('ignore-term')) process.on('SIGTERM', () => {});
+
+record();
+
+const stderrText = valueOf('stderr');
+if (stderrText !== undefined) process.stderr.write(stderrText + '\n');
+
+const grandchildFile = valueOf('grandchild');
+if (grandchildFile !== undefined) {
+  // Not detached: it stays in our process group, as a tool the CLI started would.
+  const gc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], {
+    stdio: has('grandchild-keeps-pipes') ? ['ignore', 'inherit', 'inherit'] : 'ignore',
+  });
+  writeAtomically(grandchildFile, String(gc.pid));
+  gc.unref();
+}
+
+if (has('hang') || has('ignore-term') || (grandchildFile !== undefined && !has('exit-leaving-grandchild'))) {
+  setInterval(() => {}, 1 << 30);
+} else {
+  await main();
+}
+
+async function main() {
+  const sleepMs = valueOf('sleep');
+  if (sleepMs !== undefined) await new Promise((r) => setTimeout(r, Number(sleepMs)));
+
+  const echoName = valueOf('echo-env');
+  const answer = echoName !== undefined ? (process.env[echoName] ?? '') : `FAKE ${name}: ${prompt}`;
+  const failed = has('fail');
+  const { lines, exitCode, stderr } =
+    name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);
+
+  if (stderr) process.stderr.write(stderr);
+  if (lines.length > 0 && has('malformed')) lines[lines.length - 1] = 'this is not JSON: the fake CLI was told to be malformed';
+  let out = lines.join('\n') + (lines.length > 0 ? '\n' : '');
+  if (lines.length > 0 && has('truncated')) {
+    const last = lines[lines.length - 1];
+    out = [...lines.slice(0, -1), ''].join('\n') + last.slice(0, Math.floor(last.length / 2));
+  }
+  const flood = valueOf('flood');
+  if (flood !== undefined) {
+    // The noise goes after the first line (codex's thread.started, claude's init) when there
+    // are several, so the head still starts like the real stream and the tail ends with it.
+    const split = lines.length > 1 ? out.indexOf('\n') + 1 : 0;
+    await write(process.stdout, out.slice(0, split));
+    await writeNoise(Number(flood) * 1024 * 1024);
+    out = out.slice(split);
+  }
+  await write(process.stdout, out);
+
+  const exit = valueOf('exit');
+  // Let the event loop end on its own: process.exit() could cut off output still queued
+  // for the pipe.
+  process.exitCode = exit !== undefined ? Number(exit) : has('malformed') || has('truncated') ? 0 : exitCode;
+}
+
+// --- claude -------------------------------------------------------------------------------
+
+function claude(answer, failed) {
+  const format = option(['--output-format']) ?? 'text';
+  const sessionId = option(['--resume', '-r', '--session-id']) ?? randomUUID();
+  const model = option(['--model']) ?? 'claude-opus-5-5';
+  if (!args.includes('-p') && !args.includes('--print')) {
+    return { lines: [], exitCode: 1, stderr: 'fake-cli: claude without -p would start an interactive session\n' };
+  }
+  if (format === 'stream-json' && !args.includes('--verbose')) {
+    return { lines: [], exitCode: 1, stderr: 'Error: When using --print, --output-format=stream-json requires --verbose\n' };
+  }
+  const usage = {
+    input_tokens: failed ? 0 : 12,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+    output_tokens: failed ? 0 : 7,
+    server_tool_use: { web_search_requests: 0, web_fetch_requests: 0 },
+    service_tier: 'standard',
+  };
+  const cost = failed ? 0 : 0.000188;
+  const text = failed ? 'Failed to authenticate. API Error: 401 fake error 401' : answer;
+  const result = {
+    type: 'result',
+    subtype: 'success', // still "success" on an API error: is_error is what tells
+    is_error: failed,
+    duration_ms: 127,
+    duration_api_ms: 20,
+    num_turns: 1,
+    result: text,
+    stop_reason: failed ? 'stop_sequence' : 'end_turn',
+    session_id: sessionId,
+    total_cost_usd: cost,
+    usage,
+    modelUsage: failed
+      ? {}
+      : { [model]: { inputTokens: 12, outputTokens: 7, cacheReadInputTokens: 0, cacheCreationInputTokens: 0, webSearchRequests: 0, costUSD: cost, contextWindow: 1000000, maxOutputTokens: 128000 } },
+    permission_denials: [],
+    terminal_reason: failed ? 'api_error' : 'completed',
+    api_error_status: failed ? 401 : null,
+    ...(failed ? { api_error_type: 'authentication_error' } : {}),
+    uuid: randomUUID(),
+  };
+  const exitCode = failed ? 1 : 0;
+  if (format === 'json') return { lines: [JSON.stringify(result)], exitCode };
+  if (format === 'stream-json') {
+    const init = { type: 'system', subtype: 'init', cwd: process.cwd(), session_id: sessionId, tools: ['Bash', 'Edit', 'Read', 'Write'], mcp_servers: [], model, permissionMode: option(['--permission-mode']) ?? 'default', apiKeySource: 'ANTHROPIC_API_KEY', claude_code_version: '2.1.332', uuid: randomUUID() };
+    const lines = [JSON.stringify(init)];
+    if (!failed) {
+      const message = { id: 'msg_fake_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text: answer }], stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } };
+      lines.push(JSON.stringify({ type: 'assistant', message, parent_tool_use_id: null, session_id: sessionId, uuid: randomUUID() }));
+    }
+    lines.push(JSON.stringify(result));
+    return { lines, exitCode };
+  }
+  // text: the answer alone; errors are printed the same way.
+  return { lines: [text], exitCode };
+}
+
+// --- codex --------------------------------------------------------------------------------
+
+function codex(answer, failed) {
+  const execAt = args.indexOf('exec');
+  if (execAt < 0) return { lines: [], exitCode: 1, stderr: 'fake-cli: codex without exec would start an interactive session\n' };
+  const positionals = codexPositionals(args.slice(execAt + 1));
+  let threadId = randomUUID();
+  if (positionals[0] === 'resume' && positionals[1] && positionals[1] !== '-') threadId = positionals[1];
+  const json = args.includes('--json');
+  const message = 'unexpected status 401 Unauthorized: fake error 401, url: http://127.0.0.1:9/v1/responses';
+  const events = failed
+    ? [
+        { type: 'thread.started', thread_id: threadId },
+        { type: 'turn.started' },
+        { type: 'error', message },
+        { type: 'turn.failed', error: { message } },
+      ]
+    : [
+        { type: 'thread.started', thread_id: threadId },
+        { type: 'turn.started' },
+        { type: 'item.completed', item: { id: 'item_0', type: 'agent_message', text: answer } },
+        { type: 'turn.completed', usage: { input_tokens: 12, cached_input_tokens: 0, cache_write_input_tokens: 0, output_tokens: 7, reasoning_output_tokens: 0 } },
+      ];
+  const lastMessageFile = option(['--output-last-message', '-o']);
+  if (lastMessageFile && !failed) writeFileSync(lastMessageFile, answer);
+  if (json) return { lines: events.map((e) => JSON.stringify(e)), exitCode: failed ? 1 : 0 };
+  return failed ? { lines: [], exitCode: 1, stderr: `ERROR: ${message}\n` } : { lines: [answer], exitCode: 0 };
+}
+
+/** The positional arguments of `codex exec ...`, skipping the options that take a value. */
+function codexPositionals(rest) {
+  const takesValue = new Set(['-c', '--config', '-m', '--model', '--enable', '--disable', '-i', '--image', '--output-schema', '-o', '--output-last-message', '-C', '--cd', '-s', '--sandbox', '-p', '--profile', '--color', '--add-dir', '--local-provider']);
+  const out = [];
+  for (let i = 0; i < rest.length; i++) {
+    const a = rest[i];
+    if (a === '-') out.push(a);
+    else if (a.startsWith('-')) {
+      if (takesValue.has(a)) i++;
+    } else out.push(a);
+  }
+  return out;
+}
+
+// --- copilot ------------------------------------------------------------------------------
+
+function copilot(answer, failed) {
+  const json = option(['--output-format']) === 'json';
+  const sessionId = option(['--resume', '-r']) ?? randomUUID();
+  const model = option(['--model']) ?? process.env.COPILOT_MODEL ?? 'gpt-5.4';
+  const now = () => new Date().toISOString();
+  const event = (type, data, extra = {}) => JSON.stringify({ type, data, ...extra, id: randomUUID(), timestamp: now(), parentId: randomUUID() });
+  const interactionId = randomUUID();
+  const messageId = randomUUID();
+  const lines = [
+    event('session.tools_updated', { model }, { ephemeral: true }),
+    event('user.message', { content: prompt, messageId: randomUUID(), interactionId, turnId: '0' }),
+    event('assistant.turn_start', { turnId: '0', interactionId }),
+  ];
+  // No real failing copilot sample is on file: this is a plausible shape (an error event,
+  // then the usual final result with a non-zero exitCode).
+  const errorText = 'Authentication failed (Request ID: fake): 401 fake error 401';
+  if (failed) {
+    lines.push(event('session.error', { errorType: 'authentication', message: errorText, statusCode: 401 }));
+  } else {
+    lines.push(
+      event('assistant.message_delta', { messageId, deltaContent: answer }, { ephemeral: true }),
+      event('assistant.message', { messageId, model, content: answer, toolRequests: [], interactionId, turnId: '0' }),
+      event('assistant.turn_end', { turnId: '0' }),
+    );
+  }
+  const exitOverride = valueOf('exit');
+  const exitCode = failed ? 1 : 0;
+  const reported = exitOverride !== undefined ? Number(exitOverride) : exitCode; // copilot reports its own exit code
+  lines.push(JSON.stringify({ type: 'result', timestamp: now(), sessionId, exitCode: reported, usage: { premiumRequests: failed ? 0 : 1, totalApiDurationMs: 22, sessionDurationMs: 223, codeChanges: { linesAdded: 0, linesRemoved: 0, filesModified: [] } } }));
+
+  const usageFile = option(['--usage-output-file']);
+  if (usageFile) {
+    const tokens = { inputTokens: failed ? 0 : 12, outputTokens: failed ? 0 : 7, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    const metrics = { requests: { count: failed ? 0 : 1, cost: failed ? 0 : 1 }, usage: tokens, totalNanoAiu: 0 };
+    const usage = {
+      totalPremiumRequestCost: failed ? 0 : 1,
+      totalUserRequests: 1,
+      totalNanoAiu: 0,
+      aiCreditsStatus: 'unavailable',
+      totalApiDurationMs: 19,
+      sessionStartTime: now(),
+      codeChanges: { linesAdded: 0, linesRemoved: 0, filesModifiedCount: 0, filesModified: [] },
+      modelMetrics: { [model]: { ...metrics, aiCreditsStatus: 'unavailable' } },
+      agentMetrics: { main: { totalApiDurationMs: 19, totalNanoAiu: 0, modelMetrics: { [model]: metrics } } },
+      currentModel: model,
+      lastCallInputTokens: tokens.inputTokens,
+      lastCallOutputTokens: tokens.outputTokens,
+    };
+    writeFileSync(usageFile, JSON.stringify(usage, null, 2) + '\n');
+  }
+  if (json) return { lines, exitCode };
+  return failed ? { lines: [], exitCode, stderr: `Error: ${errorText}\n` } : { lines: [answer], exitCode };
+}
+
+// --- helpers ------------------------------------------------------------------------------
+
+/** The value of the first of `names` given as `--name value` or `--name=value`. */
+function option(names) {
+  for (let i = 0; i < args.length; i++) {
+    for (const n of names) {
+      if (args[i] === n && i + 1 < args.length && !args[i + 1].startsWith('-')) return args[i + 1];
+      if (n.startsWith('--') && args[i].startsWith(n + '=')) return args[i].slice(n.length + 1);
+    }
+  }
+  return undefined;
+}
+
+function record() {
+  const dir = process.env.FAKE_CLI_RECORD;
+  if (!dir) return;
+  const names = ['CLAUDECODE', 'IS_SANDBOX', ...(process.env.FAKE_CLI_RECORD_ENV ?? '').split(',').map((s) => s.trim()).filter(Boolean)];
+  const env = Object.fromEntries(names.map((n) => [n, process.env[n] ?? null]));
+  writeAtomically(join(dir, `${process.pid}.json`), JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt }));
+}
+
+function writeAtomically(path, text) {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+function write(stream, data) {
+  return new Promise((resolve, reject) => stream.write(data, (err) => (err ? reject(err) : resolve())));
+}
+
+/** `bytes` of JSONL noise in the CLI's own event shapes, written fast and with backpressure. */
+async function writeNoise(bytes) {
+  const noise =
+    name === 'claude'
+      ? { type: 'stream_event', event: { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: '' } }, session_id: 'noise' }
+      : name === 'codex'
+        ? { type: 'item.completed', item: { id: 'item_noise', type: 'reasoning', text: '' } }
+        : { type: 'assistant.message_delta', data: { messageId: 'noise', deltaContent: '' }, ephemeral: true };
+  const filler = 'x'.repeat(1000);
+  if (noise.event) noise.event.delta.text = filler;
+  else if (noise.item) noise.item.text = filler;
+  else noise.data.deltaContent = filler;
+  const line = JSON.stringify(noise) + '\n';
+  // Whole lines only, at least `bytes` of them, in blocks of about 1 MB.
+  const perBlock = Math.max(1, Math.floor((1 << 20) / line.length));
+  const block = Buffer.from(line.repeat(perBlock));
+  let lines = Math.ceil(bytes / line.length);
+  while (lines > 0) {
+    const n = Math.min(lines, perBlock);
+    lines -= n;
+    const piece = n === perBlock ? block : block.subarray(0, n * line.length);
+    if (!process.stdout.write(piece)) await new Promise((r) => process.stdout.once('drain', r));
+  }
+}

@@ -1,0 +1,41 @@
+// Watching real processes from tests. Time bounds here only guard against hangs.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export async function waitFor(what: string, check: () => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Gone: kill(pid, 0) fails with ESRCH. A zombie also counts: it is dead, and whether it is
+ * reaped at once depends on the machine's init (a grandchild is reparented to it).
+ */
+export function isGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ESRCH') return true;
+    throw e;
+  }
+  try {
+    return /^\d+ \(.*\) Z/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true; // vanished between the two calls
+  }
+}
+
+export const waitGone = (pid: number, ms = 5_000) => waitFor(`process ${pid} to be gone`, () => isGone(pid), ms);
+
+export type FakeCliRecord = { name: string; argv: string[]; cwd: string; env: { [k: string]: string | null }; prompt: string };
+
+export function readRecord(dir: string, pid: number | undefined): FakeCliRecord {
+  return JSON.parse(readFileSync(join(dir, `${pid}.json`), 'utf8')) as FakeCliRecord;
+}
+
+/** The fake CLI is ready (prompt read, SIGTERM handler installed) once its record exists. */
+export const ready = (dir: string, pid: number | undefined) =>
+  waitFor('the fake CLI to start', () => existsSync(join(dir, `${pid}.json`)));

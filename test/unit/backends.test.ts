@@ -1,0 +1,181 @@
+// Argument building for every option, and parsing of every real CLI sample plus broken ones.
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { claude } from '../../backends/claude.js';
+import { codex } from '../../backends/codex.js';
+import { copilot } from '../../backends/copilot.js';
+import type { BackendSettings, CliBackend, CliResult, SpawnInput } from '../../backends/types.js';
+
+const samples = join(import.meta.dirname, '..', 'fixtures', 'cli-samples');
+const sample = (name: string) => readFileSync(join(samples, name), 'utf8');
+const input = (over: Partial<SpawnInput> = {}): SpawnInput => ({ prompt: '--rm -rf "quoted" ünï', model: 'm1', cwd: '/tmp', extra: {}, ...over });
+const settings = (backend: CliBackend, over: Partial<BackendSettings> = {}): BackendSettings => ({
+  permission: backend.permissionModes[0],
+  allowTools: [],
+  denyTools: [],
+  ...over,
+});
+const run = (stdout: string, over: Partial<CliResult> = {}): CliResult => ({ stdout, stderr: '', exitCode: 0, stdoutTruncated: false, artifacts: {}, ...over });
+const ctx = { scratchDir: '/scratch' };
+
+describe('every backend', () => {
+  test.each([claude, codex, copilot])('$name sends the prompt on stdin, never in argv', (backend) => {
+    const spec = backend.command(input(), settings(backend), ctx);
+    expect(spec.stdin).toBe('--rm -rf "quoted" ünï');
+    expect(spec.args.join(' ')).not.toContain('--rm -rf');
+    expect(spec.file).toBe(backend.executable);
+    expect(backend.command(input(), settings(backend, { bin: '/opt/x/bin' }), ctx).file).toBe('/opt/x/bin');
+  });
+});
+
+describe('claude arguments', () => {
+  test('defaults: print mode, stream-json, model, skip permissions, CLAUDECODE removed', () => {
+    const spec = claude.command(input(), settings(claude), ctx);
+    expect(spec.args.slice(0, 6)).toEqual(['-p', '--output-format', 'stream-json', '--verbose', '--model', 'm1']);
+    expect(spec.args).toContain('--dangerously-skip-permissions');
+    expect('CLAUDECODE' in spec.env && spec.env.CLAUDECODE === undefined).toBe(true);
+    if (process.getuid?.() === 0) expect(spec.env.IS_SANDBOX).toBe('1');
+  });
+  test('system prompt, resume, safer permission mode and tool lists', () => {
+    const spec = claude.command(
+      input({ systemPrompt: 'Be terse.', resumeSessionId: 'abc-123' }),
+      settings(claude, { permission: 'acceptEdits', allowTools: ['Read', 'Edit'], denyTools: ['Bash(git push)'] }),
+      ctx,
+    );
+    expect(spec.args).toEqual([
+      '-p', '--output-format', 'stream-json', '--verbose', '--model', 'm1',
+      '--append-system-prompt', 'Be terse.', '--resume', 'abc-123',
+      '--permission-mode', 'acceptEdits',
+      '--allowedTools', 'Read', 'Edit', '--disallowedTools', 'Bash(git push)',
+    ]);
+    expect(spec.env.IS_SANDBOX).toBeUndefined();
+  });
+});
+
+describe('codex arguments', () => {
+  test('a new session bypasses approvals and sandbox and reads stdin', () => {
+    const spec = codex.command(input(), settings(codex), ctx);
+    expect(spec.args).toEqual(['exec', '--json', '--skip-git-repo-check', '--model', 'm1', '--dangerously-bypass-approvals-and-sandbox', '-']);
+  });
+  test('sandboxed, with developer instructions', () => {
+    const spec = codex.command(input({ systemPrompt: 'Say "hi"\nthen stop' }), settings(codex, { permission: 'workspace-write' }), ctx);
+    expect(spec.args).toEqual([
+      'exec', '--json', '--skip-git-repo-check', '--model', 'm1', '--sandbox', 'workspace-write',
+      '-c', 'developer_instructions="Say \\"hi\\"\\nthen stop"', '-',
+    ]);
+  });
+  test('resume puts the session id before the stdin marker, and the sandbox in config', () => {
+    const spec = codex.command(input({ resumeSessionId: 'th-1' }), settings(codex, { permission: 'read-only' }), ctx);
+    expect(spec.args).toEqual(['exec', 'resume', '--json', '--skip-git-repo-check', '--model', 'm1', '-c', 'sandbox_mode="read-only"', 'th-1', '-']);
+  });
+});
+
+describe('copilot arguments', () => {
+  test('defaults: JSON output, usage file, all tools and paths', () => {
+    const spec = copilot.command(input(), settings(copilot), ctx);
+    expect(spec.args).toEqual([
+      '--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color',
+      '--model', 'm1', '--usage-output-file', '/scratch/copilot-usage.json', '--allow-all-tools', '--allow-all-paths',
+    ]);
+    expect(spec.artifacts).toEqual({ usage: '/scratch/copilot-usage.json' });
+  });
+  test('resume joins its optional value; tool lists are one variadic flag each', () => {
+    const spec = copilot.command(input({ resumeSessionId: 's-9' }), settings(copilot, { permission: 'listed', allowTools: ['shell', 'write'], denyTools: ['shell(git push)'] }), ctx);
+    expect(spec.args).toContain('--resume=s-9');
+    expect(spec.args.slice(-5)).toEqual(['--allow-tool', 'shell', 'write', '--deny-tool', 'shell(git push)']);
+    expect(spec.args).not.toContain('--allow-all-tools');
+  });
+});
+
+describe('claude parsing', () => {
+  test('json success', () => {
+    const o = claude.parse(run(sample('claude-json.json')));
+    expect(o).toMatchObject({ ok: true, text: 'Hello from the fake model.', sessionId: '822d91cc-4015-4819-b951-98dc0b497411', costUsd: 0.000188, costSource: 'reported' });
+    expect(o.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
+  });
+  test.each(['claude-stream-json.jsonl', 'claude-stream-json-tool.jsonl'])('stream-json %s ends in the result record', (file) => {
+    const o = claude.parse(run(sample(file)));
+    expect(o.ok).toBe(true);
+    expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(o.text.length).toBeGreaterThan(0);
+  });
+  test('API error: subtype success but is_error true and exit 1 is a failure', () => {
+    const o = claude.parse(run(sample('claude-json-api-error-401.json'), { exitCode: 1 }));
+    expect(o.ok).toBe(false);
+    expect(o.error).toContain('401');
+    expect(o.error).toContain('Failed to authenticate');
+  });
+  test('a non-zero exit with is_error false is still a failure', () => {
+    expect(claude.parse(run(sample('claude-json.json'), { exitCode: 3 })).ok).toBe(false);
+  });
+  test('truncated and malformed output fail and say so', () => {
+    const text = sample('claude-stream-json.jsonl');
+    for (const broken of [text.slice(0, text.length - 200), 'not json at all\n', '']) {
+      const o = claude.parse(run(broken, { stderr: 'boom' }));
+      expect(o.ok).toBe(false);
+      expect(o.error).toMatch(/malformed or truncated.*stderr: boom/);
+    }
+  });
+});
+
+describe('codex parsing', () => {
+  test.each(['codex-exec-json.jsonl', 'codex-exec-resume-json.jsonl', 'codex-exec-json-tool.jsonl'])('%s succeeds with thread id and usage', (file) => {
+    const o = codex.parse(run(sample(file)));
+    expect(o.ok).toBe(true);
+    expect(o.sessionId).toMatch(/^01a214/);
+    expect(o.text.length).toBeGreaterThan(0);
+    expect(o.usage!.inputTokens).toBeGreaterThan(0);
+    expect(o.costSource).toBe('unknown'); // estimated later from the price table
+  });
+  test('the model-metadata error item is a warning, not a failure', () => {
+    expect(codex.parse(run(sample('codex-exec-json.jsonl'))).text).toBe('Hello from the fake model.');
+  });
+  test('turn.failed is a failure with its message', () => {
+    const o = codex.parse(run(sample('codex-exec-json-error-401.jsonl'), { exitCode: 1 }));
+    expect(o.ok).toBe(false);
+    expect(o.error).toContain('401 Unauthorized');
+    expect(o.sessionId).toBe('01a2148f-d75a-7043-a2ae-a5e4456f7793');
+  });
+  test('output cut before turn.completed is a failure even with an agent message', () => {
+    const lines = sample('codex-exec-json.jsonl').trim().split('\n');
+    const o = codex.parse(run(lines.slice(0, -1).join('\n') + '\n' + lines.at(-1)!.slice(0, 20)));
+    expect(o.ok).toBe(false);
+    expect(o.error).toMatch(/without a turn.completed event/);
+  });
+});
+
+describe('copilot parsing', () => {
+  test('success, with tokens from the usage file and premium requests from the result', () => {
+    const o = copilot.parse(run(sample('copilot-json.jsonl'), { artifacts: { usage: sample('copilot-usage.json') } }));
+    expect(o).toMatchObject({ ok: true, text: 'Hello from the fake model.', premiumRequests: 0, costSource: 'unknown' });
+    expect(o.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
+    expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+  test('tool use: the answer is the last non-empty assistant message', () => {
+    const o = copilot.parse(run(sample('copilot-json-tool.jsonl')));
+    expect(o.ok).toBe(true);
+    expect(o.text).toMatch(/^TOOL_RESULT: wrote/);
+    expect(o.usage).toBeUndefined();
+  });
+  test('session.error and a non-zero exitCode are failures', () => {
+    const ok = sample('copilot-json.jsonl');
+    const withError = ok + JSON.stringify({ type: 'session.error', data: { message: 'quota exceeded' } }) + '\n';
+    expect(copilot.parse(run(withError)).error).toContain('quota exceeded');
+    const failedResult = ok.replace('"exitCode":0', '"exitCode":1');
+    expect(copilot.parse(run(failedResult, { exitCode: 1 })).ok).toBe(false);
+  });
+  test('no result record is a failure; an unreadable usage file is ignored', () => {
+    const lines = sample('copilot-json.jsonl').trim().split('\n');
+    const o = copilot.parse(run(lines.slice(0, -1).join('\n'), { stdoutTruncated: true, artifacts: { usage: '{broken' } }));
+    expect(o.ok).toBe(false);
+    expect(o.error).toMatch(/too long to keep whole/);
+  });
+});
+
+test('every sample file is covered above', () => {
+  const covered = readFileSync(import.meta.filename, 'utf8');
+  for (const file of readdirSync(samples).filter((f) => !f.includes('/'))) {
+    if (/^(claude|codex|copilot)-/.test(file) && !file.startsWith('contract-')) expect(covered, file).toContain(file);
+  }
+});

@@ -2,6 +2,19 @@
 import type { CliBackend } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
+/**
+ * This run's cost. total_cost_usd adds up over a resumed session; stream-json's
+ * model_usage_since_last_result holds this run's share, per model.
+ */
+function runCost(result: Record<string, unknown>): number | undefined {
+  const sinceLast = field(result, 'model_usage_since_last_result');
+  if (sinceLast && typeof sinceLast === 'object') {
+    return Object.values(sinceLast).reduce((sum: number, model) => sum + asNumber(field(model, 'costUSD')), 0);
+  }
+  const total = field(result, 'total_cost_usd');
+  return typeof total === 'number' ? total : undefined;
+}
+
 export const claude: CliBackend = {
   name: 'claude',
   kind: 'cli',
@@ -41,7 +54,7 @@ export const claude: CliBackend = {
     const isError = result.is_error !== false;
     const usage = field(result, 'usage');
     const cacheRead = asNumber(field(usage, 'cache_read_input_tokens'));
-    const cost = field(result, 'total_cost_usd');
+    const cost = runCost(result);
     return {
       ok: !isError && run.exitCode === 0,
       text,

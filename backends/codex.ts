@@ -37,8 +37,12 @@ export const codex: CliBackend = {
     const { records } = jsonLines(run.stdout);
     const threadId = asString(records.find((r) => r.type === 'thread.started')?.thread_id);
     const answer = records.findLast((r) => r.type === 'item.completed' && field(r, 'item', 'type') === 'agent_message');
-    const failure = records.findLast((r) => r.type === 'turn.failed' || r.type === 'error');
+    // `error` events also announce retries ("Reconnecting... 1/5") of turns that then succeed:
+    // only turn.failed fails a turn.
+    const failure = records.findLast((r) => r.type === 'turn.failed');
+    const lastError = records.findLast((r) => r.type === 'error');
     const completed = records.findLast((r) => r.type === 'turn.completed');
+    // Running totals for the thread: a resumed turn reports the earlier turns' tokens too.
     const usage = field(completed, 'usage');
     const text = asString(field(answer, 'item', 'text')) ?? '';
     const common = {
@@ -46,7 +50,7 @@ export const codex: CliBackend = {
       ...(threadId ? { sessionId: threadId } : {}),
       ...(usage
         ? {
-            usage: {
+            sessionTotals: {
               inputTokens: asNumber(field(usage, 'input_tokens')),
               outputTokens: asNumber(field(usage, 'output_tokens')),
               cachedInputTokens: asNumber(field(usage, 'cached_input_tokens')),
@@ -60,7 +64,10 @@ export const codex: CliBackend = {
       const message = asString(field(failure, 'error', 'message')) ?? asString(failure.message) ?? 'no message';
       return { ok: false, ...common, error: `codex reported an error: ${message}` };
     }
-    if (!completed) return { ok: false, ...common, error: missingResult('codex', 'a turn.completed event', run) };
+    if (!completed) {
+      const message = asString(lastError?.message);
+      return { ok: false, ...common, error: message ? `codex reported an error: ${message}` : missingResult('codex', 'a turn.completed event', run) };
+    }
     if (run.exitCode !== 0) return { ok: false, ...common, error: `codex exited with code ${run.exitCode}` };
     return { ok: true, ...common };
   },

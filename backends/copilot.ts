@@ -1,5 +1,5 @@
 // GitHub Copilot CLI: with no -p it reads the prompt from stdin; JSONL events on stdout,
-// token counts in the file named by --usage-output-file.
+// the session's token totals in the file named by --usage-output-file.
 import type { CliBackend, Usage } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
@@ -30,7 +30,9 @@ export const copilot: CliBackend = {
   executable: 'copilot',
   binEnv: 'POLYSPAWN_COPILOT_BIN',
   installHint: 'install it with `npm install -g @github/copilot`',
-  supportsSystemPrompt: false,
+  // No flag for it: an instructions file in a folder named by COPILOT_CUSTOM_INSTRUCTIONS_DIRS
+  // is appended to copilot's system message.
+  supportsSystemPrompt: true,
   supportsResume: true,
   supportsToolLists: true,
   permissionModes: ['allow-all', 'listed'],
@@ -45,7 +47,15 @@ export const copilot: CliBackend = {
     // Variadic: one flag followed by all its values.
     if (settings.allowTools.length) args.push('--allow-tool', ...settings.allowTools);
     if (settings.denyTools.length) args.push('--deny-tool', ...settings.denyTools);
-    return { file: settings.bin ?? 'copilot', args, env: {}, stdin: input.prompt, artifacts: { usage: usageFile } };
+    const env: Record<string, string> = {};
+    const files: Record<string, string> = {};
+    if (input.systemPrompt) {
+      const dir = `${scratchDir}/copilot-instructions`;
+      files[`${dir}/.github/instructions/polyspawn.instructions.md`] = input.systemPrompt;
+      const existing = process.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
+      env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
+    }
+    return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
   },
 
   parse(run) {
@@ -54,11 +64,11 @@ export const copilot: CliBackend = {
     const answer = records.findLast((r) => r.type === 'assistant.message' && asString(field(r, 'data', 'content')));
     const sessionError = records.findLast((r) => r.type === 'session.error');
     const premium = field(result, 'usage', 'premiumRequests');
-    const usage = usageFromFile(run.artifacts.usage);
+    const totals = usageFromFile(run.artifacts.usage);
     const common = {
       text: asString(field(answer, 'data', 'content')) ?? '',
       ...(asString(field(result, 'sessionId')) ? { sessionId: asString(field(result, 'sessionId')) } : {}),
-      ...(usage ? { usage } : {}),
+      ...(totals ? { sessionTotals: totals } : {}),
       ...(typeof premium === 'number' ? { premiumRequests: premium } : {}),
       costSource: 'unknown' as const,
       raw: result ?? null,

@@ -21,6 +21,11 @@ export type Outcome = {
   usage?: Usage;
   costUsd?: number;
   costSource: CostSource;
+  /**
+   * The CLI's running totals for the whole session, where it reports those instead of this
+   * run's (codex, copilot): the job table subtracts the previous turn's to get `usage`.
+   */
+  sessionTotals?: Usage;
   /** Copilot bills in premium requests, not USD. */
   premiumRequests?: number;
   /** The backend's own final record (claude's result object, codex's last events, ...). */
@@ -69,6 +74,8 @@ export type CommandSpec = {
   /** Variables to set (string) or remove (undefined) in the child's environment. */
   env: Record<string, string | undefined>;
   stdin: string;
+  /** Files to write before the CLI starts (path: content), e.g. an instructions file. */
+  files?: Record<string, string>;
   /** Files the CLI writes besides stdout, read after exit and handed to parse(). */
   artifacts?: Record<string, string>;
 };

@@ -9,6 +9,8 @@ import { createServer } from './server.js';
 import { VERSION } from './version.js';
 
 const log = (message: string) => process.stderr.write(`polyspawn: ${message}\n`);
+/** The longest the exit waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
+const IAC_FLUSH_MS = 8000;
 
 async function serve(): Promise<void> {
   const app = createApp();
@@ -22,6 +24,8 @@ async function serve(): Promise<void> {
     const deadline = new Promise((r) => setTimeout(r, app.config.killGraceMs + 2000).unref());
     await Promise.race([app.jobs.shutdown(), deadline]);
     killAllGroupsNow();
+    // The jobs' final states are in the store; IAC.md gets them before the process ends.
+    await Promise.race([app.iac.close(), new Promise((r) => setTimeout(r, IAC_FLUSH_MS).unref())]);
     process.exit(0);
   };
   process.stdin.once('end', () => void shutdown('stdin closed'));
@@ -29,6 +33,10 @@ async function serve(): Promise<void> {
   process.stdout.on('error', () => void shutdown('stdout closed'));
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => void shutdown(signal));
   process.once('exit', killAllGroupsNow);
+  // The run store's history loads once the client has finished the handshake, so that a
+  // long history never slows start-up (a tool call needing it first loads it at once).
+  server.server.oninitialized = () => app.iac.start();
+  setTimeout(() => app.iac.start(), 2000).unref();
   await server.connect(new StdioServerTransport());
   log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
 }

@@ -9,6 +9,9 @@ import type { Backend, BackendSettings } from '../backends/types.js';
 export type Config = {
   projectDir: string;
   stateDir: string;
+  /** IAC.md: where, and how many finished interactions it shows. */
+  iacFile: string;
+  iacEntries: number;
   concurrency: number;
   timeoutS: number;
   killGraceMs: number;
@@ -38,6 +41,8 @@ const fileSchema = z
     timeout_s: z.number().int().min(1).max(7 * 86400),
     kill_grace_s: z.number().min(0).max(300),
     state_dir: z.string().min(1),
+    iac_file: z.string().min(1),
+    iac_entries: z.number().int().min(0).max(10_000),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -135,6 +140,8 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv 
   const config: Config = {
     projectDir,
     stateDir: resolve(projectDir, env.POLYSPAWN_STATE_DIR || merged.state_dir || '.polyspawn'),
+    iacFile: resolve(projectDir, env.POLYSPAWN_IAC_FILE || merged.iac_file || 'IAC.md'),
+    iacEntries: Math.floor(envNumber(env, 'POLYSPAWN_IAC_ENTRIES', 0, 10_000) ?? merged.iac_entries ?? 200),
     concurrency: envNumber(env, 'POLYSPAWN_CONCURRENCY', 1, 1000) ?? merged.concurrency ?? 4,
     timeoutS: envNumber(env, 'POLYSPAWN_TIMEOUT_S', 1, 7 * 86400) ?? merged.timeout_s ?? 1800,
     killGraceMs: (envNumber(env, 'POLYSPAWN_KILL_GRACE_S', 0, 300) ?? merged.kill_grace_s ?? 5) * 1000,

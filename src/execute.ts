@@ -1,8 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { Backend, CliBackend, CliResult, Outcome } from '../backends/types.js';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { Backend, CliBackend, CliResult, Outcome, Usage } from '../backends/types.js';
 import type { Config } from './config.js';
+import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './jobs.js';
 import { estimateCost, type ModelsTable } from './models.js';
 import { runProcess } from './runner.js';
@@ -18,14 +19,29 @@ export function createExecutor(backends: readonly Backend[], config: Config, mod
   return async (job, control) => {
     const backend = byName.get(job.backend);
     if (!backend) throw new Error(`no backend named ${job.backend}`);
-    if (backend.kind !== 'cli') throw new Error(`${backend.name}: no executor for ${backend.kind} backends`);
-    const result = await executeCli(backend, job, config, control);
+    const result =
+      backend.kind === 'cli'
+        ? await executeCli(backend, job, config, control)
+        : await executeApi(backend, job, config, control, { dir: runDir(config, job.id), ...logPaths(config, job.id) });
     const { outcome } = result;
+    if (outcome.sessionTotals && !outcome.usage) {
+      outcome.usage = job.previousSessionTotals ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals) : outcome.sessionTotals;
+    }
     if (outcome.costSource === 'unknown' && outcome.usage) {
       const cost = estimateCost(models, job.backend, job.model, outcome.usage);
       if (cost !== undefined) Object.assign(outcome, { costUsd: cost, costSource: 'estimated' });
     }
     return result;
+  };
+}
+
+/** This turn's share of a session's running totals (never negative: totals can be reset). */
+function subtractUsage(total: Usage, before: Usage): Usage {
+  const less = (a: number, b: number) => (a >= b ? a - b : a);
+  return {
+    inputTokens: less(total.inputTokens, before.inputTokens),
+    outputTokens: less(total.outputTokens, before.outputTokens),
+    cachedInputTokens: less(total.cachedInputTokens, before.cachedInputTokens),
   };
 }
 
@@ -50,6 +66,10 @@ async function executeCli(
     settings,
     { scratchDir: dir },
   );
+  for (const [path, content] of Object.entries(spec.files ?? {})) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, content);
+  }
   const logs = logPaths(config, job.id);
   const running = runProcess({
     file: spec.file,
@@ -64,6 +84,7 @@ async function executeCli(
     signal: control.signal,
   });
   control.onOutputTail(running.tail);
+  if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
   const run = await running.done;
 
   const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });

@@ -3,7 +3,7 @@
 import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
-import type { Outcome } from '../backends/types.js';
+import type { Outcome, Usage } from '../backends/types.js';
 
 export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'interrupted';
 export type FinalState = Exclude<JobState, 'queued' | 'running'>;
@@ -18,6 +18,8 @@ export type JobRequest = {
   timeoutS: number;
   systemPrompt?: string;
   resumeSessionId?: string;
+  /** When resuming: the session's running token totals after the turn before this one. */
+  previousSessionTotals?: Usage;
   /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
   extra: Record<string, unknown>;
 };
@@ -30,14 +32,29 @@ export type JobRecord = JobRequest & {
   endedAt?: string;
   exitCode?: number | null;
   outcome?: Outcome;
+  /** The process group of a CLI job, once it runs (the run store records it for recovery). */
+  pgid?: number;
 };
 
 export type ExecutionResult = { state: Exclude<FinalState, 'interrupted'>; outcome: Outcome; exitCode?: number | null };
 
 export type Executor = (
   job: Readonly<JobRecord>,
-  control: { signal: AbortSignal; onOutputTail: (tail: (maxChars: number) => string) => void },
+  control: {
+    signal: AbortSignal;
+    onOutputTail: (tail: (maxChars: number) => string) => void;
+    /** A CLI executor reports its child's process group once started. */
+    onProcessGroup?: (pgid: number) => void;
+  },
 ) => Promise<ExecutionResult>;
+
+/** Jobs this table did not run (earlier or other servers'): the run store. */
+export type JobHistory = {
+  /** The full record of a stored job, or undefined. */
+  get(id: string): JobRecord | undefined;
+  /** Summaries of the stored finished jobs, oldest first. */
+  finished(): JobRecord[];
+};
 
 type Entry = {
   record: JobRecord;
@@ -63,6 +80,8 @@ export class JobTable {
       execute: Executor;
       /** Ids already used elsewhere (the run store), so a new id never reuses one. */
       idTaken?: (id: string) => boolean;
+      /** Stored jobs: get, list, wait and resume see them too. */
+      history?: JobHistory;
     },
   ) {
     this.queue = new PQueue({ concurrency: options.concurrency });
@@ -97,6 +116,10 @@ export class JobTable {
       result = await this.options.execute(record, {
         signal: controller.signal,
         onOutputTail: (tail) => (entry.tail = tail),
+        onProcessGroup: (pgid) => {
+          record.pgid = pgid;
+          this.changed(record);
+        },
       });
     } catch (error) {
       // An executor bug must still end the job with a record of why.
@@ -109,12 +132,19 @@ export class JobTable {
     this.changed(record);
   }
 
-  get(id: string): JobRecord | undefined {
-    return this.entries.get(id)?.record;
+  /** The newest finished job of a backend's session, to take its running totals. */
+  latestInSession(backend: string, sessionId: string): JobRecord | undefined {
+    return this.all().findLast((j) => j.backend === backend && j.outcome?.sessionId === sessionId && isFinished(j.state));
   }
 
+  get(id: string): JobRecord | undefined {
+    return this.entries.get(id)?.record ?? this.options.history?.get(id);
+  }
+
+  /** Stored finished jobs first (oldest first), then this table's own, in submission order. */
   all(): JobRecord[] {
-    return [...this.entries.values()].map((e) => e.record);
+    const stored = this.options.history?.finished().filter((r) => !this.entries.has(r.id)) ?? [];
+    return [...stored, ...[...this.entries.values()].map((e) => e.record)];
   }
 
   outputTail(id: string, maxChars: number): string | undefined {
@@ -124,7 +154,7 @@ export class JobTable {
   /** Stops a queued or running job and resolves once it has ended. */
   async cancel(id: string): Promise<JobRecord | undefined> {
     const entry = this.entries.get(id);
-    if (!entry) return undefined;
+    if (!entry) return this.options.history?.get(id); // not ours to stop: left as it is
     const { record } = entry;
     if (record.state === 'queued') {
       record.state = 'cancelled';
@@ -144,7 +174,8 @@ export class JobTable {
     options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
   ): Promise<WaitResult> {
     const split = (): WaitResult => {
-      const records = ids.map((id) => this.entries.get(id)!.record);
+      // A stored job of another live server never finishes here: it stays pending.
+      const records = ids.map((id) => this.get(id)!);
       return { finished: records.filter((r) => isFinished(r.state)), pending: records.filter((r) => !isFinished(r.state)) };
     };
     const done = (r: WaitResult) => r.pending.length === 0 || (options.mode === 'any' && r.finished.length > 0);

@@ -3,6 +3,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { App } from './app.js';
 import { registerCancelTool } from './tools/cancel.js';
 import { registerListTool } from './tools/list.js';
+import { registerLogsTool } from './tools/logs.js';
 import { registerResultTool } from './tools/result.js';
 import { registerSpawnTools } from './tools/spawn.js';
 import { DEFAULT_WAIT_S, registerWaitTool } from './tools/wait.js';
@@ -15,8 +16,8 @@ export function instructions(app: App): string {
   });
   return [
     'polyspawn delegates tasks to other coding agents, which run in the background in parallel.',
-    `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list and cancel manage agents.`,
-    'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit.',
+    `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list, logs and cancel manage agents.`,
+    'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
     'Backends:',
     ...backends,
   ].join('\n');
@@ -32,5 +33,6 @@ export function createServer(app: App): McpServer {
   registerResultTool(server, app);
   registerWaitTool(server, app);
   registerCancelTool(server, app);
+  registerLogsTool(server, app);
   return server;
 }

@@ -29,7 +29,8 @@ function inputSchema(backend: Backend, app: App) {
         .max(200)
         .optional()
         .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`),
-      cwd: z.string().min(1).max(4096).optional().describe('Folder to work in (default: the project)'),
+      // API backends answer from the prompt alone: no folder to work in.
+      ...(backend.kind === 'cli' ? { cwd: z.string().min(1).max(4096).optional().describe('Folder to work in (default: the project)') } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional().describe('Extra system instructions') } : {}),
       ...(backend.supportsResume
         ? { resume: z.string().min(1).max(200).optional().describe('Continue an earlier agent: its agent_id or session_id') }
@@ -58,7 +59,7 @@ type SpawnArgs = {
   [extra: string]: unknown;
 };
 
-function resolveCwd(app: App, cwd: string | undefined): string {
+export function resolveCwd(app: App, cwd: string | undefined): string {
   const dir = resolve(app.config.projectDir, cwd ?? '.');
   let isDir = false;
   try {
@@ -70,7 +71,7 @@ function resolveCwd(app: App, cwd: string | undefined): string {
   return dir;
 }
 
-function resolveResume(app: App, backend: Backend, resume: string | undefined): string | undefined {
+export function resolveResume(app: App, backend: Backend, resume: string | undefined): string | undefined {
   if (resume === undefined) return undefined;
   const earlier = app.jobs.get(resume);
   if (earlier) {
@@ -95,7 +96,8 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         description: `${backend.description} Returns an agent_id at once; get the answer with wait_for_agents or result.`,
         inputSchema: inputSchema(backend, app),
         outputSchema: jobResultSchema,
-        annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+        // API backends return text only: they change nothing on this machine.
+        annotations: { readOnlyHint: false, destructiveHint: backend.kind === 'cli', idempotentHint: false, openWorldHint: true },
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
@@ -105,6 +107,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         const resolved = resolveModel(app.models, backend.name, model);
         if ('error' in resolved) throw new ToolInputError(resolved.error);
         const resumeSessionId = resolveResume(app, backend, resume);
+        const previousSessionTotals = resumeSessionId ? app.jobs.latestInSession(backend.name, resumeSessionId)?.outcome?.sessionTotals : undefined;
         const job = app.jobs.submit({
           backend: backend.name,
           model: resolved.model,
@@ -113,6 +116,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           timeoutS: timeout_s ?? app.config.timeoutS,
           ...(system_prompt ? { systemPrompt: system_prompt } : {}),
           ...(resumeSessionId ? { resumeSessionId } : {}),
+          ...(previousSessionTotals ? { previousSessionTotals } : {}),
           extra: rest,
         });
         if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);

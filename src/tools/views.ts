@@ -1,6 +1,7 @@
 // How jobs look in tool results: one summary shape and one full shape, shared by every tool,
 // with the zod schemas the tools declare as their output schemas.
 import { z } from 'zod';
+import { secrets } from '../../iac/redact.js';
 import type { App } from '../app.js';
 import { logPaths } from '../execute.js';
 import { isFinished, type JobRecord } from '../jobs.js';
@@ -40,7 +41,8 @@ const TASK_CHARS = 80;
 const TAIL_CHARS = 2000;
 
 export function taskLine(prompt: string): string {
-  const line = prompt.trim().split('\n', 1)[0] ?? '';
+  // Redacted before it is cut, so a key the cut would shorten is still recognized.
+  const line = secrets.text((prompt.trim().split('\n', 1)[0] ?? '').slice(0, TASK_CHARS + 256));
   return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
 }
 

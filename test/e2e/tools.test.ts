@@ -38,7 +38,7 @@ const errorText = async (name: string, args: unknown) => {
 describe('the tool list', () => {
   test('every tool has a title, a description, schemas and annotations', async () => {
     const { tools } = await s.client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(['spawn_claude', 'spawn_codex', 'spawn_copilot', 'list', 'result', 'wait_for_agents', 'cancel']);
+    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['spawn_claude', 'spawn_codex', 'spawn_copilot', 'spawn_grok', 'spawn_gemini', 'spawn_mistral', 'list', 'result', 'wait_for_agents', 'cancel']));
     for (const tool of tools) {
       expect(tool.title, tool.name).toBeTruthy();
       expect(tool.description!.length, tool.name).toBeGreaterThan(40);
@@ -50,13 +50,15 @@ describe('the tool list', () => {
     expect(byName.spawn_claude!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(byName.list!.annotations).toMatchObject({ readOnlyHint: true });
     expect(Object.keys(byName.spawn_claude!.inputSchema.properties!)).toEqual(expect.arrayContaining(['prompt', 'model', 'cwd', 'system_prompt', 'resume', 'timeout_s', 'wait_s']));
-    expect(Object.keys(byName.spawn_copilot!.inputSchema.properties!)).not.toContain('system_prompt');
+    expect(Object.keys(byName.spawn_grok!.inputSchema.properties!)).not.toContain('cwd');
     expect(byName.spawn_claude!.inputSchema.required).toEqual(['prompt']);
   });
 
   test('the instructions name every backend and whether it is usable', () => {
     const text = s.client.getInstructions()!;
     for (const name of ['claude', 'codex', 'copilot']) expect(text).toContain(`spawn_${name}: usable`);
+    // No API keys in this test's environment.
+    expect(text).toMatch(/spawn_grok: NOT usable here \(.*XAI_API_KEY/);
   });
 });
 
@@ -218,7 +220,8 @@ describe('bad input gets an error that says what to change, and the server keeps
     ['spawn_claude', { prompt: 'x', model: 'gpt-0' }, /unknown model "gpt-0" for claude: use one of/],
     ['spawn_claude', { prompt: 'x', cwd: '/no/such/folder' }, /cwd "\/no\/such\/folder" is not an existing folder/],
     ['spawn_claude', { prompt: 'x', resume: 'zzzzzz' }, /no agent with id "zzzzzz"/],
-    ['spawn_copilot', { prompt: 'x', system_prompt: 'y' }, /Unrecognized key.*system_prompt/],
+    ['spawn_copilot', { prompt: 'x', sytem_prompt: 'y' }, /Unrecognized key.*sytem_prompt/],
+    ['spawn_grok', { prompt: 'x', cwd: '.' }, /Unrecognized key.*cwd/],
     ['result', { agent_id: 'nosuch' }, /no agent with id "nosuch": call `list`/],
     ['result', {}, /agent_id/],
     ['cancel', { agent_id: 'nosuch' }, /no agent with id/],

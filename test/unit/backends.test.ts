@@ -80,6 +80,12 @@ describe('copilot arguments', () => {
     ]);
     expect(spec.artifacts).toEqual({ usage: '/scratch/copilot-usage.json' });
   });
+  test('a system prompt goes in an instructions file in a folder copilot is told about', () => {
+    const spec = copilot.command(input({ systemPrompt: 'Be brief.' }), settings(copilot), ctx);
+    expect(spec.files).toEqual({ '/scratch/copilot-instructions/.github/instructions/polyspawn.instructions.md': 'Be brief.' });
+    expect(spec.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS).toMatch(/(^|,)\/scratch\/copilot-instructions$/);
+    expect(copilot.command(input(), settings(copilot), ctx).env).toEqual({});
+  });
   test('resume joins its optional value; tool lists are one variadic flag each', () => {
     const spec = copilot.command(input({ resumeSessionId: 's-9' }), settings(copilot, { permission: 'listed', allowTools: ['shell', 'write'], denyTools: ['shell(git push)'] }), ctx);
     expect(spec.args).toContain('--resume=s-9');
@@ -125,7 +131,7 @@ describe('codex parsing', () => {
     expect(o.ok).toBe(true);
     expect(o.sessionId).toMatch(/^01a214/);
     expect(o.text.length).toBeGreaterThan(0);
-    expect(o.usage!.inputTokens).toBeGreaterThan(0);
+    expect(o.sessionTotals!.inputTokens).toBeGreaterThan(0); // this turn's share is taken by the executor
     expect(o.costSource).toBe('unknown'); // estimated later from the price table
   });
   test('the model-metadata error item is a warning, not a failure', () => {
@@ -149,14 +155,14 @@ describe('copilot parsing', () => {
   test('success, with tokens from the usage file and premium requests from the result', () => {
     const o = copilot.parse(run(sample('copilot-json.jsonl'), { artifacts: { usage: sample('copilot-usage.json') } }));
     expect(o).toMatchObject({ ok: true, text: 'Hello from the fake model.', premiumRequests: 0, costSource: 'unknown' });
-    expect(o.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
+    expect(o.sessionTotals).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
     expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
   });
   test('tool use: the answer is the last non-empty assistant message', () => {
     const o = copilot.parse(run(sample('copilot-json-tool.jsonl')));
     expect(o.ok).toBe(true);
     expect(o.text).toMatch(/^TOOL_RESULT: wrote/);
-    expect(o.usage).toBeUndefined();
+    expect(o.sessionTotals).toBeUndefined();
   });
   test('session.error and a non-zero exitCode are failures', () => {
     const ok = sample('copilot-json.jsonl');
@@ -173,9 +179,58 @@ describe('copilot parsing', () => {
   });
 });
 
+describe('real failure and retry outputs recorded against the fake model API', () => {
+  const copilotUsage401 = () => sample('copilot-usage-api-error-401.json');
+  test.each([
+    // [file, exit code, ok, what the error or text must say]
+    ['claude-stream-json-resume.jsonl', 0, true, /FAKE REPLY \(turn 3\)/],
+    ['claude-json-permission-denied.json', 0, true, /./],
+    ['claude-stream-json-api-error-401.jsonl', 1, false, /API status 401/],
+    ['claude-stream-json-api-error-401-ten-retries.jsonl', 1, false, /401/],
+    ['claude-stream-json-429-once-retried.jsonl', 0, true, /FAKE REPLY/],
+    ['claude-json-empty-response.json', 0, true, /^$/],
+    ['claude-json-malformed-response.json', 1, false, /claude reported an error/],
+    ['codex-exec-json-429-once-retried.jsonl', 0, true, /FAKE REPLY \(turn 1\)/],
+    ['codex-exec-json-empty-response.jsonl', 0, true, /^$/],
+    ['codex-exec-json-error-500.jsonl', 1, false, /high demand/],
+    ['codex-exec-json-malformed-stream.jsonl', 1, false, /stream disconnected/],
+    ['codex-exec-json-error-401-no-retries.jsonl', 1, false, /401 Unauthorized/],
+    ['codex-exec-json-error-401-default-retries.jsonl', 1, false, /401 Unauthorized/],
+    ['codex-exec-json-sandbox-read-only-denied.jsonl', 0, true, /Read-only file system/],
+    ['codex-exec-json-sandbox-workspace-write-tool.jsonl', 0, true, /TOOL_RESULT/],
+    ['codex-exec-resume-json-workspace-write-tool.jsonl', 0, true, /TOOL_RESULT/],
+    ['copilot-json-resume.jsonl', 0, true, /turn 2/],
+    ['copilot-json-api-error-401.jsonl', 1, false, /Authentication failed .*HTTP 401/],
+    ['copilot-json-429-once-retried.jsonl', 0, true, /FAKE REPLY/],
+    ['copilot-json-error-500.jsonl', 1, false, /retried 5 times/],
+    ['copilot-json-empty-response.jsonl', 1, false, /No response was returned/],
+    ['copilot-json-malformed-stream.jsonl', 1, false, /parse/],
+    ['copilot-json-tool-permission-denied.jsonl', 0, true, /./],
+  ] as const)('%s', (file, exitCode, ok, says) => {
+    const backend = { claude, codex, copilot }[file.split('-')[0] as 'claude' | 'codex' | 'copilot'];
+    const o = backend.parse(run(sample(file), { exitCode, artifacts: { usage: file.includes('401') ? copilotUsage401() : undefined } }));
+    expect(o.ok).toBe(ok);
+    expect(ok ? o.text : o.error).toMatch(says);
+    expect(o.sessionId).toBeTruthy();
+  });
+
+  test('a resumed turn reports this run, not the session total: claude per run, codex and copilot as running totals', () => {
+    const claudeResumed = claude.parse(run(sample('claude-stream-json-resume.jsonl')));
+    expect(claudeResumed.costUsd).toBeCloseTo(0.000188); // total_cost_usd there is 0.000564
+    expect(claudeResumed.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
+    const fourth = claude.parse(run(sample('claude-json-resume-fourth-turn.json')));
+    expect(fourth.ok).toBe(true);
+    expect(copilot.parse(run(sample('copilot-json-resume.jsonl'), { artifacts: { usage: sample('copilot-usage-after-resume.json') } })).sessionTotals).toEqual({
+      inputTokens: 24,
+      outputTokens: 14,
+      cachedInputTokens: 0,
+    });
+  });
+});
+
 test('every sample file is covered above', () => {
   const covered = readFileSync(import.meta.filename, 'utf8');
   for (const file of readdirSync(samples).filter((f) => !f.includes('/'))) {
-    if (/^(claude|codex|copilot)-/.test(file) && !file.startsWith('contract-')) expect(covered, file).toContain(file);
+    if (/^(claude|codex|copilot)-.*\.jsonl?$/.test(file)) expect(covered, file).toContain(file);
   }
 });

@@ -1,0 +1,81 @@
+// Google Gemini over the Gemini Developer API (generateContent), with `@google/genai`.
+// The SDK is imported inside call(), so a server that never runs gemini never loads it.
+import type { ApiBackend } from './types.js';
+import {
+  apiExtraInput,
+  apiOptions,
+  emptyAnswer,
+  loadSdk,
+  makeUsage,
+  toFailureOutcome,
+  withPolicy,
+  type ApiCallContext,
+} from './http-policy.js';
+
+/** Explicit, so GOOGLE_GEMINI_BASE_URL in the environment does not silently redirect the key. */
+export const GEMINI_BASE_URL = 'https://generativelanguage.googleapis.com';
+const VENDOR = 'the Gemini API';
+
+type Part = { text?: unknown; thought?: unknown };
+
+export const gemini: ApiBackend = {
+  name: 'gemini',
+  kind: 'api',
+  title: 'Gemini (Google AI API)',
+  description:
+    "Ask Google's Gemini model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for long inputs, second opinions, reviews of pasted code, explanations and plans.",
+  supportsSystemPrompt: true,
+  supportsResume: false,
+  extraInput: apiExtraInput,
+
+  async call(input, context) {
+    const ctx = context as ApiCallContext;
+    const { maxOutputTokens, temperature } = apiOptions(input.extra);
+    try {
+      const { GoogleGenAI } = await loadSdk(VENDOR, ctx, () => import('@google/genai'));
+      const { value: response, attempts } = await withPolicy(VENDOR, ctx, async (attempt) => {
+        const ai = new GoogleGenAI({
+          apiKey: ctx.key,
+          // Explicit: GOOGLE_GENAI_USE_VERTEXAI in the environment would switch to Vertex AI.
+          vertexai: false,
+          // No retryOptions: the SDK does not retry, the policy does. No timeout: the policy's.
+          httpOptions: { baseUrl: ctx.baseUrl ?? GEMINI_BASE_URL, fetch: attempt.fetch },
+        });
+        return ai.models.generateContent({
+          model: input.model,
+          contents: [{ role: 'user', parts: [{ text: input.prompt }] }],
+          config: {
+            abortSignal: attempt.signal,
+            ...(input.systemPrompt ? { systemInstruction: input.systemPrompt } : {}),
+            ...(maxOutputTokens !== undefined ? { maxOutputTokens } : {}),
+            ...(temperature !== undefined ? { temperature } : {}),
+          },
+        });
+      });
+      const candidate = response.candidates?.[0];
+      const m = response.usageMetadata;
+      // Thinking is billed as output: output = candidates + thoughts. promptTokenCount
+      // includes the cached part.
+      const usage = m
+        ? makeUsage(m.promptTokenCount, (m.candidatesTokenCount ?? 0) + (m.thoughtsTokenCount ?? 0), m.cachedContentTokenCount)
+        : undefined;
+      const finishReason = candidate?.finishReason ?? response.promptFeedback?.blockReason;
+      const raw = {
+        responseId: response.responseId ?? null,
+        modelVersion: response.modelVersion ?? null,
+        finishReason: finishReason ?? null,
+        usageMetadata: m ?? null,
+        attempts,
+      };
+      const parts = (candidate?.content?.parts ?? []) as Part[];
+      const text = parts
+        .filter((p) => typeof p.text === 'string' && p.thought !== true)
+        .map((p) => p.text as string)
+        .join('');
+      if (!text.trim()) return emptyAnswer(VENDOR, finishReason ? String(finishReason) : undefined, attempts, usage, raw);
+      return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };
+    } catch (error) {
+      return toFailureOutcome(error, VENDOR);
+    }
+  },
+};

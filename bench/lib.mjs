@@ -1,0 +1,47 @@
+// Shared by the benchmarks: the built server over stdio with the SDK client, and statistics.
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+export const root = fileURLToPath(new URL('..', import.meta.url));
+export const fakeBin = join(root, 'test', 'fakes', 'bin');
+export const serverEntry = join(root, 'dist', 'src', 'cli.js');
+
+export async function startServer(env = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-bench-'));
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [serverEntry],
+    cwd: dir,
+    env: { ...process.env, PATH: `${fakeBin}${delimiter}${process.env.PATH}`, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env },
+    stderr: 'ignore',
+  });
+  const client = new Client({ name: 'polyspawn-bench', version: '0' });
+  await client.connect(transport);
+  const call = async (name, args) => {
+    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 600_000 });
+    if (result.isError) throw new Error(`${name}: ${result.content[0].text}`);
+    return result.structuredContent;
+  };
+  return { client, transport, call, dir, pid: transport.pid, close: () => client.close() };
+}
+
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** Peak resident set of a process so far (Linux), in MiB. */
+export const peakRssMiB = (pid) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+export const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+/** Prints rows as a table and appends them to bench/results/<name>.json. */
+export function report(name, rows) {
+  console.log(`\n${name}`);
+  console.table(rows);
+  mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+  writeFileSync(join(root, 'bench', 'results', `${name}.json`), JSON.stringify({ when: new Date().toISOString(), node: process.version, rows }, null, 2));
+}

@@ -1,0 +1,161 @@
+// IAC.md as a pure function of the run store: the active agents on top, then the newest
+// finished interactions. Entries do not depend on the clock, so the writer renders each one
+// once and keeps it; only the header and the active table are rendered on every write.
+import type { JobState } from '../src/jobs.js';
+import { fence, html, inline, shorten, table } from './markdown.js';
+import type { StoredRecord } from './store.js';
+
+export const TITLE = '# IAC.md: Inter-Agent Context';
+/** The last line of every IAC.md: a file without it was cut short. */
+export const END_MARK = '<!-- end of IAC.md -->';
+
+/** Results longer than this are cut in IAC.md (the whole is in the store and `result`). */
+export const RESULT_CHARS = 4000;
+/** Prompts longer than this are cut in IAC.md (the whole is in the run's prompt.txt). */
+export const PROMPT_CHARS = 20_000;
+export const ERROR_CHARS = 2000;
+const TASK_CHARS = 80;
+
+const STATUS: Record<JobState, string> = {
+  queued: '⏳ queued',
+  running: '▶️ running',
+  succeeded: '✅ succeeded',
+  failed: '❌ failed',
+  timed_out: '⏱️ timed out',
+  cancelled: '🚫 cancelled',
+  interrupted: '⚠️ interrupted',
+};
+
+export const statusLabel = (state: JobState) => STATUS[state] ?? state;
+
+/** "2026-05-01 12:00:03Z" */
+export function time(iso: string | undefined): string {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? '—' : `${d.toISOString().slice(0, 19).replace('T', ' ')}Z`;
+}
+
+export function duration(ms: number | undefined): string {
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0) return '—';
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}
+
+const between = (from?: string, to?: string) => (from && to ? Date.parse(to) - Date.parse(from) : undefined);
+
+/** The first line of the prompt, shortened: the "task". */
+export function taskOf(prompt: string): string {
+  const line = prompt.trim().split('\n', 1)[0] ?? '';
+  return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
+}
+
+function cost(r: StoredRecord): string {
+  const o = r.outcome;
+  const parts: string[] = [];
+  if (o?.costUsd !== undefined) parts.push(`$${o.costUsd.toFixed(o.costUsd < 0.01 ? 6 : 4)}${o.costSource === 'estimated' ? ' (estimated)' : ''}`);
+  if (o?.premiumRequests !== undefined) parts.push(`${o.premiumRequests} premium request${o.premiumRequests === 1 ? '' : 's'}`);
+  return parts.join(', ') || '—';
+}
+
+function tokens(r: StoredRecord): string {
+  const u = r.outcome?.usage;
+  return u ? `${u.inputTokens} in / ${u.outputTokens} out / ${u.cachedInputTokens} cached` : '—';
+}
+
+export type EntryContext = {
+  /** How to point at the run's folder from IAC.md, e.g. ".polyspawn/runs/abc123". */
+  runPath: (id: string) => string;
+};
+
+/** One finished interaction. */
+export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
+  const run = ctx.runPath(r.id);
+  const out: string[] = [];
+  out.push(`### \`${r.id}\` · ${inline(r.backend)} / ${inline(r.model)} · ${statusLabel(r.state)}`);
+  out.push('');
+  out.push(
+    table(
+      ['Started', 'Duration', 'Tokens', 'Cost'],
+      // An interrupted job's end is when a later server found it, not when it stopped.
+      [[time(r.startedAt ?? r.createdAt), r.state === 'interrupted' ? '—' : duration(between(r.startedAt, r.endedAt)), tokens(r), cost(r)]],
+    ),
+  );
+  out.push('');
+  out.push(`**Task:** ${inline(taskOf(r.prompt)) || '—'}`);
+  out.push('');
+  const prompt = shorten(r.prompt, PROMPT_CHARS);
+  out.push('<details>');
+  out.push(`<summary>Prompt (${r.prompt.length.toLocaleString('en-US')} characters)</summary>`);
+  out.push('');
+  out.push(fence(prompt.text));
+  if (prompt.cut) out.push('', `_Cut: ${prompt.cut.toLocaleString('en-US')} more characters in \`${inline(run)}/prompt.txt\`._`);
+  out.push('');
+  out.push('</details>');
+  const text = r.outcome?.text ?? '';
+  if (text !== '') {
+    const result = shorten(text, RESULT_CHARS);
+    out.push('', '**Result:**', '', fence(result.text));
+    if (result.cut) {
+      out.push(
+        '',
+        `_Cut: ${result.cut.toLocaleString('en-US')} more characters. The whole answer: the \`result\` tool with agent_id \`${r.id}\`; the CLI's output: \`${inline(run)}/stdout.log\` (or the \`logs\` tool)._`,
+      );
+    }
+  }
+  if (r.state !== 'succeeded' && r.outcome?.error) {
+    const error = shorten(r.outcome.error, ERROR_CHARS);
+    out.push('', '**Error:**', '', fence(error.text + (error.cut ? `\n… (${error.cut} more characters: \`result\` tool)` : '')));
+  }
+  return out.join('\n');
+}
+
+export type ActiveRow = {
+  id: string;
+  state: JobState;
+  backend: string;
+  model: string;
+  task: string;
+  createdAt: string;
+  startedAt?: string;
+};
+
+export type DocumentParts = {
+  now: number;
+  active: ActiveRow[];
+  /** Rendered entries, newest first. */
+  entries: string[];
+  totalFinished: number;
+  storePath: string;
+};
+
+export function renderDocument(d: DocumentParts): string {
+  const out: string[] = [TITLE, ''];
+  out.push('<!-- Written by polyspawn from its run store; rewritten on every change: do not edit by hand. -->');
+  out.push('');
+  out.push(
+    `_Updated ${time(new Date(d.now).toISOString())}. ${d.active.length} active; ` +
+      `${d.entries.length} of ${d.totalFinished} finished interactions shown, newest first. ` +
+      `Every run is kept in \`${inline(d.storePath)}\`._`,
+  );
+  out.push('', '## Active Agents', '');
+  if (d.active.length === 0) out.push('_No agents running or queued._');
+  else {
+    const rows = d.active.map((a) => [
+      `\`${a.id}\``,
+      statusLabel(a.state),
+      inline(a.backend),
+      inline(a.model),
+      inline(a.task) || '—',
+      time(a.startedAt),
+      a.startedAt ? duration(d.now - Date.parse(a.startedAt)) : `queued ${duration(d.now - Date.parse(a.createdAt))}`,
+    ]);
+    out.push(table(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed'], rows));
+  }
+  out.push('', '## Interaction History', '');
+  if (d.entries.length === 0) out.push('_No finished interactions yet._');
+  else out.push(d.entries.join('\n\n---\n\n'));
+  out.push('', END_MARK, '');
+  return out.join('\n');
+}

@@ -1,0 +1,157 @@
+// Secrets in the files a run leaves behind. The CLI writes its own output (stdout.log,
+// stderr.log, artifacts such as copilot's usage file) while it runs, verbatim; once the run
+// has ended, every file of its folder that holds a secret is rewritten without it (temp
+// file + rename), before the job's final state is recorded. The executor guard below also
+// redacts the outcome (answer, error, raw record) and the live output tail.
+import { createWriteStream, type Dirent } from 'node:fs';
+import { open, readdir, rename, rm } from 'node:fs/promises';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import type { Outcome } from '../backends/types.js';
+import type { ExecutionResult, Executor } from '../src/jobs.js';
+import { REDACTED, type Redactor } from './redact.js';
+
+const CHUNK = 1 << 20;
+/** A secret is never longer than this, so a window this far back holds any that is cut. */
+const OVERLAP = 1024;
+/** Written redacted by the store itself. */
+const STORE_FILES = new Set(['record.json', 'prompt.txt']);
+
+export function redactOutcome(redactor: Redactor, outcome: Outcome): Outcome {
+  return redactor.deep(outcome);
+}
+
+/**
+ * Wraps an executor so that nothing it produces carries a secret: the outcome, the output
+ * tail shown while it runs, an error it throws, and (once it has ended) its run folder.
+ */
+export function guardExecutor(
+  execute: Executor,
+  redactor: Redactor,
+  runDir: (id: string) => string,
+  log: (message: string) => void,
+): Executor {
+  return async (job, control) => {
+    let result: ExecutionResult;
+    try {
+      result = await execute(job, {
+        ...control,
+        // A secret cut by the tail's start would escape the patterns: redact a longer tail.
+        onOutputTail: (tail) => control.onOutputTail((max) => redactor.text(tail(max + OVERLAP)).slice(-max)),
+      });
+    } catch (error) {
+      throw new Error(redactor.text((error as Error)?.message ?? String(error)));
+    } finally {
+      await scrubDir(runDir(job.id), redactor).catch((error: unknown) => log(`could not scrub the logs of ${job.id}: ${(error as Error).message}`));
+    }
+    return { ...result, outcome: redactOutcome(redactor, result.outcome) };
+  };
+}
+
+/** Scrubs every file under `dir` (but the store's own) that holds a secret. */
+export async function scrubDir(dir: string, redactor: Redactor): Promise<string[]> {
+  let entries: Dirent[];
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  const changed: string[] = [];
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) changed.push(...(await scrubDir(path, redactor)));
+    else if (entry.isFile() && !STORE_FILES.has(entry.name) && !entry.name.includes('.scrub-')) {
+      if (await scrubFile(path, redactor)) changed.push(path);
+    }
+  }
+  return changed;
+}
+
+/** Reads a file in chunks that overlap by OVERLAP bytes; stops when `visit` returns true. */
+async function* chunks(path: string): AsyncGenerator<{ buffer: Buffer; eof: boolean }> {
+  const file = await open(path, 'r');
+  try {
+    let position = 0;
+    for (;;) {
+      const buffer = Buffer.allocUnsafe(CHUNK);
+      const { bytesRead } = await file.read(buffer, 0, CHUNK, position);
+      position += bytesRead;
+      yield { buffer: buffer.subarray(0, bytesRead), eof: bytesRead < CHUNK };
+      if (bytesRead < CHUNK) return;
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+/** Whether the file holds a secret; if so, rewrites it with each one replaced by [REDACTED]. */
+export async function scrubFile(path: string, redactor: Redactor): Promise<boolean> {
+  let found = false;
+  let carry = Buffer.alloc(0);
+  for await (const { buffer } of chunks(path)) {
+    const window = Buffer.concat([carry, buffer]);
+    if (redactor.byteSpans(window.toString('latin1')).length > 0) {
+      found = true;
+      break;
+    }
+    carry = window.subarray(Math.max(0, window.length - OVERLAP));
+  }
+  if (!found) return false;
+
+  const tmp = `${path}.scrub-${process.pid}`;
+  const out = createWriteStream(tmp);
+  const write = async (data: Buffer | string) => {
+    if (!out.write(data)) await once(out, 'drain');
+  };
+  try {
+    carry = Buffer.alloc(0);
+    for await (const { buffer, eof } of chunks(path)) {
+      const window = Buffer.concat([carry, buffer]);
+      const latin1 = window.toString('latin1');
+      const spans = redactor.byteSpans(latin1);
+      // Keep the last OVERLAP bytes for the next round, unless a secret starts there.
+      let cut = eof ? window.length : Math.max(0, window.length - OVERLAP);
+      for (const [start, end] of spans) if (start < cut && end > cut) cut = start;
+      let at = 0;
+      for (const [start, end] of spans) {
+        if (start >= cut) break;
+        await write(window.subarray(at, start));
+        await write(REDACTED);
+        at = end;
+      }
+      await write(window.subarray(at, cut));
+      carry = window.subarray(cut);
+    }
+    await write(carry);
+    out.end();
+    await once(out, 'close');
+    await rename(tmp, path);
+  } catch (error) {
+    out.destroy();
+    await rm(tmp, { force: true });
+    throw error;
+  }
+  return true;
+}
+
+/**
+ * A page of a log file with secrets masked, including one that the page's edges cut: spans are
+ * found in a window OVERLAP bytes wider on each side, and whatever part of a span falls inside
+ * the page becomes [REDACTED].
+ */
+export function redactPage(page: Buffer, before: Buffer, after: Buffer, redactor: Redactor): string {
+  const window = Buffer.concat([before, page, after]).toString('latin1');
+  const from = before.length;
+  const to = from + page.length;
+  const parts: string[] = [];
+  let at = from;
+  for (const [start, end] of redactor.byteSpans(window)) {
+    if (end <= from || start >= to) continue;
+    const s = Math.max(start, from);
+    if (s > at) parts.push(Buffer.from(window.slice(at, s), 'latin1').toString('utf8'));
+    parts.push(REDACTED);
+    at = Math.min(end, to);
+  }
+  if (at < to) parts.push(Buffer.from(window.slice(at, to), 'latin1').toString('utf8'));
+  return parts.join('');
+}

@@ -1,0 +1,429 @@
+// The run store: everything polyspawn knows about every job, on disk, shared by every server
+// on the project.
+//
+//   <stateDir>/runs/<id>/record.json   the whole JobRecord (secrets redacted), rewritten
+//                                      atomically (temp file + rename) on every change
+//   <stateDir>/runs/<id>/prompt.txt    the prompt (redacted)
+//   <stateDir>/runs/<id>/stdout.log    the CLI's output (scrubbed of secrets once the run ends)
+//   <stateDir>/index.jsonl             one short line per state change, appended
+//
+// The index is what makes the store cheap: a server loads the whole history from it without
+// opening 10,000 record files, and follows the other servers' jobs by reading only the bytes
+// appended since its last read. Each line is one write(2) with O_APPEND, so lines of several
+// processes never interleave on a local file system; a line torn by a crash is skipped (and
+// the line after it recovered). A record is written before its index line, so whoever reads
+// a line can read its record.
+import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
+import { join } from 'node:path';
+import writeFileAtomic from 'write-file-atomic';
+import type { CostSource } from '../backends/types.js';
+import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs.js';
+import { processStart, sameProcessAlive, type ProcessIdentity } from './proc.js';
+import type { Redactor } from './redact.js';
+import { taskOf } from './render.js';
+
+export type StoredRecord = JobRecord & {
+  v: 1;
+  /** The server that ran (or runs) the job. */
+  owner: ProcessIdentity;
+  /** The job's process group and its leader's start, once it runs. */
+  group?: { pgid: number; start?: string };
+};
+
+/** One line of index.jsonl. Keys are short: the index holds a line per state change. */
+export type IndexLine = {
+  id: string;
+  st: JobState;
+  /** backend, model, task (first line of the prompt, shortened, redacted) */
+  b: string;
+  m: string;
+  t: string;
+  /** created, started, ended (ISO) */
+  c: string;
+  s?: string;
+  e?: string;
+  /** cost in USD and where it came from; input and output tokens */
+  usd?: number;
+  cs?: CostSource;
+  in?: number;
+  out?: number;
+  /** the owning server's pid and start, on queued and running lines */
+  p?: number;
+  ps?: string;
+};
+
+export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
+
+const ID = /^[a-z0-9]{1,64}$/;
+const LINE_START = '{"id":';
+
+export class RunStore implements JobHistory {
+  readonly dir: string;
+  readonly runsDir: string;
+  readonly indexPath: string;
+  private readonly redactor: Redactor;
+  private readonly identity: ProcessIdentity;
+
+  /** Bytes of index.jsonl already read. */
+  private offset = 0;
+  /** The newest line of every job: its state at once, the rest parsed when first needed. */
+  private readonly latest = new Map<string, Slot>();
+  /** Ids in the order of their final lines; `finalAt` says which position is current. */
+  private order: string[] = [];
+  private readonly finalAt = new Map<string, number>();
+  private summaries: JobRecord[] | undefined;
+  private loaded = false;
+
+  /** What this store last indexed for each of its own jobs. */
+  private readonly indexedState = new Map<string, JobState>();
+  private readonly redactedPrompts = new Map<string, string>();
+  private readonly groups = new Map<string, { pgid: number; start?: string }>();
+  /** This server's finished records, kept until IAC.md has rendered them once. */
+  private readonly fresh = new Map<string, StoredRecord>();
+
+  constructor(options: { stateDir: string; redactor: Redactor; identity: ProcessIdentity }) {
+    this.dir = options.stateDir;
+    this.runsDir = join(this.dir, 'runs');
+    this.indexPath = join(this.dir, 'index.jsonl');
+    this.redactor = options.redactor;
+    this.identity = options.identity;
+  }
+
+  runDir(id: string): string {
+    return join(this.runsDir, id);
+  }
+
+  /**
+   * The JobTable's idTaken hook: claims `id` by creating its run folder, which succeeds in
+   * exactly one process, so two servers never hand out the same id, nor one that is stored.
+   */
+  claimId(id: string): boolean {
+    try {
+      mkdirSync(this.runDir(id));
+      return false;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') return true;
+      if (code !== 'ENOENT') throw this.unwritable(error);
+    }
+    try {
+      mkdirSync(this.runsDir, { recursive: true });
+      mkdirSync(this.runDir(id));
+      return false;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return true;
+      throw this.unwritable(error);
+    }
+  }
+
+  private unwritable(error: unknown): Error {
+    return new Error(
+      `cannot write the run store in ${this.dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ` +
+        'set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder',
+    );
+  }
+
+  /** Records a change of one of this server's jobs: record.json, and an index line if its state changed. */
+  save(job: JobRecord): void {
+    const dir = this.runDir(job.id);
+    let prompt = this.redactedPrompts.get(job.id);
+    if (prompt === undefined) {
+      prompt = this.redactor.text(job.prompt);
+      this.redactedPrompts.set(job.id, prompt);
+      mkdirSync(dir, { recursive: true });
+      writeFileAtomic.sync(join(dir, 'prompt.txt'), prompt, { fsync: false });
+    }
+    if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
+      const start = processStart(job.pgid);
+      this.groups.set(job.id, start ? { pgid: job.pgid, start } : { pgid: job.pgid });
+    }
+    const { prompt: _raw, pgid: _pgid, ...rest } = job;
+    const group = this.groups.get(job.id);
+    const record: StoredRecord = {
+      v: 1,
+      ...this.redactor.deep(rest),
+      prompt,
+      owner: this.identity,
+      ...(group ? { group } : {}),
+    };
+    this.writeRecord(record);
+    if (this.indexedState.get(job.id) !== job.state) {
+      this.indexedState.set(job.id, job.state);
+      this.append(record);
+    }
+    if (isFinished(job.state)) {
+      this.fresh.set(job.id, record);
+      this.redactedPrompts.delete(job.id);
+      this.groups.delete(job.id);
+      this.indexedState.delete(job.id);
+    }
+  }
+
+  private writeRecord(record: StoredRecord): void {
+    writeFileAtomic.sync(join(this.runDir(record.id), 'record.json'), `${JSON.stringify(record, null, 2)}\n`, { fsync: false });
+  }
+
+  private append(record: StoredRecord): void {
+    const o = record.outcome;
+    const line: IndexLine = {
+      id: record.id,
+      st: record.state,
+      b: record.backend,
+      m: record.model,
+      t: taskOf(record.prompt),
+      c: record.createdAt,
+      ...(record.startedAt ? { s: record.startedAt } : {}),
+      ...(record.endedAt ? { e: record.endedAt } : {}),
+      ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
+      ...(o ? { cs: o.costSource } : {}),
+      ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
+      ...(isFinished(record.state) ? {} : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
+    };
+    mkdirSync(this.dir, { recursive: true });
+    // One write(2) per line, O_APPEND: atomic with respect to the other servers' appends.
+    appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`);
+  }
+
+  /** The whole stored record of a job, or undefined. */
+  get(id: string): StoredRecord | undefined {
+    if (!ID.test(id)) return undefined;
+    try {
+      return JSON.parse(readFileSync(join(this.runDir(id), 'record.json'), 'utf8')) as StoredRecord;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** This server's record of a job finished since the last call, or the stored one. */
+  recordForRender(id: string): StoredRecord | undefined {
+    const fresh = this.fresh.get(id);
+    if (fresh) return fresh;
+    return this.get(id);
+  }
+
+  /** Forgets the finished records kept for IAC.md (once it has rendered them). */
+  clearFresh(): void {
+    this.fresh.clear();
+  }
+
+  /**
+   * Reads the lines appended to the index since the last read (all of it, the first time).
+   * Returns how many lines were applied.
+   */
+  refresh(): number {
+    let fd: number;
+    try {
+      fd = openSync(this.indexPath, 'r');
+    } catch {
+      this.loaded = true;
+      return 0;
+    }
+    let applied = 0;
+    try {
+      const size = fstatSync(fd).size;
+      if (size < this.offset) this.reset(); // replaced or truncated: read it again
+      if (size === this.offset) return 0;
+      const buffer = Buffer.allocUnsafe(size - this.offset);
+      let got = 0;
+      while (got < buffer.length) {
+        const n = readSync(fd, buffer, got, buffer.length - got, this.offset + got);
+        if (n === 0) break;
+        got += n;
+      }
+      // Only whole lines: a line still being written is read next time.
+      const end = buffer.lastIndexOf(10, got - 1);
+      if (end < 0) return 0;
+      const text = buffer.toString('utf8', 0, end);
+      this.offset += end + 1;
+      for (const raw of text.split('\n')) {
+        const slot = slotOf(raw);
+        if (slot) {
+          this.apply(slot);
+          applied++;
+        }
+      }
+    } finally {
+      closeSync(fd);
+      this.loaded = true;
+    }
+    if (applied) this.summaries = undefined;
+    return applied;
+  }
+
+  private reset(): void {
+    this.offset = 0;
+    this.latest.clear();
+    this.order = [];
+    this.finalAt.clear();
+    this.summaries = undefined;
+  }
+
+  private apply(slot: Slot): void {
+    this.latest.set(slot.id, slot);
+    if (isFinished(slot.st)) {
+      this.finalAt.set(slot.id, this.order.length);
+      this.order.push(slot.id);
+      if (this.order.length > 1024 && this.order.length > 2 * this.finalAt.size) this.compactOrder();
+    }
+  }
+
+  private compactOrder(): void {
+    const order = this.order.filter((id, i) => this.finalAt.get(id) === i);
+    this.order = order;
+    order.forEach((id, i) => this.finalAt.set(id, i));
+  }
+
+  private ensureLoaded(): void {
+    if (!this.loaded) this.refresh();
+  }
+
+  line(id: string): IndexLine | undefined {
+    const slot = this.latest.get(id);
+    return slot && lineOf(slot);
+  }
+
+  /** Jobs queued or running in any server on the project, oldest first. */
+  active(): IndexLine[] {
+    this.ensureLoaded();
+    const lines: IndexLine[] = [];
+    for (const slot of this.latest.values()) if (!isFinished(slot.st)) lines.push(lineOf(slot));
+    return lines.sort((a, b) => (a.c < b.c ? -1 : a.c > b.c ? 1 : 0));
+  }
+
+  /** How many jobs have finished, in every server's history. */
+  get finishedCount(): number {
+    this.ensureLoaded();
+    return this.finalAt.size;
+  }
+
+  /** Ids of the newest `n` finished jobs (by when they finished), newest first. */
+  newestFinished(n: number): string[] {
+    this.ensureLoaded();
+    const ids: string[] = [];
+    for (let i = this.order.length - 1; i >= 0 && ids.length < n; i--) {
+      const id = this.order[i]!;
+      if (this.finalAt.get(id) === i && isFinished(this.latest.get(id)!.st)) ids.push(id);
+    }
+    return ids;
+  }
+
+  /** The JobHistory hook: summaries of every stored finished job, oldest first. */
+  finished(): JobRecord[] {
+    this.refresh();
+    if (!this.summaries) {
+      const list: JobRecord[] = [];
+      this.order.forEach((id, i) => {
+        const slot = this.latest.get(id)!;
+        if (this.finalAt.get(id) === i && isFinished(slot.st)) list.push((slot.summary ??= summaryOf(lineOf(slot))));
+      });
+      this.summaries = list;
+    }
+    return this.summaries;
+  }
+
+  /**
+   * Marks `interrupted` every queued or running job whose server is gone (its pid is not
+   * running, or it is running but started at another time: a reused pid). Jobs of live
+   * servers are left alone. Call it under the store lock, so two servers never recover the
+   * same job.
+   */
+  recoverOrphans(now = new Date()): Recovered[] {
+    this.refresh();
+    const alive = new Map<string, boolean>();
+    const recovered: Recovered[] = [];
+    for (const slot of [...this.latest.values()]) {
+      if (isFinished(slot.st)) continue;
+      const line = lineOf(slot);
+      if (line.p === this.identity.pid && line.ps === this.identity.start) continue;
+      const key = `${line.p}:${line.ps}`;
+      if (!alive.has(key)) alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps));
+      if (alive.get(key)) continue;
+      const stored = this.get(line.id);
+      const record: StoredRecord = stored ?? {
+        ...summaryOf(line),
+        v: 1,
+        owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+      };
+      const log = join(this.runDir(line.id), 'stdout.log');
+      record.state = 'interrupted';
+      record.endedAt = now.toISOString();
+      record.outcome = {
+        ...(record.outcome ?? {}),
+        ok: false,
+        text: record.outcome?.text ?? '',
+        error: `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}`,
+        costSource: record.outcome?.costSource ?? 'unknown',
+      };
+      mkdirSync(this.runDir(line.id), { recursive: true });
+      this.writeRecord(record);
+      this.append(record);
+      this.fresh.set(record.id, record);
+      recovered.push({ record, ownerPid: line.p });
+    }
+    if (recovered.length) this.refresh();
+    return recovered;
+  }
+}
+
+/** An index line as loaded: id and state read at once, the rest parsed on demand. */
+type Slot = { id: string; st: JobState; raw: string; line?: IndexLine; summary?: JobRecord };
+
+const HEAD = /^\{"id":"([a-z0-9]{1,64})","st":"([a-z_]+)",/;
+
+/**
+ * Loading 10,000 runs' lines must be fast: the id and state are the first two keys of every
+ * line this store writes, so they are read with one regular expression, not JSON.parse.
+ */
+function slotOf(raw: string): Slot | undefined {
+  const m = HEAD.exec(raw);
+  // (A line torn by a crash has the next line glued to it: a second {"id": in it.)
+  if (m && raw.endsWith('}') && raw.indexOf(LINE_START, 1) < 0) return { id: m[1]!, st: m[2] as JobState, raw };
+  const line = parseLine(raw);
+  return line ? { id: line.id, st: line.st, raw, line } : undefined;
+}
+
+function lineOf(slot: Slot): IndexLine {
+  return (slot.line ??= parseLine(slot.raw) ?? { id: slot.id, st: slot.st, b: '?', m: '?', t: '', c: '' });
+}
+
+function parseLine(raw: string): IndexLine | undefined {
+  if (raw === '') return undefined;
+  for (const text of [raw, raw.slice(Math.max(0, raw.lastIndexOf(LINE_START)))]) {
+    try {
+      const line = JSON.parse(text) as IndexLine;
+      if (line && typeof line.id === 'string' && typeof line.st === 'string') return line;
+    } catch {
+      // A line torn by a crash, with the next line appended to it: the next line is
+      // recovered from where it starts ({"id": appears nowhere else: quotes in values are escaped).
+    }
+  }
+  return undefined;
+}
+
+/** A JobRecord made of an index line: enough for `list` and wait_for_agents' summaries. */
+function summaryOf(line: IndexLine): JobRecord {
+  return {
+    id: line.id,
+    backend: line.b,
+    model: line.m,
+    prompt: line.t,
+    cwd: '',
+    timeoutS: 0,
+    extra: {},
+    state: line.st,
+    createdAt: line.c,
+    ...(line.s ? { startedAt: line.s } : {}),
+    ...(line.e ? { endedAt: line.e } : {}),
+    ...(line.cs
+      ? {
+          outcome: {
+            ok: line.st === 'succeeded',
+            text: '',
+            costSource: line.cs,
+            ...(line.usd !== undefined ? { costUsd: line.usd } : {}),
+            ...(line.in !== undefined ? { usage: { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } } : {}),
+          },
+        }
+      : {}),
+  };
+}

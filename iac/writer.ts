@@ -1,0 +1,182 @@
+// Writes IAC.md: coalesced, under a lock that holds across processes, by temp file + rename.
+//
+// Every change schedules a write; changes that arrive while one is scheduled or running are
+// folded into the next, so a burst of a hundred finishing jobs costs a handful of writes.
+// Each write, under the lock: reads what the other servers appended to the index, marks the
+// jobs of dead servers interrupted, renders, writes a temp file and renames it over IAC.md.
+// A reader therefore sees the old file or the new one, never half of one, and since every
+// write starts from the whole index, the last write shows every server's jobs.
+//
+// Entries are rendered once and kept (they do not change once finished), so a write costs
+// O(N entries shown), not O(history).
+import { readdirSync, statSync, unlinkSync, mkdirSync } from 'node:fs';
+import { basename, dirname, join, relative, sep } from 'node:path';
+import { lock } from 'proper-lockfile';
+import writeFileAtomic from 'write-file-atomic';
+import { renderDocument, renderEntry } from './render.js';
+import type { Recovered, RunStore } from './store.js';
+
+export type IacWriterOptions = {
+  /** IAC.md's path. */
+  file: string;
+  /** How many finished interactions it shows. */
+  entries: number;
+  /** Coalescing window. */
+  debounceMs?: number;
+  /** Stale lock age (a holder that died): at least 2000 (proper-lockfile's minimum). */
+  staleLockMs?: number;
+  log?: (message: string) => void;
+  /** Called (under the lock) with the jobs just marked interrupted. */
+  onRecovered?: (recovered: Recovered[]) => void;
+  /** Tests: called after each write with the document written. */
+  afterWrite?: (document: string) => void;
+};
+
+export class IacWriter {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private closed = false;
+  private cleaned = false;
+  private lastError = '';
+  private readonly cache = new Map<string, { key: string; text: string }>();
+  /** How many times IAC.md was written. */
+  writes = 0;
+
+  constructor(
+    private readonly store: RunStore,
+    private readonly options: IacWriterOptions,
+  ) {}
+
+  /** Asks for a write soon; many asks in a row make one write. */
+  schedule(): void {
+    this.dirty = true;
+    if (this.timer || this.running || this.closed) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.run();
+    }, this.options.debounceMs ?? 200);
+  }
+
+  private run(): Promise<void> {
+    this.running ??= (async () => {
+      try {
+        this.dirty = false;
+        await this.write();
+      } finally {
+        this.running = undefined;
+        if (this.dirty) this.schedule();
+      }
+    })();
+    return this.running;
+  }
+
+  /** Writes now whatever is pending, and resolves once IAC.md is up to date. */
+  async flush(): Promise<void> {
+    for (;;) {
+      if (this.timer) {
+        clearTimeout(this.timer);
+        this.timer = undefined;
+      }
+      if (this.running) {
+        await this.running;
+        continue;
+      }
+      if (!this.dirty) return;
+      await this.run();
+    }
+  }
+
+  /** Flushes, then ignores later changes. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+  }
+
+  private async write(): Promise<void> {
+    const { file } = this.options;
+    let release: (() => Promise<void>) | undefined;
+    try {
+      mkdirSync(this.store.dir, { recursive: true });
+      release = await lock(this.store.dir, {
+        lockfilePath: join(this.store.dir, 'iac.lock'),
+        realpath: false,
+        stale: Math.max(2000, this.options.staleLockMs ?? 5000),
+        retries: { retries: 400, factor: 1.2, minTimeout: 5, maxTimeout: 100 },
+        onCompromised: (error) => this.options.log?.(`the IAC.md lock was taken over: ${error.message}`),
+      });
+      const recovered = this.store.recoverOrphans();
+      if (recovered.length) this.options.onRecovered?.(recovered);
+      if (!this.cleaned) this.removeStaleTemps();
+      const document = this.render(Date.now());
+      mkdirSync(dirname(file), { recursive: true });
+      // No fsync: IAC.md is a view, rewritten whole from the store by the next write.
+      await writeFileAtomic(file, document, { fsync: false });
+      this.writes++;
+      this.lastError = '';
+      this.options.afterWrite?.(document);
+    } catch (error) {
+      const message = `could not write ${file}: ${(error as Error).message}`;
+      if (message !== this.lastError) this.options.log?.(message);
+      this.lastError = message;
+    } finally {
+      await release?.().catch(() => undefined);
+    }
+  }
+
+  /** The document as it stands: the active agents of every server and the newest N entries. */
+  render(now: number): string {
+    const { file } = this.options;
+    const fromIac = (path: string) => {
+      const rel = relative(dirname(file), path);
+      return (rel.startsWith('..') ? path : rel).split(sep).join('/');
+    };
+    const ids = this.store.newestFinished(this.options.entries);
+    const entries = ids.map((id) => {
+      const line = this.store.line(id)!;
+      const key = `${line.st}|${line.e}`;
+      const cached = this.cache.get(id);
+      if (cached?.key === key) return cached.text;
+      const record = this.store.recordForRender(id);
+      const text = record
+        ? renderEntry(record, { runPath: (runId) => fromIac(this.store.runDir(runId)) })
+        : `### \`${id}\` · ${line.st}\n\n_Its record is missing from the store._`;
+      this.cache.set(id, { key, text });
+      return text;
+    });
+    const shown = new Set(ids);
+    for (const id of this.cache.keys()) if (!shown.has(id)) this.cache.delete(id);
+    this.store.clearFresh();
+    return renderDocument({
+      now,
+      active: this.store.active().map((l) => ({
+        id: l.id,
+        state: l.st,
+        backend: l.b,
+        model: l.m,
+        task: l.t,
+        createdAt: l.c,
+        ...(l.s ? { startedAt: l.s } : {}),
+      })),
+      entries,
+      totalFinished: this.store.finishedCount,
+      storePath: fromIac(this.store.dir),
+    });
+  }
+
+  /** Temp files of a writer killed between write and rename (write-file-atomic names them IAC.md.<digits>). */
+  private removeStaleTemps(): void {
+    this.cleaned = true;
+    const dir = dirname(this.options.file);
+    const pattern = new RegExp(`^${basename(this.options.file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d+$`);
+    try {
+      for (const name of readdirSync(dir)) {
+        if (!pattern.test(name)) continue;
+        const path = join(dir, name);
+        if (Date.now() - statSync(path).mtimeMs > 10_000) unlinkSync(path);
+      }
+    } catch {
+      // best effort
+    }
+  }
+}

@@ -1,0 +1,118 @@
+// logs: one agent's raw output, a page at a time, so a long log never comes back in one piece.
+// Offsets and sizes are in bytes of the log file; pages end at a line end when there is one
+// (else at a character boundary), and secrets are redacted, even ones a page edge cuts.
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import { secrets } from '../../iac/redact.js';
+import { redactPage } from '../../iac/scrub.js';
+import type { App } from '../app.js';
+import { logPaths } from '../execute.js';
+import { findJob, toolResult, ToolInputError } from './views.js';
+
+export const DEFAULT_LOG_BYTES = 64 * 1024;
+export const MAX_LOG_BYTES = 1024 * 1024;
+/** Bytes read on each side of a page to find secrets its edges cut. */
+const CONTEXT = 1024;
+
+const outputSchema = z.object({
+  agent_id: z.string(),
+  state: z.string(),
+  stream: z.enum(['stdout', 'stderr']),
+  path: z.string().describe('The log file'),
+  size: z.number().describe('Bytes in the log now (it grows while the agent runs)'),
+  offset: z.number().describe('Byte offset of this page'),
+  next_offset: z.number().describe('Pass as offset to read on'),
+  eof: z.boolean().describe('True when this page reaches the end of the log as it is now'),
+  text: z.string(),
+});
+
+function readAt(fd: number, position: number, length: number): Buffer {
+  const buffer = Buffer.alloc(Math.max(0, length));
+  let got = 0;
+  while (got < buffer.length) {
+    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buffer.subarray(0, got);
+}
+
+/** The length of `buffer` without a multi-byte character its end cuts. */
+function wholeChars(buffer: Buffer): number {
+  let lead = buffer.length - 1;
+  while (lead > 0 && lead > buffer.length - 4 && (buffer[lead]! & 0xc0) === 0x80) lead--;
+  const b = buffer[lead] ?? 0;
+  const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+  return lead + need > buffer.length ? lead : buffer.length;
+}
+
+export type LogPage = z.infer<typeof outputSchema>;
+
+export function readLogPage(path: string, options: { offset?: number; limit?: number; tail?: number }): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return { path, size: 0, offset: 0, next_offset: 0, eof: true, text: '' };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const limit = options.tail ?? options.limit ?? DEFAULT_LOG_BYTES;
+    let start = options.tail !== undefined ? Math.max(0, size - options.tail) : Math.min(options.offset ?? 0, size);
+    let page = readAt(fd, start, Math.min(size, start + limit) - start);
+    if (options.tail !== undefined) {
+      // A tail starts at a character boundary, not inside one.
+      let skip = 0;
+      while (skip < 3 && skip < page.length && (page[skip]! & 0xc0) === 0x80) skip++;
+      start += skip;
+      page = page.subarray(skip);
+    }
+    if (start + page.length < size && page.length > 0) {
+      const newline = page.lastIndexOf(10);
+      const cut = newline >= 0 ? newline + 1 : wholeChars(page);
+      if (cut > 0) page = page.subarray(0, cut);
+    }
+    const end = start + page.length;
+    const before = readAt(fd, Math.max(0, start - CONTEXT), start - Math.max(0, start - CONTEXT));
+    const after = readAt(fd, end, Math.min(CONTEXT, size - end));
+    return { path, size, offset: start, next_offset: end, eof: end >= size, text: redactPage(page, before, after, secrets) };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export function registerLogsTool(server: McpServer, app: App): void {
+  server.registerTool(
+    'logs',
+    {
+      title: 'Agent logs',
+      description:
+        "Read an agent's raw output log (its CLI's stdout, or stderr) one page at a time, also while it runs. Offsets and sizes are in bytes. " +
+        `Pass next_offset back as offset to read on, or tail to get the newest bytes; a page holds at most limit bytes (default ${DEFAULT_LOG_BYTES}) and ends at a line end. ` +
+        'For the answer itself use result.',
+      inputSchema: z
+        .object({
+          agent_id: z.string().min(1).max(64).describe('The id spawn_* returned'),
+          stream: z.enum(['stdout', 'stderr']).optional().describe('Which log (default stdout)'),
+          offset: z.number().int().min(0).optional().describe('Byte offset to start at (default 0)'),
+          limit: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Most bytes to return (default ${DEFAULT_LOG_BYTES})`),
+          tail: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('Return the last this many bytes instead (not with offset)'),
+        })
+        .strict(),
+      outputSchema,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ agent_id, stream, offset, limit, tail }) => {
+      const job = findJob(app, agent_id);
+      if (tail !== undefined && offset !== undefined) throw new ToolInputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
+      const which = stream ?? 'stdout';
+      const page = readLogPage(logPaths(app.config, job.id)[which], {
+        ...(offset !== undefined ? { offset } : {}),
+        ...(limit !== undefined ? { limit } : {}),
+        ...(tail !== undefined ? { tail } : {}),
+      });
+      return toolResult({ agent_id: job.id, state: job.state, stream: which, ...page });
+    },
+  );
+}

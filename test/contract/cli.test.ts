@@ -1,0 +1,127 @@
+// The real claude, codex and copilot CLIs, driven through the MCP server end to end against
+// the project's fake model API on 127.0.0.1: a first turn, a resumed second turn, an API
+// error, a system prompt that reaches the model, and a tool the default permissions allow.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
+import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
+
+type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string; usage?: { input_tokens: number; output_tokens: number }; cost_usd?: number; cost_source?: string };
+
+let api: FakeModelApi;
+let server: TestServer;
+let home: string;
+const project = () => server.projectDir;
+
+beforeAll(async () => {
+  // KEY=VALUE lines: where the pinned CLIs are (installed on first use, then reused).
+  const installed = Object.fromEntries(
+    execFileSync('bash', [join(repoRoot, 'test/contract/install-clis.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+      .trim()
+      .split('\n')
+      .map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]),
+  );
+  api = await startFakeModelApi();
+  // Homes for the CLIs' own state. codex warns when its home is under /tmp.
+  home = mkdtempSync(join(homedir(), '.cache', 'polyspawn', 'contract-home-'));
+  const codexHome = join(home, 'codex');
+  mkdirSync(codexHome);
+  writeFileSync(
+    join(codexHome, 'config.toml'),
+    [
+      'model_provider = "fake"',
+      '[model_providers.fake]',
+      'name = "fake"',
+      `base_url = "${api.url}/v1"`,
+      'wire_api = "responses"',
+      'stream_max_retries = 0',
+      'request_max_retries = 0',
+      '[analytics]',
+      'enabled = false',
+      '[features]',
+      'plugins = false',
+    ].join('\n'),
+  );
+  server = await startServer({
+    fakeClis: false,
+    env: {
+      POLYSPAWN_CLAUDE_BIN: installed.POLYSPAWN_CLAUDE_BIN!,
+      POLYSPAWN_CODEX_BIN: installed.POLYSPAWN_CODEX_BIN!,
+      POLYSPAWN_COPILOT_BIN: installed.POLYSPAWN_COPILOT_BIN!,
+      XDG_CACHE_HOME: installed.POLYSPAWN_COPILOT_XDG_CACHE_HOME!,
+      ANTHROPIC_BASE_URL: api.url,
+      ANTHROPIC_API_KEY: 'sk-ant-contract-test',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      CLAUDE_CODE_MAX_RETRIES: '0',
+      CLAUDE_CONFIG_DIR: join(home, 'claude'),
+      CODEX_HOME: codexHome,
+      COPILOT_HOME: join(home, 'copilot'),
+      COPILOT_OFFLINE: 'true',
+      COPILOT_PROVIDER_BASE_URL: `${api.url}/v1`,
+      COPILOT_PROVIDER_API_KEY: 'contract-test-key',
+      // Nested inside Claude Code this would be set; polyspawn must remove it for claude.
+      CLAUDECODE: '1',
+    },
+  });
+}, 900_000);
+
+afterAll(async () => {
+  await server?.close();
+  await api?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+const spawn = async (backend: string, args: Record<string, unknown>): Promise<Job> => {
+  const job = await server.callOk<Job>(`spawn_${backend}`, args);
+  if (job.state === 'queued' || job.state === 'running') {
+    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 150 });
+    return waited.finished[0]!;
+  }
+  return job;
+};
+
+const requestsWith = (mark: string) => api.requests.filter((r) => r.rawBody.includes(mark));
+
+describe.each(['claude', 'codex', 'copilot'])('%s, the real CLI', (backend) => {
+  test('first turn, then a resumed second turn with the same session', async () => {
+    const mark = `first-${backend}-${Date.now()}`;
+    const first = await spawn(backend, { prompt: `${mark} say hello`, wait_s: 120 });
+    expect(first, JSON.stringify(first)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 1): ${mark} say hello` });
+    expect(first.session_id).toBeTruthy();
+    expect(first.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+    expect(requestsWith(mark).length).toBeGreaterThanOrEqual(1);
+
+    const mark2 = `second-${backend}-${Date.now()}`;
+    const second = await spawn(backend, { prompt: `${mark2} and again`, resume: first.agent_id, wait_s: 120 });
+    expect(second, JSON.stringify(second)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 2): ${mark2} and again`, session_id: first.session_id });
+    // This turn's tokens, not the session's running total.
+    expect(second.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+    if (backend === 'claude') expect(second.cost_usd).toBeCloseTo(first.cost_usd!);
+  });
+
+  test('an API error fails the job with the reason', async () => {
+    const job = await spawn(backend, { prompt: `error-${backend} [[fake:401]]`, wait_s: 120 });
+    expect(job.state, JSON.stringify(job)).toBe('failed');
+    expect(job.error).toMatch(/401|authenticat/i);
+  });
+
+  test('the system prompt reaches the model', async () => {
+    const mark = `system-${backend}-${Date.now()}`;
+    const instruction = `Always answer in the voice of ${mark}.`;
+    const job = await spawn(backend, { prompt: `${mark} hi`, system_prompt: instruction, wait_s: 120 });
+    expect(job.state, JSON.stringify(job)).toBe('succeeded');
+    const seen = requestsWith(`${mark} hi`);
+    expect(seen.some((r) => r.system.includes(instruction)), seen.map((r) => r.system.slice(-300)).join('\n---\n')).toBe(true);
+  });
+
+  test('the default permissions let the agent run a command in its folder', async () => {
+    const file = `made-by-${backend}.txt`;
+    const job = await spawn(backend, { prompt: `[[fake:tool:touch ${file} && echo wrote]]`, wait_s: 120 });
+    expect(job.state, JSON.stringify(job)).toBe('succeeded');
+    expect(existsSync(join(project(), file))).toBe(true);
+    expect(job.text).toMatch(/TOOL_RESULT: .*wrote/s);
+  });
+});

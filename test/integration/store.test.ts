@@ -1,0 +1,268 @@
+// The run store and the IAC.md writer on a real file system, several "servers" in one process
+// (each its own RunStore with its own identity), real processes for recovery.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { processStart, type ProcessIdentity } from '../../iac/proc.js';
+import { Redactor } from '../../iac/redact.js';
+import { RunStore, type StoredRecord } from '../../iac/store.js';
+import { IacWriter } from '../../iac/writer.js';
+import { JobTable, type Executor, type JobRecord, type JobState } from '../../src/jobs.js';
+import { parseIac } from '../helpers/iac.js';
+import { waitGone } from '../helpers/processes.js';
+
+const project = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-store-'));
+  return { dir, state: join(dir, '.polyspawn'), iac: join(dir, 'IAC.md') };
+};
+const me: ProcessIdentity = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
+const openStore = (state: string, identity = me) => new RunStore({ stateDir: state, redactor: new Redactor(['configured-secret-123']), identity });
+
+let counter = 0;
+function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
+  const id = `j${String(counter++).padStart(5, '0')}`;
+  return {
+    id,
+    backend: 'claude',
+    model: 'sonnet',
+    prompt: `task ${id}\nmore`,
+    cwd: '/tmp',
+    timeoutS: 60,
+    extra: {},
+    state,
+    createdAt: new Date().toISOString(),
+    ...(state !== 'queued' ? { startedAt: new Date().toISOString() } : {}),
+    ...(state !== 'queued' && state !== 'running' ? { endedAt: new Date().toISOString(), outcome: { ok: state === 'succeeded', text: `answer ${id}`, costSource: 'unknown' as const } } : {}),
+    ...overrides,
+  };
+}
+
+/** Saves a job through its three states, as the job table would. */
+function run(store: RunStore, final: JobState = 'succeeded', overrides: Partial<JobRecord> = {}): JobRecord {
+  const j = job('queued', overrides);
+  store.claimId(j.id);
+  store.save(j);
+  j.state = 'running';
+  j.startedAt = new Date().toISOString();
+  store.save(j);
+  Object.assign(j, { state: final, endedAt: new Date().toISOString(), outcome: { ok: final === 'succeeded', text: `answer ${j.id}`, costSource: 'unknown' } });
+  store.save(j);
+  return j;
+}
+
+describe('RunStore', () => {
+  test('records every change atomically, indexes state changes, and answers get/finished from disk', () => {
+    const p = project();
+    const store = openStore(p.state);
+    const j = run(store, 'succeeded', { prompt: 'use configured-secret-123 and sk-abcdefghijklmnopqrstuvwx please' });
+    const stored = store.get(j.id)!;
+    expect(stored).toMatchObject({ id: j.id, state: 'succeeded', owner: me, outcome: { text: `answer ${j.id}` } });
+    expect(stored.prompt).toBe('use [REDACTED] and [REDACTED] please');
+    expect(readFileSync(join(p.state, 'runs', j.id, 'prompt.txt'), 'utf8')).toBe(stored.prompt);
+    const lines = readFileSync(join(p.state, 'index.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { st: string });
+    expect(lines.map((l) => l.st)).toEqual(['queued', 'running', 'succeeded']);
+
+    const other = openStore(p.state, { pid: 1, start: 'other' });
+    expect(other.finished().map((r) => [r.id, r.state])).toEqual([[j.id, 'succeeded']]);
+    expect(other.get(j.id)!.outcome!.text).toBe(`answer ${j.id}`);
+    expect(other.get('../../etc')).toBeUndefined();
+    // No temp files left behind.
+    expect(readdirSync(join(p.state, 'runs', j.id)).sort()).toEqual(['prompt.txt', 'record.json']);
+  });
+
+  test('claimId: an id is handed out once across stores, and never one already stored', () => {
+    const p = project();
+    const a = openStore(p.state);
+    const b = openStore(p.state, { pid: 1 });
+    expect(a.claimId('abc234')).toBe(false);
+    expect(a.claimId('abc234')).toBe(true);
+    expect(b.claimId('abc234')).toBe(true);
+    // The job table asks the hook for every id it draws: ids it hands out are claimed in the store.
+    const ids = new Set<string>();
+    const table = new JobTable({ concurrency: 1, execute: async () => ({ state: 'succeeded', outcome: { ok: true, text: '', costSource: 'unknown' } }), idTaken: (id) => b.claimId(id) });
+    for (let i = 0; i < 200; i++) ids.add(table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} }).id);
+    expect(ids.size).toBe(200);
+    for (const id of ids) expect(a.claimId(id)).toBe(true);
+  });
+
+  test('a line torn by a crash is skipped and the line glued to it recovered; a half-written last line waits', () => {
+    const p = project();
+    const store = openStore(p.state);
+    const first = run(store);
+    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"torn01","st":"runn');
+    const second = run(store);
+    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"half01","st":"succeeded","b":"x"');
+    const reader = openStore(p.state, { pid: 1 });
+    expect(reader.finished().map((r) => r.id)).toEqual([first.id, second.id]);
+    expect(reader.line('torn01')).toBeUndefined();
+    appendFileSync(join(p.state, 'index.jsonl'), ',"m":"m","t":"t","c":"2026-01-01T00:00:00Z"}\n');
+    expect(reader.finished().map((r) => r.id)).toEqual([first.id, second.id, 'half01']);
+  });
+
+  test('a second store follows the first by reading only what was appended', () => {
+    const p = project();
+    const a = openStore(p.state);
+    const b = openStore(p.state, { pid: 1 });
+    run(a);
+    expect(b.finished()).toHaveLength(1);
+    const queued = job('queued');
+    a.claimId(queued.id);
+    a.save(queued);
+    b.refresh();
+    expect(b.active().map((l) => l.id)).toEqual([queued.id]);
+    run(a);
+    expect(b.finished()).toHaveLength(2);
+  });
+});
+
+describe('IacWriter', () => {
+  test('a burst of 100 jobs finishing together makes one or two writes, and IAC.md holds them all', async () => {
+    const p = project();
+    const store = openStore(p.state);
+    const writer = new IacWriter(store, { file: p.iac, entries: 200, debounceMs: 50 });
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      ids.push(run(store).id);
+      writer.schedule();
+    }
+    await writer.flush();
+    expect(writer.writes).toBeLessThanOrEqual(2);
+    const parsed = parseIac(readFileSync(p.iac, 'utf8'));
+    expect(parsed.entries.map((e) => e.id)).toEqual(ids.reverse());
+  });
+
+  test('jobs finishing over time, in 20 small bursts, still cost far fewer writes than jobs', async () => {
+    const p = project();
+    const store = openStore(p.state);
+    const writer = new IacWriter(store, { file: p.iac, entries: 200, debounceMs: 200 });
+    for (let burst = 0; burst < 20; burst++) {
+      for (let i = 0; i < 5; i++) {
+        run(store);
+        writer.schedule();
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await writer.flush();
+    expect(writer.writes).toBeLessThan(20);
+    expect(parseIac(readFileSync(p.iac, 'utf8')).entries).toHaveLength(100);
+  });
+
+  test('bounded: the newest N entries; a write renders only entries it has not rendered before', async () => {
+    const p = project();
+    const store = openStore(p.state);
+    const writer = new IacWriter(store, { file: p.iac, entries: 10, debounceMs: 0 });
+    const all = Array.from({ length: 30 }, () => run(store).id);
+    await writer.flush();
+    writer.schedule();
+    await writer.flush();
+    const parsed = parseIac(readFileSync(p.iac, 'utf8'));
+    expect(parsed.entries.map((e) => e.id)).toEqual(all.slice(-10).reverse());
+    // Entries come from the cache: deleting every record file does not change the next write.
+    const before = readFileSync(p.iac, 'utf8').replace(/_Updated[^\n]*/, '');
+    for (const id of all) appendFileSync(join(p.state, 'runs', id, 'record.json'), 'garbage');
+    writer.schedule();
+    await writer.flush();
+    expect(readFileSync(p.iac, 'utf8').replace(/_Updated[^\n]*/, '')).toBe(before);
+  });
+
+  test("two servers' writers on one project: each write shows both servers' jobs, and the last one all of them", async () => {
+    const p = project();
+    const a = openStore(p.state);
+    const b = openStore(p.state, { pid: process.ppid, start: processStart(process.ppid) ?? 'p' });
+    const wa = new IacWriter(a, { file: p.iac, entries: 200, debounceMs: 5 });
+    const wb = new IacWriter(b, { file: p.iac, entries: 200, debounceMs: 5 });
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      ids.push(run(i % 2 ? a : b).id);
+      (i % 2 ? wa : wb).schedule();
+      if (i % 10 === 0) await new Promise((r) => setTimeout(r, 2));
+    }
+    await Promise.all([wa.flush(), wb.flush()]);
+    wa.schedule();
+    await wa.flush();
+    const parsed = parseIac(readFileSync(p.iac, 'utf8'));
+    expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(ids));
+    expect(parsed.entries).toHaveLength(40);
+  });
+});
+
+describe('recovery', () => {
+  test("jobs of a dead server become interrupted and their process groups end; a live server's are left alone", async () => {
+    const p = project();
+    // A server that has exited: its pid is gone.
+    const dead = spawn(process.execPath, ['-e', '']);
+    await once(dead, 'exit');
+    const deadStore = openStore(p.state, { pid: dead.pid!, start: 'gone' });
+    // A job group still running after its server died (as if the reaper had died too).
+    const group = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' });
+    await new Promise((r) => setTimeout(r, 50));
+    const running = job('running', { pgid: group.pid! });
+    deadStore.claimId(running.id);
+    deadStore.save(running);
+    const queued = job('queued');
+    deadStore.claimId(queued.id);
+    deadStore.save(queued);
+    const finished = run(deadStore);
+    expect(deadStore.get(running.id)!.group).toEqual({ pgid: group.pid, start: processStart(group.pid!) });
+
+    // A job of a live server (the test's parent process) and one whose pid was reused.
+    const liveStore = openStore(p.state, { pid: process.ppid, start: processStart(process.ppid)! });
+    const live = job('running');
+    liveStore.claimId(live.id);
+    liveStore.save(live);
+    const reusedStore = openStore(p.state, { pid: process.ppid, start: 'started-at-another-time' });
+    const reused = job('running');
+    reusedStore.claimId(reused.id);
+    reusedStore.save(reused);
+
+    const next = openStore(p.state);
+    const recovered: string[] = [];
+    const writer = new IacWriter(next, { file: p.iac, entries: 200, debounceMs: 0, onRecovered: (r) => recovered.push(...r.map((x) => x.record.id)) });
+    writer.schedule();
+    await writer.flush();
+    expect(recovered.sort()).toEqual([running.id, queued.id, reused.id].sort());
+    for (const id of recovered) {
+      const r = next.get(id) as StoredRecord;
+      expect(r.state).toBe('interrupted');
+      expect(r.outcome!.error).toMatch(/interrupted: the polyspawn server that ran it \(pid \d+\) ended before it finished/);
+    }
+    expect(next.get(live.id)!.state).toBe('running');
+    expect(next.get(finished.id)!.state).toBe('succeeded');
+    const parsed = parseIac(readFileSync(p.iac, 'utf8'));
+    expect(parsed.active.map((row) => row[0])).toEqual([live.id]);
+    expect(parsed.entries.map((e) => e.id).sort()).toEqual([finished.id, ...recovered].sort());
+
+    // The runtime ends the group; here the same call the runtime makes.
+    const { terminateGroup } = await import('../../src/runner.js');
+    const { sameProcessAlive } = await import('../../iac/proc.js');
+    const g = next.get(running.id)!.group!;
+    expect(sameProcessAlive(g.pgid, g.start)).toBe(true);
+    await terminateGroup(g.pgid, 500);
+    await waitGone(group.pid!);
+    expect(sameProcessAlive(g.pgid, g.start)).toBe(false);
+
+    // A second recovery finds nothing more to do.
+    expect(next.recoverOrphans()).toEqual([]);
+    expect(existsSync(p.iac)).toBe(true);
+  });
+});
+
+describe('JobTable over the store', () => {
+  test('stored jobs answer get, all, waitFor and cancel as they are', async () => {
+    const p = project();
+    const earlier = openStore(p.state, { pid: 1, start: 'old' });
+    const done = run(earlier);
+    const store = openStore(p.state);
+    const execute: Executor = async () => ({ state: 'succeeded', outcome: { ok: true, text: 'new', costSource: 'unknown' } });
+    const table = new JobTable({ concurrency: 2, execute, idTaken: (id) => store.claimId(id), history: store });
+    expect(table.get(done.id)).toMatchObject({ id: done.id, state: 'succeeded', outcome: { text: `answer ${done.id}` } });
+    const fresh = table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} });
+    expect(table.all().map((r) => r.id)).toEqual([done.id, fresh.id]);
+    const waited = await table.waitFor([done.id, fresh.id], { timeoutMs: 5000, mode: 'all' });
+    expect(waited.finished.map((r) => r.id).sort()).toEqual([done.id, fresh.id].sort());
+    expect((await table.cancel(done.id))!.state).toBe('succeeded');
+  });
+});

@@ -9,7 +9,6 @@ import {
   makeUsage,
   toFailureOutcome,
   withPolicy,
-  type ApiCallContext,
 } from './http-policy.js';
 
 /** Explicit, so GOOGLE_GEMINI_BASE_URL in the environment does not silently redirect the key. */
@@ -21,6 +20,7 @@ type Part = { text?: unknown; thought?: unknown };
 export const gemini: ApiBackend = {
   name: 'gemini',
   kind: 'api',
+  keyNames: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
   title: 'Gemini (Google AI API)',
   description:
     "Ask Google's Gemini model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for long inputs, second opinions, reviews of pasted code, explanations and plans.",
@@ -28,8 +28,7 @@ export const gemini: ApiBackend = {
   supportsResume: false,
   extraInput: apiExtraInput,
 
-  async call(input, context) {
-    const ctx = context as ApiCallContext;
+  async call(input, ctx) {
     const { maxOutputTokens, temperature } = apiOptions(input.extra);
     try {
       const { GoogleGenAI } = await loadSdk(VENDOR, ctx, () => import('@google/genai'));

@@ -9,7 +9,6 @@ import {
   makeUsage,
   toFailureOutcome,
   withPolicy,
-  type ApiCallContext,
 } from './http-policy.js';
 
 export const XAI_BASE_URL = 'https://api.x.ai/v1';
@@ -44,6 +43,7 @@ function contentText(content: unknown): string {
 export const grok: ApiBackend = {
   name: 'grok',
   kind: 'api',
+  keyNames: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
   title: 'Grok (xAI API)',
   description:
     "Ask xAI's Grok model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for second opinions, reviews of pasted code, explanations, plans and brainstorming.",
@@ -51,8 +51,7 @@ export const grok: ApiBackend = {
   supportsResume: false,
   extraInput: apiExtraInput,
 
-  async call(input, context) {
-    const ctx = context as ApiCallContext;
+  async call(input, ctx) {
     const { maxOutputTokens, temperature } = apiOptions(input.extra);
     const messages = [
       ...(input.systemPrompt ? [{ role: 'system' as const, content: input.systemPrompt }] : []),

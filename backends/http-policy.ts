@@ -15,7 +15,7 @@
 // (classification never depends on an SDK's error classes), and lifts undici's 300 s header
 // and body timeouts so that the job's timeout is the only one.
 import { z } from 'zod';
-import type { Outcome, Usage } from './types.js';
+import type { ApiCallContext, Outcome, Usage } from './types.js';
 
 export const FAILURE_KINDS = ['auth', 'rate_limited', 'server', 'timeout', 'bad_response', 'bad_request', 'cancelled'] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -31,23 +31,6 @@ export type PolicyKnobs = {
 
 export const DEFAULT_POLICY: Readonly<PolicyKnobs> = { maxAttempts: 3, retryAfterCapMs: 30_000, backoffMs: 1_000 };
 
-/**
- * What the API executor hands an API backend's `call()`: the contract's `{signal, key, baseUrl}`
- * plus optional extras. A caller that passes only the contract's fields gets the defaults
- * (no deadline but the signal; the caps above).
- */
-export type ApiCallContext = {
-  signal: AbortSignal;
-  key: string;
-  baseUrl?: string;
-  /** Per-attempt timeout and whole-call deadline (the job's timeout_s). */
-  timeoutMs?: number;
-  policy?: Partial<PolicyKnobs>;
-  /** Named in messages: where the key came from, how to change the base URL. Never values. */
-  hints?: { key?: string; baseUrl?: string };
-  /** One line per attempt and wait, for the run's log. */
-  log?: (line: string) => void;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Tool inputs every API backend takes beyond the common ones.

@@ -10,7 +10,6 @@ import {
   makeUsage,
   toFailureOutcome,
   withPolicy,
-  type ApiCallContext,
 } from './http-policy.js';
 
 export const MISTRAL_BASE_URL = 'https://api.mistral.ai';
@@ -37,6 +36,7 @@ function cachedTokens(usage: Record<string, unknown>): unknown {
 export const mistral: ApiBackend = {
   name: 'mistral',
   kind: 'api',
+  keyNames: ['MISTRAL_API_KEY'],
   title: 'Mistral (Mistral AI API)',
   description:
     "Ask a Mistral AI model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for second opinions, reviews of pasted code, explanations and plans, and for text in European languages.",
@@ -44,8 +44,7 @@ export const mistral: ApiBackend = {
   supportsResume: false,
   extraInput: apiExtraInput,
 
-  async call(input, context) {
-    const ctx = context as ApiCallContext;
+  async call(input, ctx) {
     const { maxOutputTokens, temperature } = apiOptions(input.extra);
     try {
       const [{ MistralCore }, { chatComplete }, { HTTPClient }] = await loadSdk(VENDOR, ctx, () =>

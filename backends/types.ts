@@ -115,9 +115,25 @@ export type CliBackend = BackendBase & {
   parse(result: CliResult): Outcome;
 };
 
+/** What the API executor hands an API backend's call(). */
+export type ApiCallContext = {
+  signal: AbortSignal;
+  key: string;
+  baseUrl?: string;
+  /** Per-attempt timeout and whole-call deadline (the job's timeout_s). */
+  timeoutMs?: number;
+  policy?: Partial<{ maxAttempts: number; retryAfterCapMs: number; backoffMs: number }>;
+  /** Named in messages: where the key came from, how to change the base URL. Never values. */
+  hints?: { key?: string; baseUrl?: string };
+  /** One line per attempt and wait, for the run's log. */
+  log?: (line: string) => void;
+};
+
 export type ApiBackend = BackendBase & {
   kind: 'api';
-  call(input: SpawnInput, ctx: { signal: AbortSignal; key: string; baseUrl?: string }): Promise<Outcome>;
+  /** The names its key goes by, in api_keys.json and the environment, in the order tried. */
+  keyNames: readonly string[];
+  call(input: SpawnInput, ctx: ApiCallContext): Promise<Outcome>;
 };
 
 export type Backend = CliBackend | ApiBackend;

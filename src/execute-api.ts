@@ -3,8 +3,8 @@
 // outcome to a job state. The run's folder gets the same two logs as a CLI run: stdout.log
 // holds the answer, stderr.log one line per attempt and wait (never the key).
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
-import { DEFAULT_POLICY, failureOf, failureOutcome, ApiFailure, type ApiCallContext, type PolicyKnobs } from '../backends/http-policy.js';
-import type { ApiBackend, Outcome } from '../backends/types.js';
+import { DEFAULT_POLICY, failureOf, failureOutcome, ApiFailure, type PolicyKnobs } from '../backends/http-policy.js';
+import type { ApiBackend, ApiCallContext, Outcome } from '../backends/types.js';
 import type { Config } from './config.js';
 import type { ExecutionResult, Executor, JobRecord } from './jobs.js';
 import { findApiKey } from './keys.js';

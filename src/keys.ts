@@ -4,18 +4,14 @@
 // set further down. Only key *sources* (a name and a file) ever leave this module, never values.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-/** The names a key goes by, as JSON keys in api_keys.json and as environment variables. */
-const KEY_NAMES: Record<string, readonly string[]> = {
-  grok: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
-  gemini: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
-  mistral: ['MISTRAL_API_KEY'],
-};
+import { backends } from '../backends/registry.js';
 
 export const KEYS_FILE = 'api_keys.json';
 
+/** The names a key goes by, as JSON keys in api_keys.json and as environment variables. */
 export function keyNames(backend: string): readonly string[] {
-  return KEY_NAMES[backend] ?? [`${backend.toUpperCase()}_API_KEY`];
+  const declared = backends.find((b) => b.name === backend);
+  return declared?.kind === 'api' ? declared.keyNames : [`${backend.toUpperCase()}_API_KEY`];
 }
 
 export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): string[] {

@@ -14,9 +14,9 @@ import {
   retryAfterMs,
   vendorMessage,
   withPolicy,
-  type ApiCallContext,
   type Attempt,
 } from '../../backends/http-policy.js';
+import type { ApiCallContext } from '../../backends/types.js';
 
 afterEach(() => {
   vi.useRealTimers();

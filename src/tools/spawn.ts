@@ -107,7 +107,11 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         const resolved = resolveModel(app.models, backend.name, model);
         if ('error' in resolved) throw new ToolInputError(resolved.error);
         const resumeSessionId = resolveResume(app, backend, resume);
-        const previousSessionTotals = resumeSessionId ? app.jobs.latestInSession(backend.name, resumeSessionId)?.outcome?.sessionTotals : undefined;
+        // The session's running totals after its newest turn; after a restart only the stored
+        // record of the agent named in `resume` is at hand.
+        const previousSessionTotals = resumeSessionId
+          ? (app.jobs.latestInSession(backend.name, resumeSessionId) ?? app.jobs.get(resume!))?.outcome?.sessionTotals
+          : undefined;
         const job = app.jobs.submit({
           backend: backend.name,
           model: resolved.model,

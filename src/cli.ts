@@ -3,6 +3,7 @@
 // JSON-RPC, every log line goes to stderr.
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createApp } from './app.js';
+import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
 import { ConfigError } from './config.js';
 import { killAllGroupsNow } from './runner.js';
 import { createServer } from './server.js';
@@ -44,16 +45,23 @@ async function serve(): Promise<void> {
 const USAGE = `polyspawn ${VERSION}: an MCP server that delegates work to other coding agents
 
 Usage:
-  polyspawn [serve]     speak MCP on stdio (what .mcp.json and .vscode/mcp.json run)
+  polyspawn [serve]     speak MCP on stdio (what the MCP client configs run)
+${commandUsageLines().join('\n')}
   polyspawn --version
-  polyspawn --help
+  polyspawn <command> --help
 `;
 
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve'] = argv;
-  if (command === '--help' || command === '-h' || command === 'help') return void process.stdout.write(USAGE);
+  if (command === '--help' || command === '-h' || (command === 'help' && !Object.hasOwn(commands, argv[1] ?? ''))) return void process.stdout.write(USAGE);
   if (command === '--version' || command === '-v') return void process.stdout.write(`${VERSION}\n`);
-  if (command === 'serve') return serve();
+  if (command === 'serve') return argv.includes('--help') || argv.includes('-h') ? void process.stdout.write(USAGE) : serve();
+  const name = command === 'help' ? argv[1] : command;
+  if (name && Object.hasOwn(commands, name)) {
+    const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
+    process.exitCode = await runNamedCommand(name, command === 'help' ? ['--help'] : argv.slice(1), io);
+    return;
+  }
   process.stderr.write(`polyspawn: unknown command "${command}"\n\n${USAGE}`);
   process.exitCode = 2;
 }

@@ -1,6 +1,7 @@
 // The MCP layer: a thin protocol surface over the app. One register function per tool.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { App } from './app.js';
+import { registerJobNotifications, registerResources } from './resources.js';
 import { registerCancelTool } from './tools/cancel.js';
 import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
@@ -34,5 +35,7 @@ export function createServer(app: App): McpServer {
   registerWaitTool(server, app);
   registerCancelTool(server, app);
   registerLogsTool(server, app);
+  registerResources(server, app);
+  registerJobNotifications(server, app);
   return server;
 }

@@ -7,6 +7,8 @@
 // Which CLI it plays: the first argument when it is claude|codex|copilot (the wrappers in
 // test/fakes/bin/ pass it), else env FAKE_CLI_AS, else the basename it was invoked as.
 //
+// `--version` prints `0.0.0-fake (<name>)` (env FAKE_CLI_VERSION=fail|hang: fails, never answers).
+//
 // Directives anywhere in the prompt change behaviour:
 //   [[cli:fail]]            the CLI's failure shape (claude is_error + exit 1; codex error +
 //                           turn.failed, exit 1; copilot session.error + result exitCode 1)
@@ -50,6 +52,19 @@ if (NAMES.includes(args[0])) {
 if (!NAMES.includes(name)) {
   process.stderr.write(`fake-cli: cannot tell which CLI to play (got "${name}"); set FAKE_CLI_AS\n`);
   process.exit(2);
+}
+
+// `--version` (what `polyspawn doctor` runs): answers at once without reading stdin, like the
+// real CLIs; env FAKE_CLI_VERSION=fail makes it fail, =hang makes it never answer.
+if (args.includes('--version')) {
+  if (process.env.FAKE_CLI_VERSION === 'hang') setInterval(() => {}, 1 << 30);
+  else if (process.env.FAKE_CLI_VERSION === 'fail') {
+    process.stderr.write(`fake-cli: ${name} is broken\n`);
+    process.exit(3);
+  } else {
+    process.stdout.write(`0.0.0-fake (${name})\n`);
+    process.exit(0);
+  }
 }
 
 const chunks = [];

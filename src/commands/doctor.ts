@@ -1,0 +1,211 @@
+// `polyspawn doctor`: is each backend usable here, and if not, why; where IAC.md and the run
+// store are; which config files are in effect. It is the one place that starts the vendor
+// CLIs outside a job (`<cli> --version`, with a short time-out). Key values are never shown:
+// only the name a key was found under, and where.
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { sep } from 'node:path';
+import { gemini, GEMINI_BASE_URL } from '../../backends/gemini.js';
+import { grok, XAI_BASE_URL } from '../../backends/grok.js';
+import { mistral, MISTRAL_BASE_URL } from '../../backends/mistral.js';
+import { backends as allBackends } from '../../backends/registry.js';
+import type { Backend } from '../../backends/types.js';
+import { checkBackend } from '../availability.js';
+import { ConfigError, loadConfig, type Config } from '../config.js';
+import { findApiKey, keyFiles, keyNames } from '../keys.js';
+import { loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../models.js';
+import { VERSION } from '../version.js';
+import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
+
+const DEFAULT_BASE_URLS: Record<string, string> = { [grok.name]: XAI_BASE_URL, [gemini.name]: GEMINI_BASE_URL, [mistral.name]: MISTRAL_BASE_URL };
+
+export const VERSION_TIMEOUT_MS = 5000;
+
+export type VersionCheck = { ok: true; version: string } | { ok: false; timedOut: boolean; problem: string };
+
+export type BackendCheck = {
+  name: string;
+  kind: 'cli' | 'api';
+  enabled: boolean;
+  usable: boolean;
+  model?: string;
+  /** CLI: the executable found, and what its --version said. */
+  path?: string;
+  version?: VersionCheck;
+  /** API: the name the key was found under and where (never its value); the endpoint. */
+  keySource?: string;
+  baseUrl?: string;
+  /** One sentence: what is there, or how to fix what is not. */
+  detail: string;
+};
+
+export type DoctorReport = {
+  version: string;
+  node: string;
+  projectDir: string;
+  iacFile: string;
+  iacExists: boolean;
+  stateDir: string;
+  runs: number;
+  configFiles: string[];
+  modelsFiles: string[];
+  keyFiles: { path: string; exists: boolean }[];
+  concurrency: number;
+  timeoutS: number;
+  backends: BackendCheck[];
+  usable: number;
+};
+
+/** Runs `<file> --version` in its own process group, stdin closed; kills the group on time-out. */
+export function checkVersion(file: string, env: NodeJS.ProcessEnv, timeoutMs = VERSION_TIMEOUT_MS): Promise<VersionCheck> {
+  return new Promise((resolve) => {
+    const childEnv = { ...env };
+    delete childEnv.CLAUDECODE; // nested claude refuses to start
+    let out = '';
+    let err = '';
+    let timedOut = false;
+    const child = spawn(file, ['--version'], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const keep = (s: string, chunk: Buffer) => (s.length < 4096 ? s + chunk.toString() : s);
+    child.stdout.on('data', (c: Buffer) => (out = keep(out, c)));
+    child.stderr.on('data', (c: Buffer) => (err = keep(err, c)));
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+    }, timeoutMs);
+    const firstLine = (s: string) => s.split('\n').map((l) => l.trim()).find(Boolean) ?? '';
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      resolve({ ok: false, timedOut: false, problem: error.message });
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (timedOut) resolve({ ok: false, timedOut: true, problem: `no answer to --version within ${timeoutMs / 1000} s` });
+      else if (code === 0 && firstLine(out)) resolve({ ok: true, version: cell(firstLine(out), 60) });
+      else resolve({ ok: false, timedOut: false, problem: `--version ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}` });
+    });
+  });
+}
+
+async function checkOne(backend: Backend, config: Config, models: ModelsTable | undefined, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<BackendCheck> {
+  const settings = config.backends[backend.name]!;
+  const base = { name: backend.name, kind: backend.kind, enabled: settings.enabled, ...(models?.[backend.name]?.default ? { model: models[backend.name]!.default } : {}) };
+  const upper = backend.name.toUpperCase();
+  if (!settings.enabled) {
+    return { ...base, usable: false, detail: `disabled (POLYSPAWN_${upper}_ENABLED or backends.${backend.name}.enabled in the config)` };
+  }
+  if (backend.kind === 'api') {
+    const baseUrl = settings.baseUrl ?? DEFAULT_BASE_URLS[backend.name];
+    const urlNote = baseUrl ? `; base URL ${baseUrl}${settings.baseUrl ? '' : ' (default)'}` : '';
+    const key = findApiKey(backend.name, config, env);
+    if (!key.found) {
+      // The key files are listed below the table: the sentence here says only what to set.
+      const [first, ...others] = keyNames(backend.name);
+      const problems = key.detail.split('; also: ')[1];
+      const detail = `no API key: set ${first}${others.length ? ` (or ${others.join(', ')})` : ''} in api_keys.json or the environment${problems ? `; also: ${problems}` : ''}`;
+      return { ...base, usable: false, ...(baseUrl ? { baseUrl } : {}), detail };
+    }
+    return { ...base, usable: true, keySource: key.source, ...(baseUrl ? { baseUrl } : {}), detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}` };
+  }
+  const availability = checkBackend(backend, settings, env, config);
+  if (!availability.usable) return { ...base, usable: false, detail: availability.detail };
+  const path = availability.detail;
+  const version = await checkVersion(path, env, timeoutMs);
+  if (version.ok) return { ...base, usable: true, path, version, detail: `${path}, ${version.version}` };
+  if (version.timedOut) return { ...base, usable: true, path, version, detail: `${path}; ${version.problem} (a first run may still be unpacking: try again)` };
+  return {
+    ...base,
+    usable: false,
+    path,
+    version,
+    detail: `${path} is there but broken (${version.problem}): reinstall it${backend.kind === 'cli' ? ` (${backend.installHint})` : ''}, or set ${backend.binEnv} to a working one`,
+  };
+}
+
+export async function collectDoctor(env: NodeJS.ProcessEnv, cwd: string, options: { versionTimeoutMs?: number } = {}): Promise<DoctorReport> {
+  const config = loadConfig(allBackends, env, cwd);
+  const files = modelsFiles(config.projectDir, config.userConfigDir, env);
+  const models = loadModels(files);
+  const backends = await Promise.all(allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)));
+  let runs = 0;
+  try {
+    runs = readdirSync(`${config.stateDir}${sep}runs`).length;
+  } catch {
+    // no store yet
+  }
+  return {
+    version: VERSION,
+    node: process.version,
+    projectDir: config.projectDir,
+    iacFile: config.iacFile,
+    iacExists: existsSync(config.iacFile),
+    stateDir: config.stateDir,
+    runs,
+    configFiles: config.files,
+    modelsFiles: files,
+    keyFiles: keyFiles(config).map((path) => ({ path, exists: existsSync(path) })),
+    concurrency: config.concurrency,
+    timeoutS: config.timeoutS,
+    backends,
+    usable: backends.filter((b) => b.usable).length,
+  };
+}
+
+const home = (path: string) => {
+  const h = homedir();
+  return path.startsWith(h + sep) ? `~${path.slice(h.length)}` : path;
+};
+
+export function formatDoctor(r: DoctorReport): string {
+  const rows = r.backends.map((b) => [b.name, b.kind, b.usable ? 'ok' : b.enabled ? 'NOT USABLE' : 'disabled', b.model ?? '—', b.detail]);
+  const out = [
+    `polyspawn ${r.version} (node ${r.node})`,
+    '',
+    textTable(['backend', 'kind', 'status', 'model', 'details'], rows),
+    '',
+    `project     ${r.projectDir}`,
+    `IAC.md      ${r.iacFile}${r.iacExists ? '' : ' (not written yet: it appears with the first agent)'}`,
+    `run store   ${r.stateDir} (${r.runs} run${r.runs === 1 ? '' : 's'})`,
+    `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
+    `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
+    `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
+    `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,
+    '',
+  ];
+  if (r.usable === 0) {
+    out.push('No backend is usable: install one of the CLIs or set an API key (see the details above), then run `polyspawn doctor` again.');
+  } else {
+    out.push(`${r.usable} of ${r.backends.length} backends usable.`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+export const DOCTOR_USAGE = `Usage: polyspawn doctor [--json]
+
+Checks every backend: for a CLI, whether it is found and answers --version; for an API, whether
+a key is found (its name and file, never its value) and which base URL is used. Shows where
+IAC.md and the run store are and which config files are in effect. Settings come from the
+current folder's project (POLYSPAWN_PROJECT_DIR to choose another) and the environment, as the
+server reads them: run it with the environment your MCP client gives the server.
+Exit code 0 when at least one backend is usable, 1 when none is (or the config is broken).
+`;
+
+export async function doctorCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs(argv, { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } });
+  if (values.help) return void io.stdout.write(DOCTOR_USAGE), 0;
+  if (positionals.length) throw new UsageError(`doctor takes no arguments (got ${positionals.join(' ')})`);
+  let report: DoctorReport;
+  try {
+    report = await collectDoctor(io.env, io.cwd);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    io.stderr.write(`polyspawn doctor: configuration error: ${error.message}\n`);
+    return 1;
+  }
+  io.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctor(report));
+  return report.usable > 0 ? 0 : 1;
+}

@@ -1,0 +1,391 @@
+// `polyspawn init`: writes the MCP client configuration that starts polyspawn, merged into
+// the files a user already has.
+//
+//   Claude Code  <dir>/.mcp.json                  mcpServers.agents
+//                <dir>/.claude/settings.local.json enabledMcpjsonServers: ["agents"]
+//   VS Code      <dir>/.vscode/mcp.json           servers.agents (stdio), inputs for the API keys
+//   Codex        $CODEX_HOME/config.toml          [mcp_servers.agents] (default ~/.codex)
+//
+// Rules: never drop a user's other servers or settings, never add ours twice, say what changed,
+// and leave a file that cannot be parsed byte-for-byte untouched. JSON is edited in place
+// (jsonc-parser's edits keep the user's formatting and, in VS Code's JSONC, comments); TOML is
+// only ever appended to, so a Codex config keeps every byte it had.
+import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as jsonc from 'jsonc-parser';
+import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
+import writeFileAtomic from 'write-file-atomic';
+import { DEFAULT_WAIT_S } from '../tools/wait.js';
+import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
+
+/** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
+export const SERVER_KEY = 'agents';
+
+export const CLIENTS = ['claude', 'vscode', 'codex'] as const;
+export type Client = (typeof CLIENTS)[number];
+const CLIENT_NAMES: Record<Client, string> = { claude: 'Claude Code', vscode: 'VS Code', codex: 'Codex' };
+
+export type ServerCommand = { command: string; args: string[] };
+
+/** Codex cuts a tool call at tool_timeout_sec (default 60 s): well above wait_for_agents' default wait. */
+export const CODEX_TOOL_TIMEOUT_S = 300;
+/** Codex gives a server 10 s to start by default; `npx` fetching the package can take longer. */
+export const CODEX_STARTUP_TIMEOUT_S = 30;
+/**
+ * Codex starts MCP servers with a cleared environment (HOME, PATH, USER and a few more):
+ * these are the names polyspawn and the CLIs it runs may need, forwarded when they are set.
+ */
+export const CODEX_ENV_VARS = [
+  'XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY',
+  'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY',
+  'MISTRAL_API_KEY',
+  'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'CODEX_HOME', 'GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN',
+  'XDG_CONFIG_HOME', 'XDG_CACHE_HOME',
+];
+
+/** VS Code prompts for these once (stored in its secret storage); an empty answer skips the backend. */
+export const VSCODE_KEY_INPUTS = [
+  { env: 'XAI_API_KEY', id: 'xai-api-key', description: 'xAI API key for spawn_grok (leave empty to skip grok)' },
+  { env: 'GEMINI_API_KEY', id: 'gemini-api-key', description: 'Gemini API key for spawn_gemini (leave empty to skip gemini)' },
+  { env: 'MISTRAL_API_KEY', id: 'mistral-api-key', description: 'Mistral API key for spawn_mistral (leave empty to skip mistral)' },
+] as const;
+
+export type FileAction = 'created' | 'updated' | 'unchanged' | 'kept' | 'refused';
+
+export type FileReport = {
+  client: Client;
+  file: string;
+  action: FileAction;
+  /** What was added or changed (created/updated), or why nothing was (kept/refused). */
+  details: string[];
+};
+
+/** A file init will not touch, with one sentence that says what to do. */
+class Refusal extends Error {}
+
+type Merge = { text: string; details: string[] };
+
+// --- JSON ------------------------------------------------------------------------------------
+
+function formatting(text: string): jsonc.FormattingOptions {
+  const indent = /^([ \t]+)\S/m.exec(text)?.[1] ?? '  ';
+  return { insertSpaces: !indent.startsWith('\t'), tabSize: indent.startsWith('\t') ? 1 : indent.length, eol: text.includes('\r\n') ? '\r\n' : '\n' };
+}
+
+function edit(text: string, path: jsonc.JSONPath, value: unknown): string {
+  if (text.trim() === '') return `${JSON.stringify(setIn({}, path, value), null, 2)}\n`;
+  return jsonc.applyEdits(text, jsonc.modify(text, path, value, { formattingOptions: formatting(text) }));
+}
+
+function setIn(root: Record<string, unknown>, path: jsonc.JSONPath, value: unknown): Record<string, unknown> {
+  let at: Record<string, unknown> = root;
+  path.forEach((key, i) => {
+    if (i === path.length - 1) at[key as string] = value;
+    else at = (at[key as string] ??= {}) as Record<string, unknown>;
+  });
+  return root;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The file's top-level object. Claude Code's files are strict JSON; VS Code's are JSONC. */
+function parseJsonObject(text: string, file: string, allowComments: boolean): Record<string, unknown> {
+  if (text.trim() === '') return {};
+  let value: unknown;
+  if (allowComments) {
+    const errors: jsonc.ParseError[] = [];
+    value = jsonc.parse(text, errors, { allowTrailingComma: true, disallowComments: false });
+    if (errors.length) {
+      const { line, column } = position(text, errors[0]!.offset);
+      throw new Refusal(`${file} is not valid JSON with comments (${jsonc.printParseErrorCode(errors[0]!.error)} at line ${line}, column ${column}): fix it, then run init again`);
+    }
+  } else {
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      throw new Refusal(`${file} is not valid JSON (${(error as Error).message}): fix it, then run init again`);
+    }
+  }
+  if (!isObject(value)) throw new Refusal(`${file} does not hold a JSON object: fix it, then run init again`);
+  return value;
+}
+
+function position(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, offset).split('\n');
+  return { line: before.length, column: before.at(-1)!.length + 1 };
+}
+
+const commandLine = (entry: Record<string, unknown>) =>
+  [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p) => typeof p === 'string').join(' ') || JSON.stringify(entry);
+
+/** An `agents` entry of an earlier polyspawn (an older path, npx, or this repository's relative form). */
+function isPolyspawnEntry(entry: Record<string, unknown>): boolean {
+  const parts = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p): p is string => typeof p === 'string');
+  return parts.some((p) => p.includes('polyspawn') || /(^|[/\\])dist[/\\]src[/\\]cli\.js$/.test(p));
+}
+
+/**
+ * Sets `<containerKey>.agents` to `wanted`, keeping what the user added to an earlier polyspawn
+ * entry (env, and any other field) and refusing to replace someone else's `agents` server.
+ */
+function mergeServer(text: string, file: string, containerKey: string, wanted: Record<string, unknown>, allowComments: boolean): Merge {
+  const root = parseJsonObject(text, file, allowComments);
+  const container = root[containerKey];
+  if (container !== undefined && !isObject(container)) throw new Refusal(`${file}: "${containerKey}" is not an object: fix it, then run init again`);
+  const existing = container?.[SERVER_KEY];
+  if (existing === undefined) {
+    return { text: edit(text, [containerKey, SERVER_KEY], wanted), details: [`added ${containerKey}.${SERVER_KEY}: ${commandLine(wanted)}`] };
+  }
+  if (!isObject(existing) || !isPolyspawnEntry(existing)) {
+    throw new Refusal(
+      `${file}: ${containerKey}.${SERVER_KEY} already runs something else (${isObject(existing) ? commandLine(existing) : JSON.stringify(existing)}): ` +
+        `rename or remove that entry, then run init again`,
+    );
+  }
+  let out = text;
+  const details: string[] = [];
+  for (const [key, value] of Object.entries(wanted)) {
+    if (key === 'env' && isObject(value)) {
+      const env = existing.env;
+      if (env !== undefined && !isObject(env)) throw new Refusal(`${file}: ${containerKey}.${SERVER_KEY}.env is not an object: fix it, then run init again`);
+      for (const [name, v] of Object.entries(value)) {
+        if (env?.[name] === undefined) {
+          out = edit(out, [containerKey, SERVER_KEY, 'env', name], v);
+          details.push(`added ${containerKey}.${SERVER_KEY}.env.${name}`);
+        }
+      }
+    } else if (JSON.stringify(existing[key]) !== JSON.stringify(value)) {
+      out = edit(out, [containerKey, SERVER_KEY, key], value);
+      details.push(`set ${containerKey}.${SERVER_KEY}.${key}${key === 'args' || key === 'command' ? ` (was: ${commandLine(existing)})` : ''}`);
+    }
+  }
+  return { text: out, details: [...new Set(details)] };
+}
+
+export function mergeClaudeMcpJson(text: string, server: ServerCommand, file = '.mcp.json'): Merge {
+  return mergeServer(text, file, 'mcpServers', { type: 'stdio', command: server.command, args: server.args }, false);
+}
+
+export function mergeClaudeSettings(text: string, file = '.claude/settings.local.json'): Merge {
+  const root = parseJsonObject(text, file, false);
+  let out = text;
+  const details: string[] = [];
+  const enabled = root.enabledMcpjsonServers;
+  if (enabled !== undefined && !(Array.isArray(enabled) && enabled.every((e) => typeof e === 'string'))) {
+    throw new Refusal(`${file}: "enabledMcpjsonServers" is not a list of names: fix it, then run init again`);
+  }
+  if (!enabled?.includes(SERVER_KEY)) {
+    out = edit(out, ['enabledMcpjsonServers'], [...(enabled ?? []), SERVER_KEY]);
+    details.push(`added "${SERVER_KEY}" to enabledMcpjsonServers`);
+  }
+  const disabled = root.disabledMcpjsonServers;
+  if (Array.isArray(disabled) && disabled.includes(SERVER_KEY)) {
+    out = edit(out, ['disabledMcpjsonServers'], disabled.filter((d) => d !== SERVER_KEY));
+    details.push(`removed "${SERVER_KEY}" from disabledMcpjsonServers`);
+  }
+  return { text: out, details };
+}
+
+export function mergeVscodeMcpJson(text: string, server: ServerCommand, file = '.vscode/mcp.json'): Merge {
+  const env: Record<string, string> = { POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' };
+  for (const input of VSCODE_KEY_INPUTS) env[input.env] = `\${input:${input.id}}`;
+  const merged = mergeServer(text, file, 'servers', { type: 'stdio', command: server.command, args: server.args, env }, true);
+  let out = merged.text;
+  const details = [...merged.details];
+  const root = parseJsonObject(out, file, true);
+  const inputs = root.inputs;
+  if (inputs !== undefined && !Array.isArray(inputs)) throw new Refusal(`${file}: "inputs" is not a list: fix it, then run init again`);
+  const ids = new Set((inputs ?? []).map((i) => (isObject(i) ? i.id : undefined)));
+  const missing = VSCODE_KEY_INPUTS.filter((input) => !ids.has(input.id)).map((input) => ({
+    type: 'promptString',
+    id: input.id,
+    description: input.description,
+    password: true,
+  }));
+  if (inputs === undefined && missing.length) out = edit(out, ['inputs'], missing);
+  else {
+    // Appended one at a time, so the user's own inputs keep their place and formatting.
+    missing.forEach((value, i) => {
+      out = jsonc.applyEdits(out, jsonc.modify(out, ['inputs', inputs!.length + i], value, { formattingOptions: formatting(out), isArrayInsertion: true }));
+    });
+  }
+  const added = missing.map((m) => m.id);
+  if (added.length) details.push(`added inputs ${added.join(', ')} (password prompts for the API keys)`);
+  return { text: out, details };
+}
+
+// --- TOML ------------------------------------------------------------------------------------
+
+export function codexTable(server: ServerCommand): string {
+  const table = {
+    command: server.command,
+    args: server.args,
+    env_vars: CODEX_ENV_VARS,
+    startup_timeout_sec: CODEX_STARTUP_TIMEOUT_S,
+    tool_timeout_sec: CODEX_TOOL_TIMEOUT_S,
+  };
+  return (
+    `# polyspawn: delegate work to other coding agents (written by \`polyspawn init\`).\n` +
+    `# tool_timeout_sec stays well above wait_for_agents' ${DEFAULT_WAIT_S} s default wait.\n` +
+    stringifyToml({ mcp_servers: { [SERVER_KEY]: table } }).trim() +
+    '\n'
+  );
+}
+
+/** Appends [mcp_servers.agents] to a Codex config, or says why it does not. Never rewrites a byte. */
+export function mergeCodexToml(text: string, server: ServerCommand, file = 'config.toml'): Merge & { kept?: boolean } {
+  let parsed: Record<string, unknown>;
+  try {
+    parsed = parseToml(text) as Record<string, unknown>;
+  } catch (error) {
+    const e = error as Error & { line?: number; column?: number };
+    const where = e.line ? ` at line ${e.line}, column ${e.column}` : '';
+    throw new Refusal(`${file} is not valid TOML (${e.message.split('\n', 1)[0]}${where}): fix it, then run init again`);
+  }
+  const servers = parsed.mcp_servers;
+  if (servers !== undefined && !isObject(servers)) throw new Refusal(`${file}: mcp_servers is not a table: fix it, then run init again`);
+  const existing = servers?.[SERVER_KEY];
+  if (existing !== undefined) {
+    const runs = isObject(existing) ? commandLine(existing) : String(existing);
+    const ours = commandLine(server);
+    return {
+      text,
+      kept: true,
+      details: [
+        `[mcp_servers.${SERVER_KEY}] is already there (runs: ${runs}); left as it is` +
+          (runs === ours ? '' : `. To have init write it anew (runs: ${ours}), delete that table and run init again`),
+      ],
+    };
+  }
+  const eol = text.includes('\r\n') ? '\r\n' : '\n';
+  const separator = text === '' ? '' : text.endsWith('\n') ? eol : eol + eol;
+  const out = text + separator + codexTable(server).replace(/\n/g, eol);
+  try {
+    parseToml(out);
+  } catch {
+    // e.g. mcp_servers written as an inline table, which a [mcp_servers.agents] table cannot extend.
+    throw new Refusal(`${file}: a [mcp_servers.${SERVER_KEY}] table cannot be added to how this file writes mcp_servers: add it by hand:\n${codexTable(server)}`);
+  }
+  return { text: out, details: [`added [mcp_servers.${SERVER_KEY}]: ${commandLine(server)} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`] };
+}
+
+// --- the command -----------------------------------------------------------------------------
+
+export type InitOptions = {
+  /** The project folder (.mcp.json, .vscode/ and .claude/ go here). */
+  dir: string;
+  clients: readonly Client[];
+  server: ServerCommand;
+  /** Where Codex keeps config.toml. */
+  codexHome: string;
+};
+
+type Target = { client: Client; file: string; merge: (text: string, shown: string) => Merge & { kept?: boolean } };
+
+/** Reads, merges and writes each client's files; a file that cannot be merged is left untouched. */
+export function runInit(options: InitOptions): FileReport[] {
+  const targets: Target[] = [];
+  if (options.clients.includes('claude')) {
+    targets.push({ client: 'claude', file: join(options.dir, '.mcp.json'), merge: (t, f) => mergeClaudeMcpJson(t, options.server, f) });
+    targets.push({ client: 'claude', file: join(options.dir, '.claude', 'settings.local.json'), merge: (t, f) => mergeClaudeSettings(t, f) });
+  }
+  if (options.clients.includes('vscode')) {
+    targets.push({ client: 'vscode', file: join(options.dir, '.vscode', 'mcp.json'), merge: (t, f) => mergeVscodeMcpJson(t, options.server, f) });
+  }
+  if (options.clients.includes('codex')) {
+    targets.push({ client: 'codex', file: join(options.codexHome, 'config.toml'), merge: (t, f) => mergeCodexToml(t, options.server, f) });
+  }
+  return targets.map((target) => applyTarget(target, options.dir));
+}
+
+function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
+  const shown = displayPath(file, dir);
+  let before: string | undefined;
+  try {
+    before = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') return { client, file, action: 'refused', details: [`${shown} could not be read (${code}): fix its permissions, then run init again`] };
+  }
+  let result: Merge & { kept?: boolean };
+  try {
+    result = merge(before ?? '', shown);
+  } catch (error) {
+    if (error instanceof Refusal) return { client, file, action: 'refused', details: [error.message] };
+    throw error;
+  }
+  if (result.kept) return { client, file, action: 'kept', details: result.details };
+  if (before !== undefined && result.text === before) return { client, file, action: 'unchanged', details: ['already set up'] };
+  try {
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileAtomic.sync(file, result.text);
+  } catch (error) {
+    return { client, file, action: 'refused', details: [`${shown} could not be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`] };
+  }
+  return { client, file, action: before === undefined ? 'created' : 'updated', details: result.details };
+}
+
+function displayPath(file: string, dir: string): string {
+  const rel = relative(dir, file);
+  if (!rel.startsWith('..') && !rel.startsWith(sep)) return rel;
+  const home = homedir();
+  return file.startsWith(home + sep) ? `~${file.slice(home.length)}` : file;
+}
+
+export function formatInitReport(dir: string, server: ServerCommand, reports: FileReport[]): string {
+  const out = [`polyspawn init in ${dir}`, `The server runs: ${commandLine(server)}`, ''];
+  for (const r of reports) {
+    out.push(`${CLIENT_NAMES[r.client].padEnd(11)} ${displayPath(r.file, dir)}: ${r.action}`);
+    for (const d of r.details) out.push(`              ${d.replace(/\n/g, '\n              ')}`);
+  }
+  out.push('');
+  const refused = reports.filter((r) => r.action === 'refused');
+  if (refused.length) out.push(`${refused.length} file(s) left untouched: see above.`);
+  const clients = [...new Set(reports.filter((r) => r.action !== 'refused').map((r) => CLIENT_NAMES[r.client]))];
+  if (clients.length) out.push(`Restart ${clients.join(', ')} (or reload its MCP servers) to pick polyspawn up; \`polyspawn doctor\` shows which backends are usable.`);
+  return `${out.join('\n')}\n`;
+}
+
+/** dist/src/cli.js of this installation, beside this file's folder. */
+export const installedCli = (): string => fileURLToPath(new URL('../cli.js', import.meta.url));
+
+export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode] [--codex] [--npx]
+
+Writes the MCP configuration that starts polyspawn (server key "${SERVER_KEY}") for each client,
+merged into the files that are already there:
+
+  --claude   <dir>/.mcp.json, and "${SERVER_KEY}" in enabledMcpjsonServers of <dir>/.claude/settings.local.json
+  --vscode   <dir>/.vscode/mcp.json (password prompts for the API keys, stored by VS Code)
+  --codex    [mcp_servers.${SERVER_KEY}] in $CODEX_HOME/config.toml (default ~/.codex/config.toml)
+             with tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S}
+
+With none of these, all three. dir defaults to the current folder.
+The command written is this node and this installation's cli.js, by absolute path, so it works
+without anything on PATH; --npx writes \`npx -y polyspawn\` instead (portable, needs the package
+to be installable by npx). Other servers and settings are kept; a file that cannot be parsed is
+left untouched and reported. Exit code 1 when any file was left untouched.
+`;
+
+export async function initCommand(argv: string[], io: CommandIo, options: { cli?: string } = {}): Promise<number> {
+  const { values, positionals } = parseCommandArgs(argv, {
+    claude: { type: 'boolean' },
+    vscode: { type: 'boolean' },
+    codex: { type: 'boolean' },
+    npx: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return void io.stdout.write(INIT_USAGE), 0;
+  if (positionals.length > 1) throw new UsageError(`init takes one folder, not ${positionals.length}: ${positionals.join(' ')}`);
+  const dir = resolve(io.cwd, positionals[0] ?? '.');
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a folder: create it first, or name your project's folder`);
+  const chosen = CLIENTS.filter((c) => values[c]);
+  const cli = options.cli ?? installedCli();
+  if (!values.npx && !existsSync(cli)) throw new UsageError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
+  const server: ServerCommand = values.npx ? { command: 'npx', args: ['-y', 'polyspawn'] } : { command: process.execPath, args: [cli] };
+  const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
+  const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });
+  io.stdout.write(formatInitReport(dir, server, reports));
+  return reports.some((r) => r.action === 'refused') ? 1 : 0;
+}

@@ -1,0 +1,207 @@
+// `polyspawn run <backend> <prompt|->`: one job from a terminal, through the same app, job table
+// and run store as the server (so it shows in IAC.md, `status` and the servers' `list`).
+// On a terminal a live line shows the state and elapsed time; piped, the output is plain: the
+// answer on stdout, one summary line on stderr. Ctrl-C cancels the job (its whole process
+// group, as the server's `cancel` does) and exits 130; a second Ctrl-C kills at once.
+import { resolve } from 'node:path';
+import { createApp, type App } from '../app.js';
+import { isFinished, type JobRecord } from '../jobs.js';
+import { resolveModel } from '../models.js';
+import { killAllGroupsNow } from '../runner.js';
+import { resolveCwd, resolveResume } from '../tools/spawn.js';
+import { fullResult, ToolInputError } from '../tools/views.js';
+import { duration } from '../../iac/render.js';
+import { parseCommandArgs, UsageError, type CommandIo, type OutStream } from './io.js';
+
+/** The longest the exit waits for IAC.md to be written. */
+const IAC_FLUSH_MS = 8000;
+const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const TICK_MS = 100;
+
+export const EXIT_CODES: Record<string, number> = { succeeded: 0, failed: 1, interrupted: 1, timed_out: 124, cancelled: 130 };
+
+/** The live line: drawn only on a terminal, cleared before anything else is printed. */
+export class ProgressLine {
+  private timer: NodeJS.Timeout | undefined;
+  private frame = 0;
+  private shown = false;
+
+  constructor(
+    private readonly out: OutStream,
+    private readonly text: () => string,
+  ) {}
+
+  get enabled(): boolean {
+    return this.out.isTTY === true;
+  }
+
+  start(): void {
+    if (!this.enabled || this.timer) return;
+    this.draw();
+    this.timer = setInterval(() => this.draw(), TICK_MS);
+  }
+
+  draw(): void {
+    if (!this.enabled) return;
+    const width = Math.max(20, (this.out.columns || 80) - 1);
+    const line = `${FRAMES[this.frame++ % FRAMES.length]} ${this.text()}`;
+    this.out.write(`\r\x1b[2K${line.length > width ? `${line.slice(0, width - 1)}…` : line}`);
+    this.shown = true;
+  }
+
+  /** Removes the line (to print something, or at the end). */
+  clear(): void {
+    if (this.shown) this.out.write('\r\x1b[2K');
+    this.shown = false;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.clear();
+  }
+}
+
+/** "running 12.3 s", "queued 0.4 s": the live line's state and elapsed time. */
+export function progressText(job: JobRecord, now: number): string {
+  const since = Date.parse(job.startedAt ?? job.createdAt);
+  return `${job.id} ${job.backend}/${job.model} ${job.state} ${duration(now - since)}`;
+}
+
+/** One line for stderr once the job has ended. */
+export function summaryLine(app: App, job: JobRecord): string {
+  const result = fullResult(app, job);
+  const parts = [`agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')} after ${duration(result.elapsed_s * 1000)}`];
+  if (result.usage) parts.push(`${result.usage.input_tokens} in / ${result.usage.output_tokens} out tokens`);
+  if (result.cost_usd !== undefined) parts.push(`$${result.cost_usd.toFixed(result.cost_usd < 0.01 ? 6 : 4)}${result.cost_source === 'estimated' ? ' (estimated)' : ''}`);
+  if (result.premium_requests !== undefined) parts.push(`${result.premium_requests} premium request(s)`);
+  if (result.log) parts.push(`log ${result.log}`);
+  return parts.join(' · ');
+}
+
+export const RUN_USAGE = `Usage: polyspawn run <backend> <prompt...|-> [options]
+
+Runs one agent from the terminal, through the same job table and run store as the server: it
+shows in IAC.md and \`polyspawn status\`. The prompt is the remaining arguments joined by spaces,
+or "-" to read it from stdin (use \`--\` before a prompt that starts with "-").
+The answer goes to stdout; a summary line to stderr. On a terminal a live line shows the state
+and elapsed time. Ctrl-C cancels the agent and everything it started.
+
+Options:
+  -m, --model <name>       model or alias (default: the backend's default)
+      --cwd <dir>          folder the agent works in (CLI backends; default: the project)
+      --timeout <seconds>  stop it after this long (default: the configured timeout_s)
+      --system-prompt <t>  extra system instructions
+      --resume <id>        continue an earlier agent (its agent id or session id)
+      --json               print the whole result as JSON on stdout instead
+  -h, --help
+
+Exit code: 0 succeeded, 1 failed, 124 timed out, 130 cancelled, 2 wrong usage.
+`;
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export async function runCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs(argv, {
+    model: { type: 'string', short: 'm' },
+    cwd: { type: 'string' },
+    timeout: { type: 'string' },
+    'system-prompt': { type: 'string' },
+    resume: { type: 'string' },
+    json: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return void io.stdout.write(RUN_USAGE), 0;
+  const [name, ...words] = positionals;
+  if (!name) throw new UsageError('name a backend, e.g. `polyspawn run codex "explain src/app.ts"` (`polyspawn doctor` lists them)');
+  if (words.length === 0) throw new UsageError(`give ${name} a prompt: as arguments, or "-" to read it from stdin`);
+  const prompt = words.length === 1 && words[0] === '-' ? await readAll(io.stdin) : words.join(' ');
+  if (prompt.trim() === '') throw new UsageError('the prompt is empty: say what the agent should do');
+  const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
+  if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1)) throw new UsageError(`--timeout takes whole seconds, not "${values.timeout}"`);
+
+  let progress: ProgressLine | undefined;
+  const log = (message: string): boolean => {
+    // The store's closing tally is for server logs, not for someone at a terminal.
+    if (/^IAC\.md: \d+ writes for/.test(message)) return true;
+    progress?.clear();
+    io.stderr.write(`polyspawn: ${message}\n`);
+    return true;
+  };
+  const app = createApp(io.env, io.cwd, log);
+  const backend = app.backends.find((b) => b.name === name);
+  if (!backend) {
+    const disabled = app.config.backends[name] ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)` : '';
+    throw new UsageError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
+  }
+  const availability = app.availability(backend);
+  if (!availability.usable) {
+    io.stderr.write(`polyspawn: ${name} cannot run here: ${availability.detail}\n`);
+    return 1;
+  }
+  const model = resolveModel(app.models, backend.name, values.model);
+  if ('error' in model) throw new UsageError(model.error);
+  let cwd: string;
+  let resumeSessionId: string | undefined;
+  try {
+    cwd = resolveCwd(app, values.cwd === undefined ? undefined : resolve(io.cwd, values.cwd));
+    resumeSessionId = resolveResume(app, backend, values.resume);
+  } catch (error) {
+    if (error instanceof ToolInputError) throw new UsageError(error.message);
+    throw error;
+  }
+  app.iac.start();
+  const previousSessionTotals = resumeSessionId ? app.jobs.latestInSession(backend.name, resumeSessionId)?.outcome?.sessionTotals : undefined;
+  const job = app.jobs.submit({
+    backend: backend.name,
+    model: model.model,
+    prompt,
+    cwd,
+    timeoutS: timeoutS ?? app.config.timeoutS,
+    ...(values['system-prompt'] ? { systemPrompt: values['system-prompt'] } : {}),
+    ...(resumeSessionId ? { resumeSessionId } : {}),
+    ...(previousSessionTotals ? { previousSessionTotals } : {}),
+    extra: {},
+  });
+
+  progress = new ProgressLine(io.stdout, () => progressText(job, Date.now()));
+  progress.start();
+
+  // Ctrl-C (and SIGTERM, SIGHUP): cancel the job, which ends its process group; then the
+  // normal path below reports it. A second one kills everything at once.
+  let cancelling = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (cancelling) {
+      killAllGroupsNow();
+      progress?.stop();
+      io.stderr.write(`polyspawn: ${signal} again: killed agent ${job.id}\n`);
+      process.exit(130);
+    }
+    cancelling = true;
+    log(`${signal}: cancelling agent ${job.id} (again to kill it at once)`);
+    void app.jobs.cancel(job.id);
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const s of signals) process.on(s, onSignal);
+  try {
+    while (!isFinished(job.state)) await app.jobs.waitFor([job.id], { timeoutMs: 3_600_000, mode: 'all' });
+  } finally {
+    for (const s of signals) process.off(s, onSignal);
+    progress.stop();
+  }
+  killAllGroupsNow(); // nothing should be left; this is the guarantee
+
+  const result = fullResult(app, job);
+  if (values.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  else {
+    if (job.state === 'succeeded' && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+    if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error) io.stderr.write(`polyspawn: ${result.error}\n`);
+    io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
+  }
+  await Promise.race([app.iac.close(), new Promise((r) => setTimeout(r, IAC_FLUSH_MS).unref())]);
+  return EXIT_CODES[job.state] ?? 1;
+}

@@ -1,0 +1,117 @@
+// `polyspawn status`: the active agents and the newest history of the project's run store (every
+// server's and `polyspawn run`'s jobs), as tables for a terminal. It only reads.
+import { backends as allBackends } from '../../backends/registry.js';
+import { sameProcessAlive, selfIdentity } from '../../iac/proc.js';
+import { secrets } from '../../iac/redact.js';
+import { duration, time } from '../../iac/render.js';
+import { RunStore, type IndexLine } from '../../iac/store.js';
+import { loadConfig } from '../config.js';
+import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
+
+export const DEFAULT_STATUS_LIMIT = 10;
+
+export type StatusRow = {
+  id: string;
+  state: string;
+  /** A queued or running job whose server is no longer running (the next server marks it interrupted). */
+  orphaned?: boolean;
+  backend: string;
+  model: string;
+  task: string;
+  createdAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  costUsd?: number;
+  costSource?: string;
+  inputTokens?: number;
+  outputTokens?: number;
+};
+
+export type Status = { stateDir: string; active: StatusRow[]; history: StatusRow[]; finished: number };
+
+const rowOf = (l: IndexLine): StatusRow => ({
+  id: l.id,
+  state: l.st,
+  backend: l.b,
+  model: l.m,
+  task: l.t,
+  createdAt: l.c,
+  ...(l.s ? { startedAt: l.s } : {}),
+  ...(l.e ? { endedAt: l.e } : {}),
+  ...(l.usd !== undefined ? { costUsd: l.usd } : {}),
+  ...(l.cs ? { costSource: l.cs } : {}),
+  ...(l.in !== undefined ? { inputTokens: l.in } : {}),
+  ...(l.out !== undefined ? { outputTokens: l.out } : {}),
+});
+
+export function collectStatus(store: RunStore, limit: number): Status {
+  store.refresh();
+  const active = store.active().map((l) => ({ ...rowOf(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
+  const history = store.newestFinished(limit).map((id) => rowOf(store.line(id)!));
+  return { stateDir: store.dir, active, history, finished: store.finishedCount };
+}
+
+const cost = (r: StatusRow) => (r.costUsd === undefined ? '—' : `$${r.costUsd.toFixed(r.costUsd < 0.01 ? 6 : 4)}${r.costSource === 'estimated' ? '~' : ''}`);
+const tokens = (r: StatusRow) => (r.inputTokens === undefined ? '—' : `${r.inputTokens}/${r.outputTokens ?? 0}`);
+
+export function formatStatus(s: Status, now: number): string {
+  const out: string[] = [];
+  out.push(`Active agents (${s.active.length})`);
+  if (s.active.length === 0) out.push('  none running or queued');
+  else {
+    const rows = s.active.map((r) => [
+      r.id,
+      r.orphaned ? `${r.state} (server gone)` : r.state,
+      r.backend,
+      r.model,
+      time(r.startedAt),
+      r.startedAt ? duration(now - Date.parse(r.startedAt)) : `queued ${duration(now - Date.parse(r.createdAt))}`,
+      cell(r.task, 60),
+    ]);
+    out.push(indent(textTable(['agent', 'state', 'backend', 'model', 'started', 'elapsed', 'task'], rows)));
+  }
+  out.push('', `History (newest ${s.history.length} of ${s.finished})`);
+  if (s.history.length === 0) out.push('  no finished agents yet');
+  else {
+    const rows = s.history.map((r) => [
+      r.id,
+      r.state,
+      r.backend,
+      r.model,
+      time(r.endedAt),
+      r.startedAt && r.endedAt && r.state !== 'interrupted' ? duration(Date.parse(r.endedAt) - Date.parse(r.startedAt)) : '—',
+      tokens(r),
+      cost(r),
+      cell(r.task, 60),
+    ]);
+    out.push(indent(textTable(['agent', 'state', 'backend', 'model', 'ended', 'took', 'tokens in/out', 'cost', 'task'], rows)));
+  }
+  out.push('', `Run store: ${s.stateDir} (~ marks estimated costs). Details: the result tool, or ${s.stateDir}/runs/<agent>/.`);
+  return `${out.join('\n')}\n`;
+}
+
+const indent = (text: string) => text.replace(/^/gm, '  ');
+
+export const STATUS_USAGE = `Usage: polyspawn status [--limit N] [--json]
+
+The project's agents from its run store: those running or queued (in any server, or a
+\`polyspawn run\`), then the newest finished ones (default ${DEFAULT_STATUS_LIMIT}).
+The project is the current folder, or POLYSPAWN_PROJECT_DIR.
+`;
+
+export async function statusCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs(argv, {
+    limit: { type: 'string', short: 'n' },
+    json: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return void io.stdout.write(STATUS_USAGE), 0;
+  if (positionals.length) throw new UsageError(`status takes no arguments (got ${positionals.join(' ')})`);
+  const limit = values.limit === undefined ? DEFAULT_STATUS_LIMIT : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 0) throw new UsageError(`--limit must be a whole number of agents, not "${values.limit}"`);
+  const config = loadConfig(allBackends, io.env, io.cwd);
+  const store = new RunStore({ stateDir: config.stateDir, redactor: secrets, identity: selfIdentity() });
+  const status = collectStatus(store, limit);
+  io.stdout.write(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status, Date.now()));
+  return 0;
+}

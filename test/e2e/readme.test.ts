@@ -1,0 +1,35 @@
+// The README's tool reference is generated from the live tools/list (npm run docs): this fails
+// when a tool definition changed and README.md was not regenerated.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { repoRoot } from '../helpers/mcp.js';
+
+const script = join(repoRoot, 'scripts', 'gen-tool-docs.mjs');
+const check = (...args: string[]) => spawnSync(process.execPath, [script, '--check', ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 30_000 });
+
+describe('README.md', () => {
+  test('its tool reference matches the live tools/list (else: npm run docs)', () => {
+    const r = check();
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+
+  test('the check catches a stale reference', () => {
+    const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+    expect(readme).toContain('### `spawn_codex`');
+    const stale = join(mkdtempSync(join(tmpdir(), 'polyspawn-readme-')), 'README.md');
+    writeFileSync(stale, readme.replace('How many finished agents to include', 'How many agents'));
+    const r = check('--readme', stale);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('the tool reference is stale');
+  });
+
+  test('the two commands stay at the top', () => {
+    const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+    const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)![1]!;
+    expect(firstBlock).toMatch(/^npm ci && npm start\b.*\nnpm test\b/);
+  });
+});

@@ -1,5 +1,5 @@
 // Claude Code: `claude -p`, prompt on stdin, stream-json so the log shows progress while it runs.
-import type { CliBackend } from './types.js';
+import type { CliBackend, McpServerSpec } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
 /**
@@ -20,7 +20,7 @@ export const claude: CliBackend = {
   kind: 'cli',
   title: 'Claude Code agent',
   description:
-    "Run Anthropic's Claude Code CLI as an autonomous coding agent in a folder: it can read, edit and create files and run commands. Good for multi-file changes, refactors, debugging and reviews.",
+    "Anthropic's Claude Code as a coding agent in a folder: reads, edits and creates files, runs commands. For multi-file changes, refactors, debugging, reviews.",
   executable: 'claude',
   binEnv: 'POLYSPAWN_CLAUDE_BIN',
   installHint: 'install it with `npm install -g @anthropic-ai/claude-code`',
@@ -28,8 +28,11 @@ export const claude: CliBackend = {
   supportsResume: true,
   supportsToolLists: true,
   permissionModes: ['bypassPermissions', 'acceptEdits', 'auto', 'dontAsk', 'plan', 'manual'],
+  // dontAsk: what is not allowed is denied, without a prompt nobody would answer.
+  allowListPermission: 'dontAsk',
+  supportsMcpServers: true,
 
-  command(input, settings) {
+  command(input, settings, { scratchDir }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
     if (input.systemPrompt) args.push('--append-system-prompt', input.systemPrompt);
     if (input.resumeSessionId) args.push('--resume', input.resumeSessionId);
@@ -43,7 +46,16 @@ export const claude: CliBackend = {
     }
     if (settings.allowTools.length) args.push('--allowedTools', ...settings.allowTools);
     if (settings.denyTools.length) args.push('--disallowedTools', ...settings.denyTools);
-    return { file: settings.bin ?? 'claude', args, env, stdin: input.prompt };
+    // The model answers through claude's StructuredOutput tool; the result's structured_output holds it.
+    if (input.outputSchema) args.push('--json-schema', JSON.stringify(input.outputSchema));
+    const files: Record<string, string> = {};
+    if (input.mcpServers) {
+      // A file, not an argument: an env value of a server may be a token.
+      const path = `${scratchDir}/claude-mcp.json`;
+      files[path] = JSON.stringify({ mcpServers: mapValues(input.mcpServers, claudeMcpServer) }, null, 2);
+      args.push('--mcp-config', path, '--strict-mcp-config');
+    }
+    return { file: settings.bin ?? 'claude', args, env, stdin: input.prompt, files };
   },
 
   parse(run) {
@@ -68,7 +80,14 @@ export const claude: CliBackend = {
         cachedInputTokens: cacheRead,
       },
       ...(typeof cost === 'number' ? { costUsd: cost, costSource: 'reported' as const } : { costSource: 'unknown' as const }),
+      ...(result.structured_output !== undefined && result.structured_output !== null ? { structuredOutput: result.structured_output } : {}),
       raw: result,
     };
   },
 };
+
+function claudeMcpServer(spec: McpServerSpec): Record<string, unknown> {
+  return 'url' in spec ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}) } : { type: 'stdio', command: spec.command, args: spec.args ?? [], env: spec.env ?? {} };
+}
+
+const mapValues = <T, U>(o: Record<string, T>, f: (v: T) => U): Record<string, U> => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));

@@ -4,13 +4,15 @@ import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js'
 
 /** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
 const tomlString = (text: string) => JSON.stringify(text);
+/** A TOML inline table of strings, with quoted keys. */
+const tomlTable = (entries: Record<string, string>) => `{${Object.entries(entries).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`).join(', ')}}`;
 
 export const codex: CliBackend = {
   name: 'codex',
   kind: 'cli',
   title: 'OpenAI Codex agent',
   description:
-    "Run OpenAI's Codex CLI as an autonomous coding agent in a folder: it can read, edit and create files and run commands. Good for focused implementation tasks, tests and fixes.",
+    "OpenAI's Codex CLI as a coding agent in a folder: reads, edits and creates files, runs commands. For focused implementation tasks, tests and fixes.",
   executable: 'codex',
   binEnv: 'POLYSPAWN_CODEX_BIN',
   installHint: 'install it with `npm install -g @openai/codex`',
@@ -18,8 +20,9 @@ export const codex: CliBackend = {
   supportsResume: true,
   supportsToolLists: false,
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
+  supportsMcpServers: true,
 
-  command(input, settings) {
+  command(input, settings, { scratchDir }) {
     const resuming = input.resumeSessionId !== undefined;
     const args = resuming ? ['exec', 'resume'] : ['exec'];
     args.push('--json', '--skip-git-repo-check', '--model', input.model);
@@ -28,9 +31,28 @@ export const codex: CliBackend = {
     else if (resuming) args.push('-c', `sandbox_mode=${tomlString(settings.permission)}`);
     else args.push('--sandbox', settings.permission);
     if (input.systemPrompt) args.push('-c', `developer_instructions=${tomlString(input.systemPrompt)}`);
+    const files: Record<string, string> = {};
+    if (input.outputSchema) {
+      // `exec` and `exec resume` both take it (checked on the real CLI).
+      const path = `${scratchDir}/output-schema.json`;
+      files[path] = JSON.stringify(input.outputSchema, null, 2);
+      args.push('--output-schema', path);
+    }
+    // Server names are [A-Za-z0-9_-]+ (checked where agents are defined): bare TOML keys.
+    for (const [name, spec] of Object.entries(input.mcpServers ?? {})) {
+      const key = `mcp_servers.${name}`;
+      if ('url' in spec) {
+        args.push('-c', `${key}.url=${tomlString(spec.url)}`);
+        if (spec.headers) args.push('-c', `${key}.http_headers=${tomlTable(spec.headers)}`);
+      } else {
+        args.push('-c', `${key}.command=${tomlString(spec.command)}`);
+        if (spec.args) args.push('-c', `${key}.args=[${spec.args.map(tomlString).join(', ')}]`);
+        if (spec.env) args.push('-c', `${key}.env=${tomlTable(spec.env)}`);
+      }
+    }
     if (resuming) args.push(input.resumeSessionId!);
     args.push('-');
-    return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt };
+    return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt, files };
   },
 
   parse(run) {

@@ -1,6 +1,6 @@
 // GitHub Copilot CLI: with no -p it reads the prompt from stdin; JSONL events on stdout,
 // the session's token totals in the file named by --usage-output-file.
-import type { CliBackend, Usage } from './types.js';
+import type { CliBackend, McpServerSpec, Usage } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
 function usageFromFile(text: string | undefined): Usage | undefined {
@@ -26,7 +26,7 @@ export const copilot: CliBackend = {
   kind: 'cli',
   title: 'GitHub Copilot agent',
   description:
-    "Run GitHub's Copilot CLI as an autonomous coding agent in a folder: it can read, edit and create files and run commands. Billed in Copilot premium requests rather than tokens.",
+    "GitHub's Copilot CLI as a coding agent in a folder: reads, edits and creates files, runs commands. Billed in Copilot premium requests, not tokens.",
   executable: 'copilot',
   binEnv: 'POLYSPAWN_COPILOT_BIN',
   installHint: 'install it with `npm install -g @github/copilot`',
@@ -36,6 +36,8 @@ export const copilot: CliBackend = {
   supportsResume: true,
   supportsToolLists: true,
   permissionModes: ['allow-all', 'listed'],
+  allowListPermission: 'listed',
+  supportsMcpServers: true,
 
   command(input, settings, { scratchDir }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;
@@ -54,6 +56,12 @@ export const copilot: CliBackend = {
       files[`${dir}/.github/instructions/polyspawn.instructions.md`] = input.systemPrompt;
       const existing = process.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
       env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
+    }
+    if (input.mcpServers) {
+      // `@file`, not the JSON itself: copilot's help says never to put a token in the argument.
+      const path = `${scratchDir}/copilot-mcp.json`;
+      files[path] = JSON.stringify({ mcpServers: Object.fromEntries(Object.entries(input.mcpServers).map(([n, s]) => [n, copilotMcpServer(s)])) }, null, 2);
+      args.push('--additional-mcp-config', `@${path}`);
     }
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
   },
@@ -85,3 +93,9 @@ export const copilot: CliBackend = {
     return { ok: true, ...common };
   },
 };
+
+function copilotMcpServer(spec: McpServerSpec): Record<string, unknown> {
+  return 'url' in spec
+    ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}), tools: ['*'] }
+    : { type: 'local', command: spec.command, args: spec.args ?? [], env: spec.env ?? {}, tools: ['*'] };
+}

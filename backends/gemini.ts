@@ -23,7 +23,7 @@ export const gemini: ApiBackend = {
   keyNames: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
   title: 'Gemini (Google AI API)',
   description:
-    "Ask Google's Gemini model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for long inputs, second opinions, reviews of pasted code, explanations and plans.",
+    "Google's Gemini over its API: an answer from the prompt alone (no files or commands: paste what it needs). For long inputs, second opinions, reviews of pasted code, plans.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

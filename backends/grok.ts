@@ -46,7 +46,7 @@ export const grok: ApiBackend = {
   keyNames: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
   title: 'Grok (xAI API)',
   description:
-    "Ask xAI's Grok model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for second opinions, reviews of pasted code, explanations, plans and brainstorming.",
+    "xAI's Grok over its API: an answer from the prompt alone (no files or commands: paste what it needs). For second opinions, reviews of pasted code, plans, brainstorming.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

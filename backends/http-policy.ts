@@ -42,13 +42,13 @@ export const apiExtraInput = {
     .min(1)
     .max(1_000_000)
     .optional()
-    .describe("Upper limit on the answer's length in tokens (default: the model's own limit)"),
+    .describe("Default: the model's limit"),
   temperature: z
     .number()
     .min(0)
     .max(2)
     .optional()
-    .describe("Sampling temperature from 0 to 2 (default: the model's own; reasoning models may ignore it)"),
+    .describe('0 to 2 (reasoning models may ignore it)'),
 } satisfies z.ZodRawShape;
 
 /** The validated extra inputs, read back from the job's `extra` record. */

@@ -39,7 +39,7 @@ export const mistral: ApiBackend = {
   keyNames: ['MISTRAL_API_KEY'],
   title: 'Mistral (Mistral AI API)',
   description:
-    "Ask a Mistral AI model for a text answer over its HTTP API. It sees only the prompt (and system_prompt): it cannot read or edit files or run commands, so paste in the code or facts it needs. Good for second opinions, reviews of pasted code, explanations and plans, and for text in European languages.",
+    "Mistral AI over its API: an answer from the prompt alone (no files or commands: paste what it needs). For second opinions, reviews, plans, text in European languages.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

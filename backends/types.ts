@@ -30,6 +30,10 @@ export type Outcome = {
   premiumRequests?: number;
   /** The backend's own final record (claude's result object, codex's last events, ...). */
   raw?: unknown;
+  /** A structured answer the CLI reported apart from its text (claude's `structured_output`). */
+  structuredOutput?: unknown;
+  /** The answer as a JSON value, validated by the server against the job's output schema. */
+  structured?: unknown;
 };
 
 export type ModelPrice = {
@@ -54,9 +58,18 @@ export type SpawnInput = {
   systemPrompt?: string;
   /** A session id to continue. */
   resumeSessionId?: string;
+  /** A JSON Schema the answer must match: CLIs with a native flag get it (the server validates anyway). */
+  outputSchema?: Record<string, unknown>;
+  /** MCP servers to give the agent (from an agent definition), by name. */
+  mcpServers?: Record<string, McpServerSpec>;
   /** Backend-specific extra fields, already validated by the backend's own schema. */
   extra: Record<string, unknown>;
 };
+
+/** One MCP server for an agent: a command it starts (stdio), or a URL (streamable HTTP). */
+export type McpServerSpec =
+  | { command: string; args?: string[]; env?: Record<string, string> }
+  | { url: string; headers?: Record<string, string> };
 
 export type BackendSettings = {
   /** Permission mode, one of the backend's `permissionModes`. */
@@ -111,6 +124,13 @@ export type CliBackend = BackendBase & {
   permissionModes: readonly [string, ...string[]];
   /** Whether BackendSettings.allowTools/denyTools map to flags of this CLI. */
   supportsToolLists: boolean;
+  /**
+   * The permission mode under which an allow list is what decides (the default modes allow
+   * everything); an agent definition with `allow` and no `permission` runs in it.
+   */
+  allowListPermission?: string;
+  /** Whether the CLI can be given MCP servers for one run (agent definitions' mcp_servers). */
+  supportsMcpServers?: boolean;
   command(input: SpawnInput, settings: BackendSettings, ctx: { scratchDir: string }): CommandSpec;
   parse(result: CliResult): Outcome;
 };

@@ -9,6 +9,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 export const root = fileURLToPath(new URL('..', import.meta.url));
 export const fakeBin = join(root, 'test', 'fakes', 'bin');
 export const serverEntry = join(root, 'dist', 'src', 'cli.js');
+/** An instant fake codex: one /bin/sh, no node (test/fakes/instant/codex). */
+export const instantCodex = join(root, 'test', 'fakes', 'instant', 'codex');
 
 export async function startServer(env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-bench-'));
@@ -37,6 +39,20 @@ export const median = (xs) => {
 /** Peak resident set of a process so far (Linux), in MiB. */
 export const peakRssMiB = (pid) => Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 export const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+
+/**
+ * One figure of issue 7's table: its value, the floor it is measured against in the same run
+ * (if any), the target, and whether the target is met. `met` is computed by the caller.
+ */
+export const figure = (name, value, unit, { floor, ratio, target = '', met } = {}) => ({
+  figure: name,
+  value: typeof value === 'number' ? +value.toFixed(value < 10 ? 3 : 1) : value,
+  unit,
+  ...(floor !== undefined ? { floor: typeof floor === 'number' ? +floor.toFixed(floor < 10 ? 3 : 1) : floor } : {}),
+  ...(ratio !== undefined ? { ratio: +ratio.toFixed(2) } : {}),
+  target,
+  ...(met !== undefined ? { met: met ? 'yes' : 'NO' } : {}),
+});
 
 /** Prints rows as a table and appends them to bench/results/<name>.json. */
 export function report(name, rows) {

@@ -1,18 +1,22 @@
-// Spawn-to-result through the MCP server for an instant fake CLI, against a bare spawn of the
-// same fake CLI from Node, interleaved so both see the same machine; and the server's peak
-// RSS while a job prints 200 MB. Targets: within 1.3x the bare spawn + 20 ms; under 150 MB.
+// One job (issue 7): a spawn_codex call until wait_for_agents returns the job, against the floor
+// of the same fake CLI spawned straight from Node (until its output is read and it exited),
+// interleaved so both see the same machine; target at most 1.2x the floor. Measured with both
+// fakes: the instant one (one /bin/sh: test/fakes/instant/codex), where the server's own
+// overhead shows, and the Node fake the tests use (test/fakes/bin/codex: sh + node), whose
+// start-up dwarfs it. Also the server's peak RSS while a job prints 200 MB (target < 150 MiB).
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { fakeBin, median, peakRssMiB, report, startServer } from './lib.mjs';
+import { fakeBin, figure, instantCodex, median, peakRssMiB, report, startServer } from './lib.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 30);
 
-function bareSpawn() {
+function bareSpawn(file) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(join(fakeBin, 'codex'), ['exec', '--json', '--skip-git-repo-check', '-'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, ['exec', '--json', '--skip-git-repo-check', '-'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (c) => (out += c));
+    child.stderr.resume();
     child.on('error', reject);
     child.on('close', () => (out.includes('turn.completed') ? resolve(performance.now() - t0) : reject(new Error('no result'))));
     child.stdin.end('bench prompt');
@@ -27,18 +31,24 @@ async function throughServer(server) {
   return performance.now() - t0;
 }
 
-const server = await startServer();
-await throughServer(server); // warm-up: first-job costs (log folder, the reaper) are not per-job
-await bareSpawn();
-const bare = [];
-const served = [];
-for (let i = 0; i < RUNS; i++) {
-  bare.push(await bareSpawn());
-  served.push(await throughServer(server));
+async function oneJob(file, env) {
+  const server = await startServer(env);
+  await throughServer(server); // warm-up: first-job costs (the store's folders, the reaper) are not per-job
+  await bareSpawn(file);
+  const bare = [];
+  const served = [];
+  for (let i = 0; i < RUNS; i++) {
+    bare.push(await bareSpawn(file));
+    served.push(await throughServer(server));
+  }
+  return { server, floor: median(bare), served: median(served) };
 }
-const bareMs = median(bare);
-const servedMs = median(served);
 
+const instant = await oneJob(instantCodex, { POLYSPAWN_CODEX_BIN: instantCodex });
+await instant.server.close();
+const node = await oneJob(join(fakeBin, 'codex'), {});
+
+const server = node.server;
 const before = peakRssMiB(server.pid);
 const flood = await server.call('spawn_codex', { prompt: 'flood [[cli:flood:200]]' });
 const floodDone = await server.call('wait_for_agents', { agent_ids: [flood.agent_id], timeout_s: 600 });
@@ -46,11 +56,16 @@ if (floodDone.finished[0]?.state !== 'succeeded') throw new Error(`flood job: ${
 const peak = peakRssMiB(server.pid);
 await server.close();
 
+const row = (label, r) =>
+  figure(`one job: spawn_codex → wait_for_agents, ${label} (median)`, r.served, 'ms', {
+    floor: r.floor,
+    ratio: r.served / r.floor,
+    target: '≤ 1.2x floor (the fake spawned from Node)',
+    met: r.served <= 1.2 * r.floor,
+  });
 report('spawn', [
-  { figure: 'bare spawn of the fake CLI (median ms)', value: +bareMs.toFixed(1), target: '' },
-  { figure: 'spawn_codex → wait_for_agents (median ms)', value: +servedMs.toFixed(1), target: `≤ ${(bareMs * 1.3 + 20).toFixed(1)} (1.3x bare + 20 ms)` },
-  { figure: 'ratio served / bare', value: +(servedMs / bareMs).toFixed(2), target: '' },
-  { figure: 'server peak RSS before the 200 MB job (MiB)', value: +before.toFixed(1), target: '' },
-  { figure: 'server peak RSS after the 200 MB job (MiB)', value: +peak.toFixed(1), target: '< 150' },
+  row('instant fake (sh)', instant),
+  row('Node fake (sh + node)', node),
+  figure('server peak RSS while a job prints 200 MB', peak, 'MiB', { floor: before, target: '< 150 MiB', met: peak < 150 }),
 ]);
-console.log(`runs: ${RUNS} each, interleaved; verdict: overhead ${servedMs <= bareMs * 1.3 + 20 ? 'meets' : 'MISSES'} target, RSS ${peak < 150 ? 'meets' : 'MISSES'} target`);
+console.log(`runs: ${RUNS} each, interleaved`);

@@ -1,18 +1,22 @@
 // The store and IAC.md as one piece the app wires in: every job change is saved, then
 // IAC.md is scheduled; at start the history is loaded (after the MCP handshake, so start-up
 // does not wait on it) and the jobs of dead servers are recovered; at exit IAC.md is flushed.
+import { dirname } from 'node:path';
 import type { Config } from '../src/config.js';
-import type { Executor, JobRecord } from '../src/jobs.js';
+import { isFinished, type Executor, type JobRecord } from '../src/jobs.js';
 import { terminateGroup } from '../src/runner.js';
 import { sameProcessAlive, selfIdentity } from './proc.js';
 import type { Redactor } from './redact.js';
 import { guardExecutor, scrubDir } from './scrub.js';
 import { RunStore, type Recovered } from './store.js';
+import { unwritableBecause } from './writable.js';
 import { IacWriter } from './writer.js';
 
 export type IacRuntime = {
   store: RunStore;
   writer: IacWriter;
+  /** What cannot be written (the store's folder, IAC.md's), found at start: one sentence each. */
+  problems: string[];
   /** Wraps the app's executor: redacted outcomes, scrubbed run folders. */
   guard(execute: Executor): Executor;
   /** The JobTable's onChange listener. */
@@ -24,7 +28,8 @@ export type IacRuntime = {
 };
 
 export function createIacRuntime(config: Config, redactor: Redactor, log: (message: string) => void): IacRuntime {
-  const store = new RunStore({ stateDir: config.stateDir, redactor, identity: selfIdentity() });
+  // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
+  const store = new RunStore({ stateDir: config.stateDir, redactor, identity: selfIdentity(), keepFinished: Math.max(1000, config.iacEntries) });
   const background = new Set<Promise<unknown>>();
   const track = (p: Promise<unknown>) => {
     background.add(p);
@@ -43,23 +48,54 @@ export function createIacRuntime(config: Config, redactor: Redactor, log: (messa
   };
 
   const writer = new IacWriter(store, { file: config.iacFile, entries: config.iacEntries, log, onRecovered });
+  const problems: string[] = [];
+  const storeProblem = unwritableBecause(config.stateDir);
+  if (storeProblem) {
+    problems.push(
+      `The run store (${config.stateDir}) cannot be written: ${storeProblem}. Agents still run and result answers while this server runs, ` +
+        'but no record or log is kept: set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder.',
+    );
+  }
+  const iacProblem = unwritableBecause(dirname(config.iacFile));
+  if (iacProblem) {
+    problems.push(`IAC.md (${config.iacFile}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`);
+  }
+  for (const problem of problems) log(problem);
   let failed = '';
   let started = false;
   let changes = 0;
 
-  return {
-    store,
-    writer,
-    guard: (execute) => guardExecutor(execute, redactor, (id) => store.runDir(id), log),
-    record(job) {
-      changes++;
+  // A job's changes within one turn of the event loop are saved once: a spawn under the
+  // concurrency limit is queued, started and given its process group in the same turn, and
+  // each save is a record rewrite plus an index line (bench/burst.mjs). A final state is saved
+  // at once, before anyone hears the job finished (wait_for_agents, another server's list).
+  const unsaved = new Map<string, JobRecord>();
+  const saveNow = (only?: JobRecord) => {
+    for (const job of only ? [only] : unsaved.values()) {
+      unsaved.delete(job.id);
       try {
         store.save(job);
         failed = '';
       } catch (error) {
-        const message = `could not record job ${job.id} in ${store.dir}: ${(error as Error).message}`;
-        if (message !== failed) log(message);
-        failed = message;
+        // Once per cause until a save succeeds again: a full disk is one line, not one per job.
+        const cause = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+        if (cause !== failed) log(`could not record job ${job.id} in ${store.dir}: ${(error as Error).message} (later failures from the same cause are not logged)`);
+        failed = cause;
+      }
+    }
+  };
+
+  return {
+    store,
+    writer,
+    problems,
+    guard: (execute) => guardExecutor(execute, redactor, (id) => store.runDir(id), log),
+    record(job) {
+      changes++;
+      if (isFinished(job.state)) saveNow(job);
+      else {
+        if (unsaved.size === 0) setImmediate(saveNow);
+        unsaved.set(job.id, job);
       }
       writer.schedule();
     },
@@ -74,6 +110,7 @@ export function createIacRuntime(config: Config, redactor: Redactor, log: (messa
       });
     },
     async close() {
+      saveNow();
       await writer.close();
       await Promise.allSettled([...background]);
       if (changes) log(`IAC.md: ${writer.writes} writes for ${changes} job changes (${config.iacFile})`);

@@ -71,13 +71,18 @@ export async function scrubDir(dir: string, redactor: Redactor): Promise<string[
 async function* chunks(path: string): AsyncGenerator<{ buffer: Buffer; eof: boolean }> {
   const file = await open(path, 'r');
   try {
+    // Buffers no larger than the file: most runs' logs are a few hundred bytes, and every run's
+    // folder is scrubbed when it ends.
+    const { size } = await file.stat();
     let position = 0;
     for (;;) {
-      const buffer = Buffer.allocUnsafe(CHUNK);
-      const { bytesRead } = await file.read(buffer, 0, CHUNK, position);
+      const want = Math.min(CHUNK, Math.max(0, size - position));
+      const buffer = Buffer.allocUnsafe(want);
+      const { bytesRead } = want > 0 ? await file.read(buffer, 0, want, position) : { bytesRead: 0 };
       position += bytesRead;
-      yield { buffer: buffer.subarray(0, bytesRead), eof: bytesRead < CHUNK };
-      if (bytesRead < CHUNK) return;
+      const eof = bytesRead < want || position >= size;
+      yield { buffer: buffer.subarray(0, bytesRead), eof };
+      if (eof) return;
     }
   } finally {
     await file.close();

@@ -5,7 +5,8 @@
 //                                      atomically (temp file + rename) on every change
 //   <stateDir>/runs/<id>/prompt.txt    the prompt (redacted)
 //   <stateDir>/runs/<id>/stdout.log    the CLI's output (scrubbed of secrets once the run ends)
-//   <stateDir>/index.jsonl             one short line per state change, appended
+//   <stateDir>/index.jsonl             one short line per state change saved, appended (a job's
+//                                      changes within one turn of the event loop are saved once)
 //
 // The index is what makes the store cheap: a server loads the whole history from it without
 // opening 10,000 record files, and follows the other servers' jobs by reading only the bytes
@@ -13,9 +14,8 @@
 // processes never interleave on a local file system; a line torn by a crash is skipped (and
 // the line after it recovered). A record is written before its index line, so whoever reads
 // a line can read its record.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import writeFileAtomic from 'write-file-atomic';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from './proc.js';
@@ -73,6 +73,11 @@ export class RunStore implements JobHistory {
   private readonly finalAt = new Map<string, number>();
   private summaries: JobRecord[] | undefined;
   private loaded = false;
+  /** How many finished jobs are held in memory; older ones are left to their record.json. */
+  private readonly keepFinished: number;
+  /** Finished jobs let go of (`keepFinished`), and where in `order` the held ones begin. */
+  private forgotten = 0;
+  private head = 0;
 
   /** What this store last indexed for each of its own jobs. */
   private readonly indexedState = new Map<string, JobState>();
@@ -81,7 +86,18 @@ export class RunStore implements JobHistory {
   /** This server's finished records, kept until IAC.md has rendered them once. */
   private readonly fresh = new Map<string, StoredRecord>();
 
-  constructor(options: { stateDir: string; redactor: Redactor; identity: ProcessIdentity }) {
+  constructor(options: {
+    stateDir: string;
+    redactor: Redactor;
+    identity: ProcessIdentity;
+    /**
+     * Finished jobs held in memory, newest first (default: all). A server sets a bound so that
+     * its size does not grow with the history: `list` shows at most 1,000, IAC.md its N, and
+     * `get` reads any job's record.json.
+     */
+    keepFinished?: number;
+  }) {
+    this.keepFinished = options.keepFinished ?? Infinity;
     this.dir = options.stateDir;
     this.runsDir = join(this.dir, 'runs');
     this.indexPath = join(this.dir, 'index.jsonl');
@@ -96,6 +112,8 @@ export class RunStore implements JobHistory {
   /**
    * The JobTable's idTaken hook: claims `id` by creating its run folder, which succeeds in
    * exactly one process, so two servers never hand out the same id, nor one that is stored.
+   * A store that cannot be written claims nothing and refuses nothing: the job still runs
+   * (an id is one of 32^6, and this server's own are checked by the table).
    */
   claimId(id: string): boolean {
     try {
@@ -104,23 +122,15 @@ export class RunStore implements JobHistory {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'EEXIST') return true;
-      if (code !== 'ENOENT') throw this.unwritable(error);
+      if (code !== 'ENOENT') return false;
     }
     try {
       mkdirSync(this.runsDir, { recursive: true });
       mkdirSync(this.runDir(id));
       return false;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return true;
-      throw this.unwritable(error);
+      return (error as NodeJS.ErrnoException).code === 'EEXIST';
     }
-  }
-
-  private unwritable(error: unknown): Error {
-    return new Error(
-      `cannot write the run store in ${this.dir} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}): ` +
-        'set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder',
-    );
   }
 
   /** Records a change of one of this server's jobs: record.json, and an index line if its state changed. */
@@ -131,7 +141,7 @@ export class RunStore implements JobHistory {
       prompt = this.redactor.text(job.prompt);
       this.redactedPrompts.set(job.id, prompt);
       mkdirSync(dir, { recursive: true });
-      writeFileAtomic.sync(join(dir, 'prompt.txt'), prompt, { fsync: false });
+      writeAtomic(join(dir, 'prompt.txt'), prompt);
     }
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
       const start = processStart(job.pgid);
@@ -160,7 +170,7 @@ export class RunStore implements JobHistory {
   }
 
   private writeRecord(record: StoredRecord): void {
-    writeFileAtomic.sync(join(this.runDir(record.id), 'record.json'), `${JSON.stringify(record, null, 2)}\n`, { fsync: false });
+    writeAtomic(join(this.runDir(record.id), 'record.json'), `${JSON.stringify(record, null, 2)}\n`);
   }
 
   private append(record: StoredRecord): void {
@@ -256,6 +266,8 @@ export class RunStore implements JobHistory {
     this.order = [];
     this.finalAt.clear();
     this.summaries = undefined;
+    this.forgotten = 0;
+    this.head = 0;
   }
 
   private apply(slot: Slot): void {
@@ -263,13 +275,28 @@ export class RunStore implements JobHistory {
     if (isFinished(slot.st)) {
       this.finalAt.set(slot.id, this.order.length);
       this.order.push(slot.id);
+      this.forgetOldest();
       if (this.order.length > 1024 && this.order.length > 2 * this.finalAt.size) this.compactOrder();
+    }
+  }
+
+  /** Lets go of the oldest finished jobs beyond `keepFinished`. */
+  private forgetOldest(): void {
+    while (this.finalAt.size > this.keepFinished && this.head < this.order.length) {
+      const id = this.order[this.head]!;
+      if (this.finalAt.get(id) === this.head) {
+        this.finalAt.delete(id);
+        this.latest.delete(id);
+        this.forgotten++;
+      }
+      this.head++;
     }
   }
 
   private compactOrder(): void {
     const order = this.order.filter((id, i) => this.finalAt.get(id) === i);
     this.order = order;
+    this.head = 0;
     order.forEach((id, i) => this.finalAt.set(id, i));
   }
 
@@ -293,7 +320,7 @@ export class RunStore implements JobHistory {
   /** How many jobs have finished, in every server's history. */
   get finishedCount(): number {
     this.ensureLoaded();
-    return this.finalAt.size;
+    return this.finalAt.size + this.forgotten;
   }
 
   /** Ids of the newest `n` finished jobs (by when they finished), newest first. */
@@ -307,14 +334,22 @@ export class RunStore implements JobHistory {
     return ids;
   }
 
-  /** The JobHistory hook: summaries of every stored finished job, oldest first. */
+  /** The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished), oldest first. */
   finished(): JobRecord[] {
     this.refresh();
     if (!this.summaries) {
       const list: JobRecord[] = [];
       this.order.forEach((id, i) => {
         const slot = this.latest.get(id)!;
-        if (this.finalAt.get(id) === i && isFinished(slot.st)) list.push((slot.summary ??= summaryOf(lineOf(slot))));
+        if (this.finalAt.get(id) !== i || !isFinished(slot.st)) return;
+        if (!slot.summary) {
+          // From here on the summary is the slot's only copy of its line: a history of
+          // thousands of jobs is held once, not three times (raw, parsed, summarized).
+          slot.summary = summaryOf(lineOf(slot));
+          slot.line = undefined;
+          slot.raw = undefined;
+        }
+        list.push(slot.summary);
       });
       this.summaries = list;
     }
@@ -365,8 +400,29 @@ export class RunStore implements JobHistory {
   }
 }
 
+/**
+ * Temp file + rename: a reader sees the old file or the new one, never part of one. No fsync,
+ * as before: a crash may lose the newest change, not the file. Synchronous and one at a time,
+ * so the pid names the temp file (write-file-atomic's realpath, stat, chown, chmod and exit
+ * hooks cost more than the write; this is on every job's path).
+ */
+function writeAtomic(path: string, data: string): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  try {
+    writeFileSync(tmp, data);
+    renameSync(tmp, path);
+  } catch (error) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // not created
+    }
+    throw error;
+  }
+}
+
 /** An index line as loaded: id and state read at once, the rest parsed on demand. */
-type Slot = { id: string; st: JobState; raw: string; line?: IndexLine; summary?: JobRecord };
+type Slot = { id: string; st: JobState; raw?: string; line?: IndexLine; summary?: JobRecord };
 
 const HEAD = /^\{"id":"([a-z0-9]{1,64})","st":"([a-z_]+)",/;
 
@@ -383,7 +439,8 @@ function slotOf(raw: string): Slot | undefined {
 }
 
 function lineOf(slot: Slot): IndexLine {
-  return (slot.line ??= parseLine(slot.raw) ?? { id: slot.id, st: slot.st, b: '?', m: '?', t: '', c: '' });
+  if (slot.raw === undefined && slot.summary) return lineFromSummary(slot.summary);
+  return (slot.line ??= parseLine(slot.raw ?? '') ?? { id: slot.id, st: slot.st, b: '?', m: '?', t: '', c: '' });
 }
 
 function parseLine(raw: string): IndexLine | undefined {
@@ -398,6 +455,24 @@ function parseLine(raw: string): IndexLine | undefined {
     }
   }
   return undefined;
+}
+
+/** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */
+function lineFromSummary(r: JobRecord): IndexLine {
+  const o = r.outcome;
+  return {
+    id: r.id,
+    st: r.state,
+    b: r.backend,
+    m: r.model,
+    t: r.prompt,
+    c: r.createdAt,
+    ...(r.startedAt ? { s: r.startedAt } : {}),
+    ...(r.endedAt ? { e: r.endedAt } : {}),
+    ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
+    ...(o ? { cs: o.costSource } : {}),
+    ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
+  };
 }
 
 /** A JobRecord made of an index line: enough for `list` and wait_for_agents' summaries. */

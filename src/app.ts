@@ -4,11 +4,15 @@ import { backends as allBackends } from '../backends/registry.js';
 import { configuredSecrets, secrets } from '../iac/redact.js';
 import { createIacRuntime, type IacRuntime } from '../iac/runtime.js';
 import type { Backend } from '../backends/types.js';
+import { AgentRegistry } from './agents/registry.js';
+import { nestingFrom, type Nesting } from './agents/nesting.js';
+import { AgentSessions } from './agents/sessions.js';
 import { checkBackend, type Availability } from './availability.js';
 import { loadConfig, type Config } from './config.js';
 import { createExecutor } from './execute.js';
 import { JobTable } from './jobs.js';
 import { loadModels, modelsFiles, type ModelsTable } from './models.js';
+import { withStructuredOutput } from './structured-output.js';
 
 export type App = {
   config: Config;
@@ -19,6 +23,10 @@ export type App = {
   /** The run store and IAC.md. */
   iac: IacRuntime;
   availability(backend: Backend): Availability;
+  /** Named agents (agents/<name>/agent.md), their sessions, and how deep this polyspawn is nested. */
+  agents: AgentRegistry;
+  sessions: AgentSessions;
+  nesting: Nesting;
 };
 
 const stderrLog = (message: string) => process.stderr.write(`polyspawn: ${message}\n`);
@@ -32,9 +40,10 @@ export function createApp(env: NodeJS.ProcessEnv = process.env, cwd = process.cw
   // Every key polyspawn could hand out is redacted from everything it writes or returns.
   secrets.addValues(configuredSecrets(allBackends.map((b) => b.name), config, env));
   const iac = createIacRuntime(config, secrets, log);
+  const nesting = nestingFrom(env);
   const jobs = new JobTable({
     concurrency: config.concurrency,
-    execute: iac.guard(createExecutor(backends, config, models)),
+    execute: iac.guard(withStructuredOutput(createExecutor(backends, config, models, nesting), backends, config)),
     idTaken: (id) => iac.store.claimId(id),
     history: iac.store,
   });
@@ -46,5 +55,8 @@ export function createApp(env: NodeJS.ProcessEnv = process.env, cwd = process.cw
     jobs,
     iac,
     availability: (backend) => checkBackend(backend, config.backends[backend.name]!, env),
+    agents: new AgentRegistry({ config, models, backends: allBackends }, log),
+    sessions: new AgentSessions(config.stateDir, jobs, log),
+    nesting,
   };
 }

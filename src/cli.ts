@@ -5,6 +5,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { createApp } from './app.js';
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
 import { ConfigError } from './config.js';
+import { collectWhenIdle } from './idle-gc.js';
 import { killAllGroupsNow } from './runner.js';
 import { createServer } from './server.js';
 import { VERSION } from './version.js';
@@ -16,6 +17,7 @@ const IAC_FLUSH_MS = 8000;
 async function serve(): Promise<void> {
   const app = createApp();
   const server = createServer(app);
+  collectWhenIdle(app.jobs);
   let stopping = false;
   const shutdown = async (why: string) => {
     if (stopping) return;

@@ -19,6 +19,8 @@ export type Config = {
   /** The config and models files that were read, for `doctor` and the logs. */
   files: string[];
   userConfigDir: string;
+  /** The project's agent definitions (<name>/agent.md): .polyspawn/agents unless configured. */
+  agentsDir: string;
 };
 
 const toolList = z.array(z.string().min(1)).max(200);
@@ -43,6 +45,7 @@ const fileSchema = z
     state_dir: z.string().min(1),
     iac_file: z.string().min(1),
     iac_entries: z.number().int().min(0).max(10_000),
+    agents_dir: z.string().min(1),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -148,6 +151,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv 
     backends: {},
     files,
     userConfigDir: userDir,
+    agentsDir: resolve(projectDir, env.POLYSPAWN_AGENTS_DIR || merged.agents_dir || join('.polyspawn', 'agents')),
   };
 
   for (const backend of backends) {

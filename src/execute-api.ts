@@ -55,15 +55,28 @@ export async function executeApi(
   paths: { dir: string; stdout: string; stderr: string },
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<ExecutionResult> {
-  mkdirSync(paths.dir, { recursive: true });
-  writeFileSync(paths.stdout, '');
-  writeFileSync(paths.stderr, '');
+  // The logs are best effort: a run store that cannot be written (read-only, full) must not
+  // fail the call; the lines stay in memory for the live tail.
+  let logsWritable = true;
+  const logFile = (write: () => void) => {
+    if (!logsWritable) return;
+    try {
+      write();
+    } catch {
+      logsWritable = false;
+    }
+  };
+  logFile(() => {
+    mkdirSync(paths.dir, { recursive: true });
+    writeFileSync(paths.stdout, '');
+    writeFileSync(paths.stderr, '');
+  });
   const lines: string[] = [];
   const log = (line: string) => {
     const stamped = `${new Date().toISOString()} ${line}`;
     lines.push(stamped);
     if (lines.length > MAX_TAIL_LINES) lines.shift();
-    appendFileSync(paths.stderr, `${stamped}\n`);
+    logFile(() => appendFileSync(paths.stderr, `${stamped}\n`));
   };
   control.onOutputTail((maxChars) => lines.join('\n').slice(-maxChars));
 
@@ -99,7 +112,7 @@ export async function executeApi(
     outcome = { ok: false, text: '', error: `internal error in ${backend.name}: ${(error as Error)?.message ?? String(error)}`, costSource: 'unknown' };
   }
   outcome = scrub(outcome, key.key);
-  appendFileSync(paths.stdout, outcome.ok ? outcome.text : '');
+  logFile(() => appendFileSync(paths.stdout, outcome.ok ? outcome.text : ''));
   if (!outcome.ok) log(outcome.error ?? 'failed');
 
   const failure = failureOf(outcome);

@@ -1,7 +1,10 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { Backend, CliBackend, CliResult, Outcome, Usage } from '../backends/types.js';
+import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, Usage } from '../backends/types.js';
+import { unwritableBecause } from '../iac/writable.js';
+import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Config } from './config.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './jobs.js';
@@ -14,14 +17,20 @@ export const logPaths = (config: Config, id: string) => ({
   stderr: join(runDir(config, id), 'stderr.log'),
 });
 
-export function createExecutor(backends: readonly Backend[], config: Config, models: ModelsTable): Executor {
+export function createExecutor(
+  backends: readonly Backend[],
+  config: Config,
+  models: ModelsTable,
+  /** How deep this polyspawn runs: each CLI child gets the next depth (src/agents/nesting.ts). */
+  nesting: Nesting = { depth: 0, canSpawn: true },
+): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
   return async (job, control) => {
     const backend = byName.get(job.backend);
     if (!backend) throw new Error(`no backend named ${job.backend}`);
     const result =
       backend.kind === 'cli'
-        ? await executeCli(backend, job, config, control)
+        ? await executeCli(backend, job, config, control, nesting)
         : await executeApi(backend, job, config, control, { dir: runDir(config, job.id), ...logPaths(config, job.id) });
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
@@ -32,6 +41,21 @@ export function createExecutor(backends: readonly Backend[], config: Config, mod
       if (cost !== undefined) Object.assign(outcome, { costUsd: cost, costSource: 'estimated' });
     }
     return result;
+  };
+}
+
+/**
+ * A named agent's permission and tool lists over the configured ones: its allow list replaces
+ * the configured one, its deny list adds to it (a denial in the config always holds).
+ */
+function agentSettings(settings: BackendSettings, job: Readonly<JobRecord>): BackendSettings {
+  const agent = job.agent;
+  if (!agent) return settings;
+  return {
+    ...settings,
+    ...(agent.permission ? { permission: agent.permission } : {}),
+    ...(agent.allowTools ? { allowTools: agent.allowTools } : {}),
+    ...(agent.denyTools ? { denyTools: [...new Set([...settings.denyTools, ...agent.denyTools])] } : {}),
   };
 }
 
@@ -50,10 +74,10 @@ async function executeCli(
   job: Readonly<JobRecord>,
   config: Config,
   control: Parameters<Executor>[1],
+  nesting: Nesting,
 ): Promise<ExecutionResult> {
-  const dir = runDir(config, job.id);
-  mkdirSync(dir, { recursive: true });
-  const settings = config.backends[backend.name]!;
+  const dir = scratchDirFor(runDir(config, job.id), job.id);
+  const settings = agentSettings(config.backends[backend.name]!, job);
   const spec = backend.command(
     {
       prompt: job.prompt,
@@ -61,11 +85,15 @@ async function executeCli(
       cwd: job.cwd,
       ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}),
       ...(job.resumeSessionId ? { resumeSessionId: job.resumeSessionId } : {}),
+      ...(job.outputSchema ? { outputSchema: job.outputSchema } : {}),
+      ...(job.agent?.mcpServers ? { mcpServers: job.agent.mcpServers } : {}),
       extra: job.extra,
     },
     settings,
     { scratchDir: dir },
   );
+  // After the backend's own: no backend can drop the depth marker (no runaway nesting).
+  spec.env = { ...spec.env, ...childNestingEnv(nesting, job.agent?.nesting) };
   for (const [path, content] of Object.entries(spec.files ?? {})) {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
@@ -117,3 +145,21 @@ function readIfPresent(path: string): string | undefined {
 }
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * The run's folder, or, when the run store's folder cannot be written (read-only, no
+ * permission, a full disk), one in the OS temp folder for the files the CLI is given and
+ * writes (copilot's usage file): the job still runs. Its logs then live in memory only (the
+ * runner gives up a log file it cannot write).
+ */
+function scratchDirFor(dir: string, id: string): string {
+  try {
+    mkdirSync(dir, { recursive: true });
+    if (!unwritableBecause(dir)) return dir;
+  } catch {
+    // below
+  }
+  const fallback = join(tmpdir(), `polyspawn-${process.pid}`, id);
+  mkdirSync(fallback, { recursive: true });
+  return fallback;
+}

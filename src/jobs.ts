@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { Outcome, Usage } from '../backends/types.js';
+import type { AgentRun } from './agents/definitions.js';
 
 export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'interrupted';
 export type FinalState = Exclude<JobState, 'queued' | 'running'>;
@@ -22,6 +23,18 @@ export type JobRequest = {
   previousSessionTotals?: Usage;
   /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
   extra: Record<string, unknown>;
+  /** Set when a named agent (agents/<name>/agent.md) made the job: what its definition fixes. */
+  agent?: AgentRun;
+  /** A JSON Schema the answer must match (src/structured-output.ts). */
+  outputSchema?: Record<string, unknown>;
+};
+
+/** How a job waits for others before it may start (a session's turns run one at a time). */
+export type SubmitOptions = {
+  /** The job stays queued, outside the concurrency limit, until this settles. */
+  after?: Promise<unknown>;
+  /** Called just before it runs, to fill in what earlier jobs decide (the session to resume). */
+  prepare?: (record: JobRecord) => void;
 };
 
 export type JobRecord = JobRequest & {
@@ -52,7 +65,7 @@ export type Executor = (
 export type JobHistory = {
   /** The full record of a stored job, or undefined. */
   get(id: string): JobRecord | undefined;
-  /** Summaries of the stored finished jobs, oldest first. */
+  /** Summaries of the stored finished jobs (the newest ones it holds in memory), oldest first. */
   finished(): JobRecord[];
 };
 
@@ -68,9 +81,16 @@ export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
 // No 0/o/1/l: ids are read aloud and typed by people too.
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 const ID_LENGTH = 6;
+/**
+ * Finished jobs kept in memory; older ones are answered by the run store (options.history), so
+ * a server that runs thousands of jobs stays the size it was after the first hundred.
+ */
+const KEEP_FINISHED = 100;
 
 export class JobTable {
   private readonly entries = new Map<string, Entry>();
+  /** This table's finished jobs, oldest first, until they are left to the store. */
+  private readonly finishedOrder: string[] = [];
   private readonly queue: PQueue;
   private readonly events = new EventEmitter();
 
@@ -88,26 +108,38 @@ export class JobTable {
     this.events.setMaxListeners(0);
   }
 
-  submit(request: JobRequest): JobRecord {
+  submit(request: JobRequest, options: SubmitOptions = {}): JobRecord {
     const record: JobRecord = { ...request, id: this.newId(), state: 'queued', createdAt: new Date().toISOString() };
     const controller = new AbortController();
     let settle!: () => void;
     const entry: Entry = { record, controller, finished: new Promise<void>((r) => (settle = r)) };
     this.entries.set(record.id, entry);
     this.changed(record);
-    void this.queue.add(async () => {
-      try {
-        await this.run(entry);
-      } finally {
-        settle();
-      }
-    });
+    const enqueue = () =>
+      void this.queue.add(async () => {
+        try {
+          await this.run(entry, options.prepare);
+        } finally {
+          settle();
+        }
+      });
+    if (options.after) void options.after.then(enqueue, enqueue);
+    else enqueue();
     return record;
   }
 
-  private async run(entry: Entry): Promise<void> {
+  private async run(entry: Entry, prepare?: (record: JobRecord) => void): Promise<void> {
     const { record, controller } = entry;
     if (record.state !== 'queued') return; // cancelled while queued
+    try {
+      prepare?.(record);
+    } catch (error) {
+      record.state = 'failed';
+      record.endedAt = new Date().toISOString();
+      record.outcome = { ok: false, text: '', error: `could not prepare the job: ${(error as Error).message}`, costSource: 'unknown' };
+      this.changed(record);
+      return;
+    }
     record.state = 'running';
     record.startedAt = new Date().toISOString();
     this.changed(record);
@@ -129,7 +161,22 @@ export class JobTable {
     record.outcome = result.outcome;
     if (result.exitCode !== undefined) record.exitCode = result.exitCode;
     record.endedAt = new Date().toISOString();
+    // The live tail holds the run's output buffers: a finished job needs neither.
+    entry.tail = undefined;
     this.changed(record);
+    this.retire(record.id);
+  }
+
+  /** Leaves the oldest finished jobs beyond KEEP_FINISHED to the store, once it answers for them. */
+  private retire(id: string): void {
+    const history = this.options.history;
+    if (!history) return;
+    this.finishedOrder.push(id);
+    while (this.finishedOrder.length > KEEP_FINISHED) {
+      const old = this.finishedOrder.shift()!;
+      // A store that could not record it (unwritable, full) leaves it here, in memory.
+      if (history.get(old)?.state === this.entries.get(old)?.record.state) this.entries.delete(old);
+    }
   }
 
   /** The newest finished job of a backend's session, to take its running totals. */
@@ -173,10 +220,13 @@ export class JobTable {
     ids: string[],
     options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
   ): Promise<WaitResult> {
+    // Each record looked up once (a stored one is read from disk): this table's own are updated
+    // in place, even once left to the store; a stored job of another live server never
+    // finishes here: it stays pending.
+    const records = new Map(ids.map((id) => [id, this.get(id)!]));
     const split = (): WaitResult => {
-      // A stored job of another live server never finishes here: it stays pending.
-      const records = ids.map((id) => this.get(id)!);
-      return { finished: records.filter((r) => isFinished(r.state)), pending: records.filter((r) => !isFinished(r.state)) };
+      const all = [...records.values()];
+      return { finished: all.filter((r) => isFinished(r.state)), pending: all.filter((r) => !isFinished(r.state)) };
     };
     const done = (r: WaitResult) => r.pending.length === 0 || (options.mode === 'any' && r.finished.length > 0);
     return new Promise((resolve) => {
@@ -187,7 +237,9 @@ export class JobTable {
         resolve(split());
       };
       const onChange = (record: JobRecord) => {
-        if (ids.includes(record.id) && isFinished(record.state) && done(split())) finish();
+        if (!records.has(record.id) || !isFinished(record.state)) return;
+        records.set(record.id, record);
+        if (done(split())) finish();
       };
       const timer = setTimeout(finish, options.timeoutMs);
       options.signal?.addEventListener('abort', finish, { once: true });

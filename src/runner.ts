@@ -1,10 +1,9 @@
 // The process runner: one child per job, in its own process group, prompt on stdin, output
 // streamed to log files with only a bounded head and tail in memory, and the whole group
 // ended on exit, timeout, cancel or server shutdown, so no grandchild outlives its job.
-import { createWriteStream, readdirSync, readFileSync, type WriteStream } from 'node:fs';
-import { once } from 'node:events';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { execa } from 'execa';
 import { HeadTailBuffer } from './head-tail-buffer.js';
 import { Reaper } from './reaper.js';
 
@@ -33,6 +32,8 @@ export type RunResult = {
   stdoutTruncated: boolean;
   stderr: string;
   spawnError?: string;
+  /** Why a log file could not be written (a full or read-only disk); memory still kept the output. */
+  logError?: string;
 };
 
 export type RunningProcess = {
@@ -55,29 +56,43 @@ export function runProcess(spec: RunSpec): RunningProcess {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, ...spec.env })) if (v !== undefined) env[k] = v;
 
-  const child = execa(spec.file, spec.args, {
-    cwd: spec.cwd,
-    env,
-    extendEnv: false,
-    detached: true, // its own process group, so a signal reaches every descendant
-    input: spec.stdin, // written, then stdin is closed: an open stdin hangs codex
-    buffer: false,
-    reject: false,
-    cleanup: false, // we end the whole group ourselves
-    stripFinalNewline: false,
-  });
-  const pgid = child.pid;
+  const stdout = new HeadTailBuffer(STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
+  const stderr = new HeadTailBuffer(0, STDERR_TAIL_BYTES);
+  const logs = [new LogFile(spec.stdoutLog), new LogFile(spec.stderrLog)] as const;
+
+  // node:child_process directly: a job's start is on every spawn's path, and a wrapper's
+  // stream plumbing costs more than the child here (see bench/). The child's stdin gets the
+  // prompt and is closed (an open stdin hangs codex).
+  let child: ChildProcess | undefined;
+  let spawnError: string | undefined;
+  try {
+    child = spawn(spec.file, spec.args, {
+      cwd: spec.cwd,
+      env,
+      detached: true, // its own process group, so a signal reaches every descendant
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+  } catch (error) {
+    spawnError = (error as Error).message; // e.g. an argument holding a NUL byte
+  }
+  const pgid = child?.pid;
   if (pgid !== undefined) {
     liveGroups.add(pgid);
     (reaper ??= new Reaper(spec.graceMs)).watch(pgid);
   }
 
-  const stdout = new HeadTailBuffer(STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
-  const stderr = new HeadTailBuffer(0, STDERR_TAIL_BYTES);
-  const logsClosed = Promise.all([
-    pipeToLog(child.stdout, spec.stdoutLog, stdout),
-    pipeToLog(child.stderr, spec.stderrLog, stderr),
-  ]);
+  // Everything the child did, once its output is closed: its exit, or why it never started.
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (!child) return resolve({ code: null, signal: null });
+    child.on('error', (error) => {
+      if (child.pid === undefined) spawnError = error.message; // ENOENT, EACCES: 'close' follows
+    });
+    child.once('close', (code, signal) => resolve({ code, signal }));
+    child.stdin!.once('error', () => undefined); // EPIPE: it exited without reading it all
+    child.stdin!.end(spec.stdin);
+    pump(child.stdout!, logs[0], stdout);
+    pump(child.stderr!, logs[1], stderr);
+  });
 
   let end: RunEnd = 'exited';
   let stopping: Promise<void> | undefined;
@@ -93,13 +108,13 @@ export function runProcess(spec: RunSpec): RunningProcess {
 
   // The leader may exit while descendants still hold its pipes open; end them so the
   // streams close and the job finishes.
-  child.once('exit', () => {
+  child?.once('exit', () => {
     if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
   });
 
   const done = (async (): Promise<RunResult> => {
-    const result = await child;
-    await logsClosed;
+    const result = await closed;
+    for (const log of logs) log.close();
     clearTimeout(timer);
     spec.signal?.removeEventListener('abort', onAbort);
     await stopping;
@@ -107,16 +122,18 @@ export function runProcess(spec: RunSpec): RunningProcess {
       liveGroups.delete(pgid);
       reaper?.unwatch(pgid);
     }
-    const spawnFailed = pgid === undefined || (result.failed && result.exitCode === undefined && !result.signal && !result.isTerminated);
+    const spawnFailed = pgid === undefined;
     const out = stdout.text();
+    const logError = logs.map((l) => l.error).find(Boolean);
     return {
       end: spawnFailed ? 'spawn_error' : end,
-      exitCode: result.exitCode ?? null,
-      exitSignal: result.signal ?? null,
+      exitCode: spawnFailed ? null : result.code,
+      exitSignal: result.signal,
       stdout: out.text,
       stdoutTruncated: out.truncated,
       stderr: stderr.text().text,
-      ...(spawnFailed ? { spawnError: result.shortMessage } : {}),
+      ...(spawnFailed ? { spawnError: spawnError ?? `could not start ${spec.file}` } : {}),
+      ...(logError ? { logError } : {}),
     };
   })();
 
@@ -130,18 +147,63 @@ export function runProcess(spec: RunSpec): RunningProcess {
   };
 }
 
-async function pipeToLog(stream: Readable | null, path: string, memory: HeadTailBuffer): Promise<void> {
-  const file: WriteStream = createWriteStream(path);
-  if (stream) {
-    // Backpressure: a child that prints faster than the disk writes waits, instead of the
-    // server buffering its output.
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      memory.push(chunk);
-      if (!file.write(chunk)) await once(file, 'drain');
+/** Each chunk into the bounded memory buffer and the log file, as it comes. */
+function pump(stream: Readable, log: LogFile, memory: HeadTailBuffer): void {
+  stream.on('data', (chunk: Buffer) => {
+    memory.push(chunk);
+    log.write(chunk);
+  });
+}
+
+/**
+ * A run's log file, written synchronously: a write to the page cache takes microseconds, and
+ * while it runs the pipe is not read, so a child that prints faster than the disk takes it
+ * waits instead of the server buffering its output. A log that cannot be opened or written (a
+ * full or read-only disk) is given up, not fatal: the job goes on, its output in memory.
+ */
+class LogFile {
+  private fd: number | undefined;
+  error: string | undefined;
+
+  constructor(private readonly path: string) {
+    try {
+      this.fd = openSync(path, 'w');
+    } catch (error) {
+      this.fail(error);
     }
   }
-  file.end();
-  await once(file, 'close');
+
+  write(chunk: Buffer): void {
+    if (this.fd === undefined) return;
+    try {
+      for (let at = 0; at < chunk.length; ) at += writeSync(this.fd, chunk, at);
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    try {
+      closeSync(this.fd);
+    } catch (error) {
+      this.fail(error); // a delayed write error (NFS, quota) surfaces on close
+    }
+    this.fd = undefined;
+  }
+
+  private fail(error: unknown): void {
+    this.error ??= `could not write ${this.path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+    if (this.fd !== undefined) {
+      const fd = this.fd;
+      this.fd = undefined;
+      try {
+        closeSync(fd);
+      } catch {
+        // already reported
+      }
+    }
+  }
 }
 
 function groupAlive(pgid: number): boolean {

@@ -11,6 +11,7 @@ import { grok, XAI_BASE_URL } from '../../backends/grok.js';
 import { mistral, MISTRAL_BASE_URL } from '../../backends/mistral.js';
 import { backends as allBackends } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
+import { agentProblems, type AgentProblem } from '../agents/definitions.js';
 import { checkBackend } from '../availability.js';
 import { ConfigError, loadConfig, type Config } from '../config.js';
 import { findApiKey, keyFiles, keyNames } from '../keys.js';
@@ -55,6 +56,8 @@ export type DoctorReport = {
   timeoutS: number;
   backends: BackendCheck[];
   usable: number;
+  /** Agent definition files (agents/<name>/agent.md) that are skipped, and why. */
+  agentProblems: AgentProblem[];
 };
 
 /** Runs `<file> --version` in its own process group, stdin closed; kills the group on time-out. */
@@ -152,6 +155,7 @@ export async function collectDoctor(env: NodeJS.ProcessEnv, cwd: string, options
     timeoutS: config.timeoutS,
     backends,
     usable: backends.filter((b) => b.usable).length,
+    agentProblems: agentProblems({ config, models, backends: allBackends }),
   };
 }
 
@@ -181,6 +185,7 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     out.push(`${r.usable} of ${r.backends.length} backends usable.`);
   }
+  for (const p of r.agentProblems) out.push(`agent file skipped: ${home(p.file)}: ${p.problem}`);
   return `${out.join('\n')}\n`;
 }
 

@@ -9,8 +9,8 @@ export function registerCancelTool(server: McpServer, app: App): void {
     'cancel',
     {
       title: 'Cancel agent',
-      description: 'Stop a queued or running agent (its processes are ended). Returns its final state; an agent that already finished is left as it is.',
-      inputSchema: z.object({ agent_id: z.string().min(1).max(64).describe('The id spawn_* returned') }).strict(),
+      description: 'Stop a queued or running agent and all its processes; returns its final state.',
+      inputSchema: z.object({ agent_id: z.string().min(1).max(64) }).strict(),
       outputSchema: jobSummarySchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     },

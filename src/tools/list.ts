@@ -12,7 +12,7 @@ export function registerListTool(server: McpServer, app: App): void {
     'list',
     {
       title: 'List agents',
-      description: 'List agents that are running or queued, and the most recently finished ones, newest first, with state, elapsed time and cost.',
+      description: 'Agents running or queued, then the most recently finished, newest first: state, elapsed time, cost.',
       inputSchema: z
         .object({
           recent: z.number().int().min(0).max(1000).optional().describe(`How many finished agents to include (default ${DEFAULT_RECENT})`),

@@ -88,16 +88,15 @@ export function registerLogsTool(server: McpServer, app: App): void {
     {
       title: 'Agent logs',
       description:
-        "Read an agent's raw output log (its CLI's stdout, or stderr) one page at a time, also while it runs. Offsets and sizes are in bytes. " +
-        `Pass next_offset back as offset to read on, or tail to get the newest bytes; a page holds at most limit bytes (default ${DEFAULT_LOG_BYTES}) and ends at a line end. ` +
-        'For the answer itself use result.',
+        "Page through an agent's raw CLI output (stdout or stderr), also while it runs: pass next_offset back as offset, or tail for the newest bytes. " +
+        'For the answer, use result.',
       inputSchema: z
         .object({
-          agent_id: z.string().min(1).max(64).describe('The id spawn_* returned'),
-          stream: z.enum(['stdout', 'stderr']).optional().describe('Which log (default stdout)'),
-          offset: z.number().int().min(0).optional().describe('Byte offset to start at (default 0)'),
-          limit: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Most bytes to return (default ${DEFAULT_LOG_BYTES})`),
-          tail: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('Return the last this many bytes instead (not with offset)'),
+          agent_id: z.string().min(1).max(64),
+          stream: z.enum(['stdout', 'stderr']).optional(),
+          offset: z.number().int().min(0).optional(),
+          limit: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Bytes per page (default ${DEFAULT_LOG_BYTES})`),
+          tail: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'),
         })
         .strict(),
       outputSchema,

@@ -10,11 +10,11 @@ export function registerResultTool(server: McpServer, app: App): void {
     {
       title: 'Agent result',
       description:
-        "Get one agent's outcome: its answer, error, session id, tokens and cost. For an agent still running: its state, elapsed time and newest output. Does not wait: use wait_for_agents for that.",
+        "One agent's outcome: answer, error, session_id, tokens, cost; while it runs, its state and newest output. Does not wait.",
       inputSchema: z
         .object({
-          agent_id: z.string().min(1).max(64).describe('The id spawn_* returned'),
-          include_raw: z.boolean().optional().describe("Also return the CLI's own final record"),
+          agent_id: z.string().min(1).max(64),
+          include_raw: z.boolean().optional().describe("Also the CLI's own final record"),
         })
         .strict(),
       outputSchema: jobResultSchema,

@@ -8,32 +8,50 @@ import type { Backend } from '../../backends/types.js';
 import type { App } from '../app.js';
 import { isFinished } from '../jobs.js';
 import { resolveModel } from '../models.js';
+import { compileSchema, type JsonSchema } from '../structured-output.js';
 import { fullResult, jobResultSchema, toolResult, ToolInputError } from './views.js';
 import { MAX_WAIT_S, waitWithProgress } from './wait.js';
 
 const MAX_PROMPT_CHARS = 2_000_000;
 const JOB_ID = /^[a-z2-9]{6}$/;
 
+export const promptField = () =>
+  z
+    .string()
+    .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
+    .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
+    .describe('Self-contained: the agent sees nothing else');
+
+export const outputSchemaField = () =>
+  z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe('A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`');
+
+/** A caller's output_schema, checked: a compilable JSON Schema, or a ToolInputError. */
+export function checkOutputSchema(schema: unknown): JsonSchema | undefined {
+  if (schema === undefined) return undefined;
+  const compiled = compileSchema(schema);
+  if ('error' in compiled) throw new ToolInputError(`output_schema: ${compiled.error}`);
+  return schema as JsonSchema;
+}
+
 function inputSchema(backend: Backend, app: App) {
   const models = app.models[backend.name]!;
   const aliases = Object.keys(models.aliases);
   return z
     .object({
-      prompt: z
-        .string()
-        .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
-        .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
-        .describe('The task, self-contained: the agent sees nothing else of this conversation'),
+      prompt: promptField(),
       model: z
         .string()
         .max(200)
         .optional()
         .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`),
       // API backends answer from the prompt alone: no folder to work in.
-      ...(backend.kind === 'cli' ? { cwd: z.string().min(1).max(4096).optional().describe('Folder to work in (default: the project)') } : {}),
-      ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional().describe('Extra system instructions') } : {}),
+      ...(backend.kind === 'cli' ? { cwd: z.string().min(1).max(4096).optional() } : {}),
+      ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
       ...(backend.supportsResume
-        ? { resume: z.string().min(1).max(200).optional().describe('Continue an earlier agent: its agent_id or session_id') }
+        ? { resume: z.string().min(1).max(200).optional().describe('agent_id or session_id to continue') }
         : {}),
       timeout_s: z
         .number()
@@ -41,8 +59,9 @@ function inputSchema(backend: Backend, app: App) {
         .min(1)
         .max(7 * 86400)
         .optional()
-        .describe(`Stop after this many seconds (default ${app.config.timeoutS})`),
-      wait_s: z.number().min(0).max(MAX_WAIT_S).optional().describe('Wait up to this long and return the result if done'),
+        .describe(`Default ${app.config.timeoutS}`),
+      wait_s: z.number().min(0).max(MAX_WAIT_S).optional(),
+      output_schema: outputSchemaField(),
       ...backend.extraInput,
     })
     .strict();
@@ -56,6 +75,7 @@ type SpawnArgs = {
   resume?: string;
   timeout_s?: number;
   wait_s?: number;
+  output_schema?: Record<string, unknown>;
   [extra: string]: unknown;
 };
 
@@ -93,7 +113,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       `spawn_${backend.name}`,
       {
         title: backend.title,
-        description: `${backend.description} Returns an agent_id at once; get the answer with wait_for_agents or result.`,
+        description: `${backend.description} Returns an agent_id at once (see wait_for_agents).`,
         inputSchema: inputSchema(backend, app),
         outputSchema: jobResultSchema,
         // API backends return text only: they change nothing on this machine.
@@ -101,11 +121,12 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
-        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, ...rest } = args as SpawnArgs;
+        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ...rest } = args as SpawnArgs;
         const availability = app.availability(backend);
         if (!availability.usable) throw new ToolInputError(`spawn_${backend.name} cannot run here: ${availability.detail}`);
         const resolved = resolveModel(app.models, backend.name, model);
         if ('error' in resolved) throw new ToolInputError(resolved.error);
+        const outputSchema = checkOutputSchema(output_schema);
         const resumeSessionId = resolveResume(app, backend, resume);
         // The session's running totals after its newest turn; after a restart only the stored
         // record of the agent named in `resume` is at hand.
@@ -121,6 +142,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           ...(system_prompt ? { systemPrompt: system_prompt } : {}),
           ...(resumeSessionId ? { resumeSessionId } : {}),
           ...(previousSessionTotals ? { previousSessionTotals } : {}),
+          ...(outputSchema ? { outputSchema } : {}),
           extra: rest,
         });
         if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);

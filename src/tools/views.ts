@@ -11,6 +11,7 @@ const STATES = ['queued', 'running', 'succeeded', 'failed', 'timed_out', 'cancel
 export const jobSummarySchema = z.object({
   agent_id: z.string(),
   backend: z.string(),
+  agent: z.string().optional().describe('The named agent (spawn_<agent>) that ran it'),
   model: z.string(),
   state: z.enum(STATES),
   task: z.string().describe('First line of the prompt, shortened'),
@@ -24,6 +25,7 @@ export const jobSummarySchema = z.object({
 
 export const jobResultSchema = jobSummarySchema.extend({
   text: z.string().optional().describe("The agent's final answer"),
+  structured: z.unknown().optional().describe('The answer as JSON, validated against the output schema (when the job had one)'),
   error: z.string().optional(),
   session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
   usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
@@ -52,6 +54,7 @@ export function summarize(job: JobRecord, now = Date.now()): JobSummary {
   return {
     agent_id: job.id,
     backend: job.backend,
+    ...(job.agent ? { agent: job.agent.name } : {}),
     model: job.model,
     state: job.state,
     task: taskLine(job.prompt),
@@ -70,6 +73,7 @@ export function fullResult(app: App, job: JobRecord, options: { includeRaw?: boo
   return {
     ...summarize(job),
     ...(o ? { text: o.text } : {}),
+    ...(o?.structured !== undefined ? { structured: o.structured } : {}),
     ...(o?.error ? { error: o.error } : {}),
     ...(o?.sessionId ? { session_id: o.sessionId } : {}),
     ...(o?.usage ? { usage: { input_tokens: o.usage.inputTokens, output_tokens: o.usage.outputTokens, cached_input_tokens: o.usage.cachedInputTokens } } : {}),

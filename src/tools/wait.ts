@@ -49,14 +49,13 @@ export function registerWaitTool(server: McpServer, app: App): void {
     {
       title: 'Wait for agents',
       description:
-        `Wait until agents finish and get their results. Without agent_ids it waits for every agent still queued or running. ` +
-        `Returns after at most timeout_s (default ${DEFAULT_WAIT_S}) with the finished agents' results and the ones still pending: ` +
-        `call it again to keep waiting. return_when "any" returns as soon as one finishes.`,
+        `Wait for agents to finish: returns the finished ones' results and the ones still pending after at most timeout_s ` +
+        `(default ${DEFAULT_WAIT_S}); call again to keep waiting.`,
       inputSchema: z
         .object({
-          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Ids from spawn_*; default: all unfinished agents'),
-          timeout_s: z.number().min(0).max(MAX_WAIT_S).optional().describe(`Longest wait in seconds (default ${DEFAULT_WAIT_S})`),
-          return_when: z.enum(['all', 'any']).optional().describe('"all" (default) or "any"'),
+          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
+          timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
+          return_when: z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'),
         })
         .strict(),
       outputSchema: z.object({

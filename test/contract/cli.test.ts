@@ -125,3 +125,57 @@ describe.each(['claude', 'codex', 'copilot'])('%s, the real CLI', (backend) => {
     expect(job.text).toMatch(/TOOL_RESULT: .*wrote/s);
   });
 });
+
+// Named agents with `session: true`: every call continues the agent's conversation (the fake
+// counts the turns), and calls made at the same time run one after the other.
+type Timed = Job & { started_at?: string; ended_at?: string; structured?: unknown };
+const finished = async (ids: string[]): Promise<Timed[]> =>
+  (await server.callOk<{ finished: Timed[] }>('wait_for_agents', { agent_ids: ids, timeout_s: 150 })).finished;
+
+describe.each(['claude', 'codex', 'copilot'])('%s, a session agent through the real CLI', (backend) => {
+  test('turns continue one session; two calls at once run one after the other', async () => {
+    const name = `session_${backend}`;
+    await server.callOk('define_agent', { name, description: `Remembers (${backend}).`, backend, system_prompt: 'You remember.', session: true });
+    const mark = `sess-${backend}-${Date.now()}`;
+    const first = await spawn(name, { prompt: `${mark} one`, wait_s: 120 });
+    expect(first, JSON.stringify(first)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 1): ${mark} one` });
+    const [a, b] = await Promise.all([server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} A` }), server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} B` })]);
+    const done = (await finished([a.agent_id, b.agent_id])).sort((x, y) => Date.parse(x.started_at!) - Date.parse(y.started_at!));
+    for (const job of done) expect(job, JSON.stringify(job)).toMatchObject({ state: 'succeeded', session_id: first.session_id });
+    expect(Date.parse(done[1]!.started_at!)).toBeGreaterThanOrEqual(Date.parse(done[0]!.ended_at!));
+    expect(done.map((j) => j.text!.slice(0, 'FAKE REPLY (turn 2)'.length)).sort()).toEqual(['FAKE REPLY (turn 2)', 'FAKE REPLY (turn 3)']);
+    // This turn's tokens, not the session's running total.
+    expect(done[1]!.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+  });
+});
+
+// Structured output. The fake model API cannot answer in JSON of its own (it echoes the prompt,
+// and never calls claude's StructuredOutput tool), so: the CLIs must accept the schema flags and
+// send the schema on; an echoed ```json block in the prompt makes a matching answer (codex,
+// copilot); claude's answer never matches, which exercises the retry in the same session.
+describe('structured output through the real CLIs', () => {
+  const schema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false };
+
+  test('claude: --json-schema reaches the model as the StructuredOutput tool; a mismatch is retried once in the session, then fails', async () => {
+    const mark = `so-claude-${Date.now()}`;
+    const job = await spawn('claude', { prompt: `${mark} name a thing`, output_schema: schema, wait_s: 150 });
+    expect(job.state, JSON.stringify(job)).toBe('failed');
+    expect(job.error).toMatch(/did not match the output schema, also after one retry/);
+    const first = requestsWith(mark);
+    expect(first[0]!.tools).toContain('StructuredOutput');
+    const retry = api.requests.filter((r) => r.rawBody.includes('Your answer did not match the required JSON Schema') && r.rawBody.includes(mark));
+    expect(retry.length).toBeGreaterThanOrEqual(1);
+    expect(retry[0]!.turn).toBeGreaterThan(1); // the same conversation, resumed
+  });
+
+  test.each(['codex', 'copilot'])('%s: a matching answer lands in structured', async (backend) => {
+    const mark = `so-${backend}-${Date.now()}`;
+    const job = (await spawn(backend, { prompt: `${mark}\n\`\`\`json\n{"name": "${backend}"}\n\`\`\``, output_schema: schema, wait_s: 150 })) as Timed;
+    expect(job, JSON.stringify(job)).toMatchObject({ state: 'succeeded', structured: { name: backend } });
+    if (backend === 'codex') {
+      // --output-schema: the Responses request asks for JSON in that shape.
+      const body = requestsWith(mark)[0]!.body as { text?: { format?: { type?: string; schema?: unknown } } };
+      expect(body.text?.format).toMatchObject({ type: 'json_schema', schema: expect.objectContaining({ required: ['name'] }) });
+    }
+  });
+});

@@ -44,11 +44,14 @@ describe('the tool list', () => {
       expect(tool.description!.length, tool.name).toBeGreaterThan(40);
       expect(tool.inputSchema.type).toBe('object');
       expect(tool.outputSchema?.type, tool.name).toBe('object');
-      expect(tool.annotations, tool.name).toBeDefined();
     }
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    expect(byName.spawn_claude!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
-    expect(byName.list!.annotations).toMatchObject({ readOnlyHint: true });
+    // Annotations list only the hints that differ from the spec's defaults (src/tool-list.ts).
+    const hints = (name: string) => ({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true, ...byName[name]!.annotations });
+    expect(hints('spawn_claude')).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    expect(hints('spawn_grok')).toMatchObject({ readOnlyHint: false, destructiveHint: false });
+    expect(hints('list')).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(hints('cancel')).toMatchObject({ readOnlyHint: false, idempotentHint: true, openWorldHint: false });
     expect(Object.keys(byName.spawn_claude!.inputSchema.properties!)).toEqual(expect.arrayContaining(['prompt', 'model', 'cwd', 'system_prompt', 'resume', 'timeout_s', 'wait_s']));
     expect(Object.keys(byName.spawn_grok!.inputSchema.properties!)).not.toContain('cwd');
     expect(byName.spawn_claude!.inputSchema.required).toEqual(['prompt']);

@@ -22,7 +22,9 @@ export type TestServer = {
   close: () => Promise<void>;
 };
 
-export async function startServer(options: { env?: Record<string, string>; fakeClis?: boolean; projectDir?: string } = {}): Promise<TestServer> {
+export async function startServer(
+  options: { env?: Record<string, string>; fakeClis?: boolean; projectDir?: string; /** clientInfo.name sent in initialize */ clientName?: string } = {},
+): Promise<TestServer> {
   const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
   const path = options.fakeClis === false ? process.env.PATH! : `${fakeBinDir}${delimiter}${process.env.PATH}`;
   const env: Record<string, string> = {};
@@ -32,7 +34,7 @@ export async function startServer(options: { env?: Record<string, string>; fakeC
   const transport = new StdioClientTransport({ command: process.execPath, args: [serverEntry], cwd: projectDir, env, stderr: 'pipe' });
   let stderr = '';
   transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const client = new Client({ name: 'polyspawn-test', version: '0.0.0' });
+  const client = new Client({ name: options.clientName ?? 'polyspawn-test', version: '0.0.0' });
   await client.connect(transport);
   const call = (name: string, args: Record<string, unknown> = {}) =>
     client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 }) as Promise<CallToolResult>;

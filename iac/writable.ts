@@ -1,0 +1,41 @@
+// Can polyspawn write where it keeps its records? Asked once at start, without writing
+// anything (a project that never runs an agent gets no .polyspawn/ folder): the nearest
+// existing folder on the way must be writable, and its disk not full. A server whose store or
+// IAC.md cannot be written still runs agents and answers for them while it runs; this says so
+// at once, instead of on every job.
+import { accessSync, constants, statfsSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** Below this many free bytes a disk counts as full (a record is a few KB, a log far more). */
+const FULL_BELOW = 1 << 20;
+
+/** The nearest folder at or above `dir` that exists. */
+function nearestExisting(dir: string): string {
+  for (let d = dir; ; d = dirname(d)) {
+    try {
+      statSync(d);
+      return d;
+    } catch {
+      if (dirname(d) === d) return d;
+    }
+  }
+}
+
+/** Why files cannot be written in `dir` (or created on the way to it), or undefined. */
+export function unwritableBecause(dir: string): string | undefined {
+  const at = nearestExisting(dir);
+  try {
+    if (!statSync(at).isDirectory()) return `${at} is not a folder`;
+    accessSync(at, constants.W_OK);
+  } catch (error) {
+    return `${at} cannot be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
+  }
+  try {
+    const fs = statfsSync(at);
+    const free = Number(fs.bavail) * Number(fs.bsize);
+    if (free < FULL_BELOW) return `the disk holding ${at} is full (${free} bytes free)`;
+  } catch {
+    // no statfs here: only a write would tell
+  }
+  return undefined;
+}

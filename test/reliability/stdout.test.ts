@@ -1,0 +1,58 @@
+// Nothing but JSON-RPC on the server's stdout. Every file of this suite checks every server it
+// started (test/helpers/rpc.ts keeps each one's stdout and parses it line by line); this file
+// drives the paths most likely to leak something else: children that write to stdout and
+// stderr, a flood, failures, time-outs, cancels, logging notifications, resources, requests
+// that are not JSON, unknown methods, a configuration error, and the shutdown on SIGTERM.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, test } from 'vitest';
+import { startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+
+type Job = { agent_id: string; state: string };
+
+afterAll(async () => {
+  expect(await stopAllAndCollectStdoutProblems()).toEqual([]);
+});
+
+describe('stdout carries JSON-RPC only', () => {
+  test('through a busy session that ends with SIGTERM', { timeout: 90_000 }, async () => {
+    const server = await startRpcServer({ env: { POLYSPAWN_CONCURRENCY: '8' } });
+    expect((await server.request('logging/setLevel', { level: 'debug' })).error).toBeUndefined();
+    const jobs = await Promise.all([
+      server.callOk<Job>('spawn_claude', { prompt: 'noisy [[cli:stderr:a line on stderr]]' }),
+      server.callOk<Job>('spawn_codex', { prompt: 'flood [[cli:flood:3]]' }),
+      server.callOk<Job>('spawn_copilot', { prompt: 'fails [[cli:fail]] [[cli:stderr:boom]]' }),
+      server.callOk<Job>('spawn_codex', { prompt: 'malformed [[cli:malformed]]' }),
+      server.callOk<Job>('spawn_claude', { prompt: 'slow [[cli:hang]]', timeout_s: 1 }),
+    ]);
+    const hanging = await server.callOk<Job>('spawn_copilot', { prompt: 'to cancel [[cli:hang]]' });
+    await server.callOk('cancel', { agent_id: hanging.agent_id });
+    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: jobs.map((j) => j.agent_id), timeout_s: 50 });
+    expect(waited.finished.map((j) => j.state).sort()).toEqual(['failed', 'failed', 'succeeded', 'succeeded', 'timed_out']);
+    await server.callOk('logs', { agent_id: jobs[1]!.agent_id, tail: 4096 });
+    expect((await server.request('resources/list', {})).error).toBeUndefined();
+    expect((await server.request('resources/read', { uri: 'polyspawn://IAC.md' })).error).toBeUndefined();
+    expect((await server.request('no/such/method', {})).error?.code).toBe(-32601);
+    // Lines that are not JSON, or not JSON-RPC: the transport reports them on its side.
+    server.child.stdin.write('this is not json\n{"jsonrpc":"2.0"}\n\n');
+    expect((await server.request('tools/list', {})).result).toBeDefined();
+    expect(server.notifications.length).toBeGreaterThan(5); // logging messages went out, as JSON-RPC
+
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(server.stdoutLines()).toBeGreaterThan(20);
+    expect(server.stdoutProblems()).toEqual([]);
+    expect(server.stderr()).toMatch(/shutting down \(SIGTERM\)/);
+  });
+
+  test('a configuration error ends the server with nothing on stdout', async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-bad-config-'));
+    writeFileSync(join(projectDir, 'polyspawn.config.json'), '{ "concurrency": "many" }');
+    const server = await startRpcServer({ projectDir, initialize: false });
+    expect(await server.exited).toBe(1);
+    expect(server.stderr()).toMatch(/configuration error: .*concurrency/);
+    expect(server.stdoutLines()).toBe(0);
+    expect(server.stdoutProblems()).toEqual([]);
+  });
+});

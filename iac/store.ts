@@ -52,6 +52,37 @@ export type IndexLine = {
   ps?: string;
 };
 
+/** An index line with readable names, for the IAC.md active table and `polyspawn status`. */
+export type IndexRow = {
+  id: string;
+  state: JobState;
+  backend: string;
+  model: string;
+  task: string;
+  createdAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  costUsd?: number;
+  costSource?: CostSource;
+  inputTokens?: number;
+  outputTokens?: number;
+};
+
+export const indexRow = (l: IndexLine): IndexRow => ({
+  id: l.id,
+  state: l.st,
+  backend: l.b,
+  model: l.m,
+  task: l.t,
+  createdAt: l.c,
+  ...(l.s ? { startedAt: l.s } : {}),
+  ...(l.e ? { endedAt: l.e } : {}),
+  ...(l.usd !== undefined ? { costUsd: l.usd } : {}),
+  ...(l.cs ? { costSource: l.cs } : {}),
+  ...(l.in !== undefined ? { inputTokens: l.in } : {}),
+  ...(l.out !== undefined ? { outputTokens: l.out } : {}),
+});
+
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
 
 const ID = /^[a-z0-9]{1,64}$/;

@@ -14,7 +14,7 @@ import { basename, dirname, join, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
 import { renderDocument, renderEntry } from './render.js';
-import type { Recovered, RunStore } from './store.js';
+import { indexRow, type Recovered, type RunStore } from './store.js';
 
 export type IacWriterOptions = {
   /** IAC.md's path. */
@@ -149,15 +149,7 @@ export class IacWriter {
     this.store.clearFresh();
     return renderDocument({
       now,
-      active: this.store.active().map((l) => ({
-        id: l.id,
-        state: l.st,
-        backend: l.b,
-        model: l.m,
-        task: l.t,
-        createdAt: l.c,
-        ...(l.s ? { startedAt: l.s } : {}),
-      })),
+      active: this.store.active().map(indexRow),
       entries,
       totalFinished: this.store.finishedCount,
       storePath: fromIac(this.store.dir),

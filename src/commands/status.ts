@@ -4,50 +4,23 @@ import { backends as allBackends } from '../../backends/registry.js';
 import { sameProcessAlive, selfIdentity } from '../../iac/proc.js';
 import { secrets } from '../../iac/redact.js';
 import { duration, time } from '../../iac/render.js';
-import { RunStore, type IndexLine } from '../../iac/store.js';
+import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
 import { loadConfig } from '../config.js';
 import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
 
 export const DEFAULT_STATUS_LIMIT = 10;
 
-export type StatusRow = {
-  id: string;
-  state: string;
+export type StatusRow = IndexRow & {
   /** A queued or running job whose server is no longer running (the next server marks it interrupted). */
   orphaned?: boolean;
-  backend: string;
-  model: string;
-  task: string;
-  createdAt: string;
-  startedAt?: string;
-  endedAt?: string;
-  costUsd?: number;
-  costSource?: string;
-  inputTokens?: number;
-  outputTokens?: number;
 };
 
 export type Status = { stateDir: string; active: StatusRow[]; history: StatusRow[]; finished: number };
 
-const rowOf = (l: IndexLine): StatusRow => ({
-  id: l.id,
-  state: l.st,
-  backend: l.b,
-  model: l.m,
-  task: l.t,
-  createdAt: l.c,
-  ...(l.s ? { startedAt: l.s } : {}),
-  ...(l.e ? { endedAt: l.e } : {}),
-  ...(l.usd !== undefined ? { costUsd: l.usd } : {}),
-  ...(l.cs ? { costSource: l.cs } : {}),
-  ...(l.in !== undefined ? { inputTokens: l.in } : {}),
-  ...(l.out !== undefined ? { outputTokens: l.out } : {}),
-});
-
 export function collectStatus(store: RunStore, limit: number): Status {
   store.refresh();
-  const active = store.active().map((l) => ({ ...rowOf(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
-  const history = store.newestFinished(limit).map((id) => rowOf(store.line(id)!));
+  const active = store.active().map((l) => ({ ...indexRow(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
+  const history = store.newestFinished(limit).map((id) => indexRow(store.line(id)!));
   return { stateDir: store.dir, active, history, finished: store.finishedCount };
 }
 

@@ -13,9 +13,9 @@ import { agentRun, type AgentDefinition } from '../agents/definitions.js';
 import type { App } from '../app.js';
 import { isFinished, type JobRecord, type JobRequest } from '../jobs.js';
 import { resolveModel } from '../models.js';
-import { checkOutputSchema, outputSchemaField, promptField, resolveCwd, resolveResume } from './spawn.js';
+import { checkOutputSchema, cwdField, modelField, outputSchemaField, promptField, resolveCwd, resolveResume, resumeField, timeoutField, waitField } from './spawn.js';
 import { fullResult, jobResultSchema, toolResult, ToolInputError } from './views.js';
-import { MAX_WAIT_S, waitWithProgress } from './wait.js';
+import { waitWithProgress } from './wait.js';
 
 /** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
 export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {
@@ -33,28 +33,18 @@ export function callerRefusal(definition: AgentDefinition, client: string | unde
 }
 
 function agentInputSchema(definition: AgentDefinition, backend: Backend, app: App) {
-  const models = app.models[backend.name]!;
-  const aliases = Object.keys(models.aliases);
   return z
     .object({
       prompt: promptField(),
-      ...(definition.model
-        ? {}
-        : { model: z.string().max(200).optional().describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`) }),
-      ...(backend.kind === 'cli' ? { cwd: z.string().min(1).max(4096).optional().describe('Folder to work in (default: the project)') } : {}),
+      ...(definition.model ? {} : { model: modelField(app.models[backend.name]!) }),
+      ...(backend.kind === 'cli' ? { cwd: cwdField().describe('Folder to work in (default: the project)') } : {}),
       ...(definition.session
         ? { new_session: z.boolean().optional().describe('Start a new conversation instead of continuing the previous one') }
         : backend.supportsResume
-          ? { resume: z.string().min(1).max(200).optional().describe('Continue an earlier run of this agent: its agent_id or session_id') }
+          ? { resume: resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id') }
           : {}),
-      timeout_s: z
-        .number()
-        .int()
-        .min(1)
-        .max(7 * 86400)
-        .optional()
-        .describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
-      wait_s: z.number().min(0).max(MAX_WAIT_S).optional().describe('Wait up to this long and return the result if done'),
+      timeout_s: timeoutField().describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
+      wait_s: waitField().describe('Wait up to this long and return the result if done'),
       ...(definition.outputSchema ? {} : { output_schema: outputSchemaField() }),
       ...backend.extraInput,
     })

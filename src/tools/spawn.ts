@@ -4,7 +4,7 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import type { Backend } from '../../backends/types.js';
+import type { Backend, BackendModels } from '../../backends/types.js';
 import type { App } from '../app.js';
 import { isFinished } from '../jobs.js';
 import { resolveModel } from '../models.js';
@@ -28,6 +28,26 @@ export const outputSchemaField = () =>
     .optional()
     .describe('A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`');
 
+// The inputs the backends' tools and the named agents' tools share.
+export const modelField = (models: BackendModels) => {
+  const aliases = Object.keys(models.aliases);
+  return z
+    .string()
+    .max(200)
+    .optional()
+    .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`);
+};
+export const cwdField = () => z.string().min(1).max(4096).optional();
+export const resumeField = () => z.string().min(1).max(200).optional();
+export const timeoutField = () =>
+  z
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86400)
+    .optional();
+export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
+
 /** A caller's output_schema, checked: a compilable JSON Schema, or a ToolInputError. */
 export function checkOutputSchema(schema: unknown): JsonSchema | undefined {
   if (schema === undefined) return undefined;
@@ -37,30 +57,16 @@ export function checkOutputSchema(schema: unknown): JsonSchema | undefined {
 }
 
 function inputSchema(backend: Backend, app: App) {
-  const models = app.models[backend.name]!;
-  const aliases = Object.keys(models.aliases);
   return z
     .object({
       prompt: promptField(),
-      model: z
-        .string()
-        .max(200)
-        .optional()
-        .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`),
+      model: modelField(app.models[backend.name]!),
       // API backends answer from the prompt alone: no folder to work in.
-      ...(backend.kind === 'cli' ? { cwd: z.string().min(1).max(4096).optional() } : {}),
+      ...(backend.kind === 'cli' ? { cwd: cwdField() } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
-      ...(backend.supportsResume
-        ? { resume: z.string().min(1).max(200).optional().describe('agent_id or session_id to continue') }
-        : {}),
-      timeout_s: z
-        .number()
-        .int()
-        .min(1)
-        .max(7 * 86400)
-        .optional()
-        .describe(`Default ${app.config.timeoutS}`),
-      wait_s: z.number().min(0).max(MAX_WAIT_S).optional(),
+      ...(backend.supportsResume ? { resume: resumeField().describe('agent_id or session_id to continue') } : {}),
+      timeout_s: timeoutField().describe(`Default ${app.config.timeoutS}`),
+      wait_s: waitField(),
       output_schema: outputSchemaField(),
       ...backend.extraInput,
     })

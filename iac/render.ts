@@ -4,6 +4,7 @@
 import type { JobState } from '../src/jobs.js';
 import { fence, html, inline, shorten, table } from './markdown.js';
 import type { StoredRecord } from './store.js';
+import type { IndexRow } from './store.js';
 
 export const TITLE = '# IAC.md: Inter-Agent Context';
 /** The last line of every IAC.md: a file without it was cut short. */
@@ -111,15 +112,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   return out.join('\n');
 }
 
-export type ActiveRow = {
-  id: string;
-  state: JobState;
-  backend: string;
-  model: string;
-  task: string;
-  createdAt: string;
-  startedAt?: string;
-};
+export type ActiveRow = Pick<IndexRow, 'id' | 'state' | 'backend' | 'model' | 'task' | 'createdAt' | 'startedAt'>;
 
 export type DocumentParts = {
   now: number;

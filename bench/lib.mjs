@@ -16,7 +16,8 @@ export async function startServer(env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-bench-'));
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [serverEntry],
+    // BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' profiles the server under load.
+    args: [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), serverEntry],
     cwd: dir,
     env: { ...process.env, PATH: `${fakeBin}${delimiter}${process.env.PATH}`, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env },
     stderr: 'ignore',

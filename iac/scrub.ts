@@ -3,8 +3,8 @@
 // has ended, every file of its folder that holds a secret is rewritten without it (temp
 // file + rename), before the job's final state is recorded. The executor guard below also
 // redacts the outcome (answer, error, raw record) and the live output tail.
-import { createWriteStream, type Dirent } from 'node:fs';
-import { open, readdir, rename, rm } from 'node:fs/promises';
+import { closeSync, createWriteStream, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, type Dirent } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Outcome } from '../backends/types.js';
@@ -52,7 +52,7 @@ export function guardExecutor(
 export async function scrubDir(dir: string, redactor: Redactor): Promise<string[]> {
   let entries: Dirent[];
   try {
-    entries = await readdir(dir, { withFileTypes: true });
+    entries = readdirSync(dir, { withFileTypes: true });
   } catch {
     return [];
   }
@@ -65,6 +65,41 @@ export async function scrubDir(dir: string, redactor: Redactor): Promise<string[
     }
   }
   return changed;
+}
+
+/**
+ * A file of at most one chunk, scrubbed at once: most runs' logs are a few hundred bytes, and
+ * every run's folder is scrubbed when it ends (a burst of 200 runs ends 200 at once).
+ * Undefined when the file is larger (scrubbed in chunks, without blocking the server).
+ */
+function scrubSmallFile(path: string, redactor: Redactor): boolean | undefined {
+  const fd = openSync(path, 'r');
+  let data: Buffer;
+  try {
+    if (fstatSync(fd).size > CHUNK) return undefined;
+    data = readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  const latin1 = data.toString('latin1');
+  const spans = redactor.byteSpans(latin1);
+  if (spans.length === 0) return false;
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (const [start, end] of spans) {
+    parts.push(data.subarray(at, start), Buffer.from(REDACTED));
+    at = end;
+  }
+  parts.push(data.subarray(at));
+  const tmp = `${path}.scrub-${process.pid}`;
+  try {
+    writeFileSync(tmp, Buffer.concat(parts));
+    renameSync(tmp, path);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    throw error;
+  }
+  return true;
 }
 
 /** Reads a file in chunks that overlap by OVERLAP bytes; stops when `visit` returns true. */
@@ -91,6 +126,8 @@ async function* chunks(path: string): AsyncGenerator<{ buffer: Buffer; eof: bool
 
 /** Whether the file holds a secret; if so, rewrites it with each one replaced by [REDACTED]. */
 export async function scrubFile(path: string, redactor: Redactor): Promise<boolean> {
+  const small = scrubSmallFile(path, redactor);
+  if (small !== undefined) return small;
   let found = false;
   let carry = Buffer.alloc(0);
   for await (const { buffer } of chunks(path)) {

@@ -98,7 +98,8 @@ async function executeCli(
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
   }
-  const logs = logPaths(config, job.id);
+  // In the run's folder, or beside the scratch files when the store cannot be written.
+  const logs = { stdout: join(dir, 'stdout.log'), stderr: join(dir, 'stderr.log') };
   const running = runProcess({
     file: spec.file,
     args: spec.args,
@@ -149,8 +150,7 @@ const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 /**
  * The run's folder, or, when the run store's folder cannot be written (read-only, no
  * permission, a full disk), one in the OS temp folder for the files the CLI is given and
- * writes (copilot's usage file): the job still runs. Its logs then live in memory only (the
- * runner gives up a log file it cannot write).
+ * writes (its logs, copilot's usage file): the job still runs and its answer is read back.
  */
 function scratchDirFor(dir: string, id: string): string {
   try {

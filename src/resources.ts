@@ -10,12 +10,13 @@
 // server is created or finishes; `notifications/resources/updated` for a subscribed agent URI
 // on each of its state changes, and for IAC.md whenever the file is rewritten (by any server:
 // its folder is watched while someone is subscribed). Each state change of this server's
-// agents is also sent as an MCP logging message (`notifications/message`, logger "polyspawn").
+// agents is also sent as an MCP logging message (`notifications/message`, logger "polyspawn";
+// queued and running at `debug`, sent once the client asks for that level).
 // All of it travels as JSON-RPC on the transport: nothing here writes to stdout.
 import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, McpError, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
 import { secrets } from '../iac/redact.js';
 import type { App } from './app.js';
 import { logPaths } from './execute.js';
@@ -225,8 +226,8 @@ function watchIac(file: string, onChange: () => void) {
 }
 
 const LEVELS: Record<JobState, LoggingLevel> = {
-  queued: 'info',
-  running: 'info',
+  queued: 'debug',
+  running: 'debug',
   succeeded: 'info',
   cancelled: 'notice',
   failed: 'warning',
@@ -234,13 +235,30 @@ const LEVELS: Record<JobState, LoggingLevel> = {
   interrupted: 'warning',
 };
 
-/** Each state change of this server's agents as an MCP logging message (never on stdout). */
+/** RFC 5424 order, as MCP's `logging/setLevel` uses it. */
+const SEVERITY: readonly LoggingLevel[] = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
+
+/**
+ * Each state change of this server's agents as an MCP logging message (never on stdout). Until
+ * the client sets a level, the least severe sent is `info`: an agent's end, not its `debug`
+ * queued and running (a burst of 200 agents would otherwise be 400 more messages for the
+ * client to read). `logging/setLevel` with `debug` asks for them.
+ */
 export function registerJobNotifications(server: McpServer, app: App): void {
+  let threshold = SEVERITY.indexOf('info');
+  const inner = server.server;
+  // The SDK's own handler keeps the level where nothing here can read it: kept here instead.
+  inner.setRequestHandler(SetLevelRequestSchema, (request) => {
+    threshold = SEVERITY.indexOf(request.params.level);
+    return {};
+  });
   const seen = new Map<string, JobState>();
   app.jobs.onChange((job) => {
     if (seen.get(job.id) === job.state) return;
     if (isFinished(job.state)) seen.delete(job.id);
     else seen.set(job.id, job.state);
+    const level = LEVELS[job.state];
+    if (SEVERITY.indexOf(level) < threshold) return;
     const elapsed = job.startedAt ? ((job.endedAt ? Date.parse(job.endedAt) : Date.now()) - Date.parse(job.startedAt)) / 1000 : 0;
     const error = job.outcome?.error;
     const data = {
@@ -253,6 +271,6 @@ export function registerJobNotifications(server: McpServer, app: App): void {
       elapsed_s: Math.round(elapsed * 10) / 10,
       ...(error && job.state !== 'succeeded' ? { error: secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) } : {}),
     };
-    void server.server.sendLoggingMessage({ level: LEVELS[job.state] ?? 'info', logger: 'polyspawn', data }).catch(() => undefined);
+    void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
   });
 }

@@ -1,10 +1,11 @@
-// The process runner: one child per job, in its own process group, prompt on stdin, output
-// streamed to log files with only a bounded head and tail in memory, and the whole group
-// ended on exit, timeout, cancel or server shutdown, so no grandchild outlives its job.
+// The process runner: one child per job, in its own process group, prompt on stdin, its
+// stdout and stderr written by the child itself straight into the run's log files, and the
+// whole group ended on exit, timeout, cancel or server shutdown, so no grandchild outlives
+// its job. The server reads the output back once the child has exited (src/log-reader.ts):
+// no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
-import type { Readable } from 'node:stream';
-import { HeadTailBuffer } from './head-tail-buffer.js';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
 
 export type RunSpec = {
@@ -32,8 +33,6 @@ export type RunResult = {
   stdoutTruncated: boolean;
   stderr: string;
   spawnError?: string;
-  /** Why a log file could not be written (a full or read-only disk); memory still kept the output. */
-  logError?: string;
 };
 
 export type RunningProcess = {
@@ -52,28 +51,31 @@ const liveGroups = new Set<number>();
 /** Ends the live groups even if this process dies without running any handler. */
 let reaper: Reaper | undefined;
 
-export function runProcess(spec: RunSpec): RunningProcess {
+function childEnv(changes: RunSpec['env']): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, ...spec.env })) if (v !== undefined) env[k] = v;
+  for (const [k, v] of Object.entries({ ...process.env, ...changes })) if (v !== undefined) env[k] = v;
+  return env;
+}
 
-  const stdout = new HeadTailBuffer(STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
-  const stderr = new HeadTailBuffer(0, STDERR_TAIL_BYTES);
-  const logs = [new LogFile(spec.stdoutLog), new LogFile(spec.stderrLog)] as const;
-
-  // node:child_process directly: a job's start is on every spawn's path, and a wrapper's
-  // stream plumbing costs more than the child here (see bench/). The child's stdin gets the
-  // prompt and is closed (an open stdin hangs codex).
+export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
+  const logs: number[] = [];
   try {
+    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w'));
+    // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
-      env,
+      env: childEnv(spec.env),
       detached: true, // its own process group, so a signal reaches every descendant
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', logs[0], logs[1]],
     });
   } catch (error) {
-    spawnError = (error as Error).message; // e.g. an argument holding a NUL byte
+    // A log that cannot be created (the executor chose a writable folder: a race), or an
+    // argument holding a NUL byte.
+    spawnError = (error as Error).message;
+  } finally {
+    for (const fd of logs) closeSync(fd); // the child holds its own copies
   }
   const pgid = child?.pid;
   if (pgid !== undefined) {
@@ -81,17 +83,17 @@ export function runProcess(spec: RunSpec): RunningProcess {
     (reaper ??= new Reaper(spec.graceMs)).watch(pgid);
   }
 
-  // Everything the child did, once its output is closed: its exit, or why it never started.
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+  // How the child ended, or why it never started (ENOENT, EACCES: an 'error' and no 'exit').
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     if (!child) return resolve({ code: null, signal: null });
     child.on('error', (error) => {
-      if (child.pid === undefined) spawnError = error.message; // ENOENT, EACCES: 'close' follows
+      if (child.pid !== undefined) return; // a failed kill(): the child still runs
+      spawnError = error.message;
+      resolve({ code: null, signal: null });
     });
-    child.once('close', (code, signal) => resolve({ code, signal }));
+    child.once('exit', (code, signal) => resolve({ code, signal }));
     child.stdin!.once('error', () => undefined); // EPIPE: it exited without reading it all
     child.stdin!.end(spec.stdin);
-    pump(child.stdout!, logs[0], stdout);
-    pump(child.stderr!, logs[1], stderr);
   });
 
   let end: RunEnd = 'exited';
@@ -106,104 +108,36 @@ export function runProcess(spec: RunSpec): RunningProcess {
   if (spec.signal?.aborted) onAbort();
   else spec.signal?.addEventListener('abort', onAbort, { once: true });
 
-  // The leader may exit while descendants still hold its pipes open; end them so the
-  // streams close and the job finishes.
-  child?.once('exit', () => {
-    if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
-  });
-
   const done = (async (): Promise<RunResult> => {
-    const result = await closed;
-    for (const log of logs) log.close();
+    const result = await exited;
     clearTimeout(timer);
     spec.signal?.removeEventListener('abort', onAbort);
+    // Descendants the leader left behind would go on writing to its logs: end them first.
+    if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
     await stopping;
     if (pgid !== undefined) {
       liveGroups.delete(pgid);
       reaper?.unwatch(pgid);
     }
-    const spawnFailed = pgid === undefined;
-    const out = stdout.text();
-    const logError = logs.map((l) => l.error).find(Boolean);
+    if (pgid === undefined) {
+      return { end: 'spawn_error', exitCode: null, exitSignal: null, stdout: '', stdoutTruncated: false, stderr: '', spawnError: spawnError ?? `could not start ${spec.file}` };
+    }
+    const stdout = readHeadAndTail(spec.stdoutLog, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
     return {
-      end: spawnFailed ? 'spawn_error' : end,
-      exitCode: spawnFailed ? null : result.code,
+      end,
+      exitCode: result.code,
       exitSignal: result.signal,
-      stdout: out.text,
-      stdoutTruncated: out.truncated,
-      stderr: stderr.text().text,
-      ...(spawnFailed ? { spawnError: spawnError ?? `could not start ${spec.file}` } : {}),
-      ...(logError ? { logError } : {}),
+      stdout: stdout.text,
+      stdoutTruncated: stdout.truncated,
+      stderr: readHeadAndTail(spec.stderrLog, 0, STDERR_TAIL_BYTES).text,
     };
   })();
 
   return {
     pid: pgid,
-    tail: (maxChars) => {
-      const s = stdout.newest(maxChars);
-      return s.length > 0 ? s : stderr.newest(maxChars);
-    },
+    tail: (maxChars) => readNewest(spec.stdoutLog, maxChars) || readNewest(spec.stderrLog, maxChars),
     done,
   };
-}
-
-/** Each chunk into the bounded memory buffer and the log file, as it comes. */
-function pump(stream: Readable, log: LogFile, memory: HeadTailBuffer): void {
-  stream.on('data', (chunk: Buffer) => {
-    memory.push(chunk);
-    log.write(chunk);
-  });
-}
-
-/**
- * A run's log file, written synchronously: a write to the page cache takes microseconds, and
- * while it runs the pipe is not read, so a child that prints faster than the disk takes it
- * waits instead of the server buffering its output. A log that cannot be opened or written (a
- * full or read-only disk) is given up, not fatal: the job goes on, its output in memory.
- */
-class LogFile {
-  private fd: number | undefined;
-  error: string | undefined;
-
-  constructor(private readonly path: string) {
-    try {
-      this.fd = openSync(path, 'w');
-    } catch (error) {
-      this.fail(error);
-    }
-  }
-
-  write(chunk: Buffer): void {
-    if (this.fd === undefined) return;
-    try {
-      for (let at = 0; at < chunk.length; ) at += writeSync(this.fd, chunk, at);
-    } catch (error) {
-      this.fail(error);
-    }
-  }
-
-  close(): void {
-    if (this.fd === undefined) return;
-    try {
-      closeSync(this.fd);
-    } catch (error) {
-      this.fail(error); // a delayed write error (NFS, quota) surfaces on close
-    }
-    this.fd = undefined;
-  }
-
-  private fail(error: unknown): void {
-    this.error ??= `could not write ${this.path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`;
-    if (this.fd !== undefined) {
-      const fd = this.fd;
-      this.fd = undefined;
-      try {
-        closeSync(fd);
-      } catch {
-        // already reported
-      }
-    }
-  }
 }
 
 function groupAlive(pgid: number): boolean {

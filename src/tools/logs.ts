@@ -1,12 +1,13 @@
 // logs: one agent's raw output, a page at a time, so a long log never comes back in one piece.
 // Offsets and sizes are in bytes of the log file; pages end at a line end when there is one
 // (else at a character boundary), and secrets are redacted, even ones a page edge cuts.
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { secrets } from '../../iac/redact.js';
 import { redactPage } from '../../iac/scrub.js';
 import type { App } from '../app.js';
+import { readAt } from '../log-reader.js';
 import { logPaths } from '../execute.js';
 import { findJob, toolResult, ToolInputError } from './views.js';
 
@@ -26,17 +27,6 @@ const outputSchema = z.object({
   eof: z.boolean().describe('True when this page reaches the end of the log as it is now'),
   text: z.string(),
 });
-
-function readAt(fd: number, position: number, length: number): Buffer {
-  const buffer = Buffer.alloc(Math.max(0, length));
-  let got = 0;
-  while (got < buffer.length) {
-    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
-    if (n === 0) break;
-    got += n;
-  }
-  return buffer.subarray(0, got);
-}
 
 /** The length of `buffer` without a multi-byte character its end cuts. */
 function wholeChars(buffer: Buffer): number {

@@ -52,7 +52,8 @@ describe('resources', () => {
     const id = job.agent_id;
     await waitFor('list_changed', () => listChanged.length > changesBefore);
     await waitFor('the logging messages', () => statesOf(id).includes('succeeded'));
-    expect(statesOf(id)).toEqual(['queued', 'running', 'succeeded']);
+    // Queued and running are debug messages: sent once the client asks for that level.
+    expect(statesOf(id)).toEqual(['succeeded']);
     const done = logs.find((l) => l.data.agent_id === id && l.data.state === 'succeeded')!;
     expect(done).toMatchObject({ level: 'info', logger: 'polyspawn' });
     expect(done.data.message).toMatch(new RegExp(`^agent ${id} \\(codex, gpt-5\\.5\\) succeeded after [\\d.]+ s$`));
@@ -101,6 +102,22 @@ describe('resources', () => {
     expect(second.state).toBe('succeeded');
     await waitFor('its final logging message', () => statesOf(second.agent_id).includes('succeeded'));
     expect(updated.slice(before)).not.toContain(uri);
+  });
+
+  test('logging/setLevel debug adds the queued and running messages of each agent; warning leaves out a success', async () => {
+    await s.client.setLoggingLevel('debug');
+    const verbose = await s.callOk<Job>('spawn_codex', { prompt: 'every state', wait_s: 30 });
+    await waitFor('its final logging message', () => statesOf(verbose.agent_id).includes('succeeded'));
+    expect(statesOf(verbose.agent_id)).toEqual(['queued', 'running', 'succeeded']);
+    expect(logs.find((l) => l.data.agent_id === verbose.agent_id && l.data.state === 'running')!.level).toBe('debug');
+
+    await s.client.setLoggingLevel('warning');
+    const quiet = await s.callOk<Job>('spawn_codex', { prompt: 'only trouble', wait_s: 30 });
+    const failing = await s.callOk<Job>('spawn_codex', { prompt: 'trouble [[cli:fail]]', wait_s: 30 });
+    await waitFor('the failed message', () => statesOf(failing.agent_id).includes('failed'));
+    expect(quiet.state).toBe('succeeded');
+    expect(statesOf(quiet.agent_id)).toEqual([]);
+    await s.client.setLoggingLevel('info');
   });
 
   test('a failure is a warning, with its error, secrets redacted', async () => {

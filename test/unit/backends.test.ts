@@ -175,7 +175,7 @@ describe('copilot parsing', () => {
     const lines = sample('copilot-json.jsonl').trim().split('\n');
     const o = copilot.parse(run(lines.slice(0, -1).join('\n'), { stdoutTruncated: true, artifacts: { usage: '{broken' } }));
     expect(o.ok).toBe(false);
-    expect(o.error).toMatch(/too long to keep whole/);
+    expect(o.error).toMatch(/too long to read whole/);
   });
 });
 

@@ -1,0 +1,61 @@
+// Reads a CLI's output back from its log file, which the child writes itself (src/runner.ts):
+// a child that prints a gigabyte costs the server a few megabytes, read once it has ended.
+// Parsers need the head (codex's thread id, the first events) and the tail (the final
+// result); the log file keeps the rest.
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+
+const NEWLINE = 0x0a;
+
+/** Up to `length` bytes from `position` (fewer at the end of the file). */
+export function readAt(fd: number, position: number, length: number): Buffer {
+  const buffer = Buffer.allocUnsafe(Math.max(0, length));
+  let got = 0;
+  while (got < buffer.length) {
+    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buffer.subarray(0, got);
+}
+
+/** Calls `read` with the open file and its size; a file that cannot be read is empty. */
+function withFile<T>(path: string, empty: T, read: (fd: number, size: number) => T): T {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return empty;
+  }
+  try {
+    return read(fd, fstatSync(fd).size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The whole text when the file holds at most `headBytes + tailBytes`; otherwise its first
+ * `headBytes` and last `tailBytes`, each cut to whole lines (a tail that begins a line keeps it).
+ */
+export function readHeadAndTail(path: string, headBytes: number, tailBytes: number): { text: string; truncated: boolean } {
+  return withFile(path, { text: '', truncated: false }, (fd, size) => {
+    if (size <= headBytes + tailBytes) return { text: readAt(fd, 0, size).toString('utf8'), truncated: false };
+    const head = readAt(fd, 0, headBytes);
+    // One byte more than the tail: whether the byte before it ends a line.
+    const withBefore = readAt(fd, size - tailBytes - 1, tailBytes + 1);
+    const tail = withBefore.subarray(1);
+    const tailStart = withBefore[0] === NEWLINE ? 0 : tail.indexOf(NEWLINE) + 1;
+    return {
+      text: head.subarray(0, head.lastIndexOf(NEWLINE) + 1).toString('utf8') + tail.subarray(tailStart).toString('utf8'),
+      truncated: true,
+    };
+  });
+}
+
+/** The file's last `maxBytes` as text, without a character its start cuts in half. */
+export function readNewest(path: string, maxBytes: number): string {
+  return withFile(path, '', (fd, size) => {
+    const take = Math.min(size, Math.max(0, maxBytes));
+    return readAt(fd, size - take, take).toString('utf8').replace(/^\uFFFD+/, '');
+  });
+}

@@ -20,7 +20,7 @@ export const claude: CliBackend = {
   kind: 'cli',
   title: 'Claude Code agent',
   description:
-    "Anthropic's Claude Code as a coding agent in a folder: reads, edits and creates files, runs commands. For multi-file changes, refactors, debugging, reviews.",
+    "Claude Code, a coding agent working in a folder: multi-file changes, refactors, debugging, reviews.",
   executable: 'claude',
   binEnv: 'POLYSPAWN_CLAUDE_BIN',
   installHint: 'install it with `npm install -g @anthropic-ai/claude-code`',

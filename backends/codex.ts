@@ -12,7 +12,7 @@ export const codex: CliBackend = {
   kind: 'cli',
   title: 'OpenAI Codex agent',
   description:
-    "OpenAI's Codex CLI as a coding agent in a folder: reads, edits and creates files, runs commands. For focused implementation tasks, tests and fixes.",
+    "OpenAI Codex CLI, a coding agent working in a folder: focused implementation, tests, fixes.",
   executable: 'codex',
   binEnv: 'POLYSPAWN_CODEX_BIN',
   installHint: 'install it with `npm install -g @openai/codex`',

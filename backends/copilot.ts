@@ -26,7 +26,7 @@ export const copilot: CliBackend = {
   kind: 'cli',
   title: 'GitHub Copilot agent',
   description:
-    "GitHub's Copilot CLI as a coding agent in a folder: reads, edits and creates files, runs commands. Billed in Copilot premium requests, not tokens.",
+    "GitHub Copilot CLI, a coding agent working in a folder; billed in premium requests, not tokens.",
   executable: 'copilot',
   binEnv: 'POLYSPAWN_COPILOT_BIN',
   installHint: 'install it with `npm install -g @github/copilot`',

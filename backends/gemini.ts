@@ -23,7 +23,7 @@ export const gemini: ApiBackend = {
   keyNames: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
   title: 'Gemini (Google AI API)',
   description:
-    "Google's Gemini over its API: an answer from the prompt alone (no files or commands: paste what it needs). For long inputs, second opinions, reviews of pasted code, plans.",
+    "Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

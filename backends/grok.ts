@@ -46,7 +46,7 @@ export const grok: ApiBackend = {
   keyNames: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
   title: 'Grok (xAI API)',
   description:
-    "xAI's Grok over its API: an answer from the prompt alone (no files or commands: paste what it needs). For second opinions, reviews of pasted code, plans, brainstorming.",
+    "xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

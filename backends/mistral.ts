@@ -39,7 +39,7 @@ export const mistral: ApiBackend = {
   keyNames: ['MISTRAL_API_KEY'],
   title: 'Mistral (Mistral AI API)',
   description:
-    "Mistral AI over its API: an answer from the prompt alone (no files or commands: paste what it needs). For second opinions, reviews, plans, text in European languages.",
+    "Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.",
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

@@ -11,26 +11,37 @@ import { registerCancelTool } from './tools/cancel.js';
 import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
 import { registerResultTool } from './tools/result.js';
-import { registerSpawnTools } from './tools/spawn.js';
+import { modelsText, registerSpawnTools } from './tools/spawn.js';
 import { DEFAULT_WAIT_S, registerWaitTool } from './tools/wait.js';
 import { VERSION } from './version.js';
 
 export function instructions(app: App): string {
   const backends = app.backends.map((b) => {
     const a = app.availability(b);
-    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.detail})`}`;
+    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.detail})`}. model: ${modelsText(app.models[b.name]!)}`;
   });
   return [
     'polyspawn delegates tasks to other coding agents, which run in the background in parallel.',
+    ...kinds(app),
     `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list, logs and cancel manage agents.`,
     // Said once here rather than in each spawn tool's schema (tools/list is paid for per tool).
-    'spawn options: model (a name or an alias), cwd (the folder a CLI agent works in), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds), wait_s (wait up to this long and return the result if done).',
     'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
+    `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
     'Backends:',
     ...backends,
     ...agentInstructions(app),
     ...app.iac.problems.map((p) => `WARNING: ${p}`),
   ].join('\n');
+}
+
+/** What each kind of backend can do, said once for all their tools. */
+function kinds(app: App): string[] {
+  const of = (kind: 'cli' | 'api') => app.backends.filter((b) => b.kind === kind).map((b) => `spawn_${b.name}`).join(', ');
+  const said = [
+    ...(of('cli') ? [`CLI agents (${of('cli')}) work in a folder: they read, edit and create files and run commands`] : []),
+    ...(of('api') ? [`API agents (${of('api')}) answer from the prompt alone: paste in what they need`] : []),
+  ];
+  return said.length ? [`${said.join('; ')}.`] : [];
 }
 
 /** Named agents, and why a nested polyspawn starts none. */
@@ -40,7 +51,7 @@ function agentInstructions(app: App): string[] {
   }
   const agents = [...app.agents.agents.values()].map((d) => `- spawn_${d.name}: ${d.description.split('\n')[0]!.slice(0, 160)}`);
   return [
-    'Named agents (presets over a backend: their own system prompt, model and rules; define_agent, remove_agent and list_agents manage them; output_schema on any spawn asks for a JSON answer, returned validated as `structured`):',
+    'Named agents (presets over a backend: their own system prompt, model and rules; define_agent, remove_agent and list_agents manage them):',
     ...(agents.length ? agents : ['- none yet']),
   ];
 }

@@ -1,20 +1,27 @@
 // tools/list as an orchestrating model pays for it: every byte of it sits in the model's context
-// for the whole session, once per tool (bench/coldstart.mjs measures it). The SDK's own list
-// converts each zod schema to JSON Schema on every call and sends all of it; this one sends,
-// once computed, what a model and a client act on:
+// for the whole session, once per tool (the budget: 450 B a tool; bench/coldstart.mjs measures
+// it, test/unit/tool-list.test.ts checks it). The SDK's own list converts each zod schema to
+// JSON Schema on every call and sends all of it; this one sends, once computed, what a model
+// acts on:
 //
-//   inputSchema   types, enums, required fields and the descriptions; not the `$schema` tag and
-//                 not the pure size limits (maxLength, minimum, ...): the server still enforces
-//                 them, and a call past one gets an error that names the limit;
-//   outputSchema  {"type": "object"}: the spec requires only that structuredContent conform to
-//                 it, clients use it only to validate, and the model reads the result itself;
-//                 the server still checks every result against the full zod schema;
+//   inputSchema   types, enums, required fields and descriptions; not the `$schema` tag, not the
+//                 pure size limits (maxLength, minimum, ...), not `additionalProperties: false`:
+//                 the server still validates every call with the full zod schema, and a call
+//                 past a limit or with an unknown field gets an error that names it. A schema
+//                 marked with brief() is listed as brief() says (a shorter description, or a
+//                 simpler stand-in for a nested shape its description spells out);
+//   title         none: a display name for people (the tool names say as much to a model); the
+//                 full list keeps it;
+//   outputSchema  none: it is optional, a client uses it only to validate structuredContent
+//                 (the SDK's Client validates only when there is one), and the model reads the
+//                 result itself; the server still checks every result against the full schema;
 //   annotations   only the hints that differ from the spec's defaults (readOnlyHint false,
 //                 destructiveHint true, idempotentHint false, openWorldHint true): the same
 //                 meaning, fewer bytes.
 //
+// What several tools share is said once, in the server's instructions (src/server.ts).
 // POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list unchanged (the README's tool reference is
-// generated from it, output fields and limits included).
+// generated from it: full descriptions, output fields and limits included).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
@@ -29,7 +36,6 @@ const DEFAULT_HINTS: Required<Pick<ToolAnnotations, 'readOnlyHint' | 'destructiv
 
 /** What McpServer keeps of a registered tool (the fields read here). */
 type Registered = {
-  title?: string;
   description?: string;
   inputSchema?: unknown;
   annotations?: ToolAnnotations;
@@ -37,9 +43,44 @@ type Registered = {
   enabled: boolean;
 };
 
-/** Keywords that say nothing: every JSON object key is a string; `{}` allows anything. */
+/** How the compact list shows a schema: a shorter description ('' for none), or a JSON Schema that stands in for it. */
+type Brief = string | Record<string, unknown>;
+const briefs = new WeakMap<z.ZodType, Brief>();
+
+/**
+ * Lists `schema` briefly in the compact tools/list: with the description `listed` ('' for none),
+ * or as the JSON Schema `listed`. The full list (and so the README), and the server's
+ * validation, keep the schema whole. Apply it last: .optional() and .describe() make new schemas.
+ */
+export function brief<T extends z.ZodType>(schema: T, listed: Brief): T {
+  briefs.set(schema, listed);
+  return schema;
+}
+
+function applyBrief({ zodSchema, jsonSchema }: { zodSchema: unknown; jsonSchema: Record<string, unknown> }): void {
+  const listed = briefs.get(zodSchema as z.ZodType);
+  if (listed === undefined) return;
+  if (typeof listed === 'string') {
+    if (listed) jsonSchema.description = listed;
+    else delete jsonSchema.description;
+    return;
+  }
+  for (const key of Object.keys(jsonSchema)) delete jsonSchema[key];
+  Object.assign(jsonSchema, listed);
+}
+
+/** Keywords that say nothing a model needs: every JSON object key is a string; `{}` allows anything; the server refuses unknown fields anyway. */
 const redundant = (key: string, value: unknown) =>
-  (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') || (key === 'additionalProperties' && JSON.stringify(value) === '{}');
+  (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') || (key === 'additionalProperties' && (value === false || JSON.stringify(value) === '{}'));
+
+/** `anyOf` of bare types (what is left once the limits are gone) as one `type` list: the same meaning. */
+const bareType = (branch: unknown): branch is { type: string } =>
+  !!branch && typeof branch === 'object' && Object.keys(branch).join() === 'type' && typeof (branch as { type: unknown }).type === 'string';
+function foldTypes(schema: Record<string, unknown>): Record<string, unknown> {
+  const { anyOf, ...rest } = schema;
+  if (!Array.isArray(anyOf) || !anyOf.every(bareType)) return schema;
+  return { ...rest, type: anyOf.map((branch) => branch.type) };
+}
 
 /** A JSON Schema without the keywords that only bound sizes, nor those that say nothing. */
 function trim(schema: unknown): unknown {
@@ -51,21 +92,19 @@ function trim(schema: unknown): unknown {
     // Under `properties` the keys are field names, never keywords.
     out[key] = key === 'properties' && value && typeof value === 'object' ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, trim(v)])) : trim(value);
   }
-  return out;
+  return foldTypes(out);
 }
 
 function compact(name: string, tool: Registered): Tool {
-  const input = tool.inputSchema instanceof z.ZodType ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input' }) : { type: 'object' };
+  const input = tool.inputSchema instanceof z.ZodType ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief }) : { type: 'object' };
   const hints: ToolAnnotations = {};
   for (const [key, value] of Object.entries(tool.annotations ?? {})) {
     if (DEFAULT_HINTS[key as keyof typeof DEFAULT_HINTS] !== value) Object.assign(hints, { [key]: value });
   }
   return {
     name,
-    ...(tool.title ? { title: tool.title } : {}),
     ...(tool.description ? { description: tool.description } : {}),
     inputSchema: trim(input) as Tool['inputSchema'],
-    outputSchema: { type: 'object' },
     ...(Object.keys(hints).length ? { annotations: hints } : {}),
     ...(tool._meta ? { _meta: tool._meta } : {}),
   };
@@ -83,7 +122,7 @@ export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv = proc
     tools: Object.entries(registered)
       .filter(([, tool]) => tool.enabled)
       .map(([name, tool]) => {
-        const from = [name, tool.title, tool.description, tool.inputSchema, tool.annotations, tool._meta];
+        const from = [name, tool.description, tool.inputSchema, tool.annotations, tool._meta];
         const cached = cache.get(tool);
         if (cached && cached.from.every((v, i) => v === from[i])) return cached.listed;
         const listed = compact(name, tool);

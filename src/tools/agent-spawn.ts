@@ -13,7 +13,8 @@ import { agentRun, type AgentDefinition } from '../agents/definitions.js';
 import type { App } from '../app.js';
 import { isFinished, type JobRecord, type JobRequest } from '../jobs.js';
 import { resolveModel } from '../models.js';
-import { checkOutputSchema, cwdField, modelField, outputSchemaField, promptField, resolveCwd, resolveResume, resumeField, timeoutField, waitField } from './spawn.js';
+import { brief } from '../tool-list.js';
+import { checkOutputSchema, cwdField, extraFields, modelField, outputSchemaField, promptField, resolveCwd, resolveResume, resumeField, timeoutField, waitField } from './spawn.js';
 import { fullResult, jobResultSchema, toolResult, ToolInputError } from './views.js';
 import { waitWithProgress } from './wait.js';
 
@@ -37,16 +38,22 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
     .object({
       prompt: promptField(),
       ...(definition.model ? {} : { model: modelField(app.models[backend.name]!) }),
-      ...(backend.kind === 'cli' ? { cwd: cwdField().describe('Folder to work in (default: the project)') } : {}),
+      // The compact list leaves out what the server's instructions explain for every spawn tool,
+      // and new_session, which the tool's description explains.
+      ...(backend.kind === 'cli' ? { cwd: brief(cwdField().describe('Folder to work in (default: the project)'), '') } : {}),
       ...(definition.session
-        ? { new_session: z.boolean().optional().describe('Start a new conversation instead of continuing the previous one') }
+        ? { new_session: brief(z.boolean().optional().describe('Start a new conversation instead of continuing the previous one'), '') }
         : backend.supportsResume
-          ? { resume: resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id') }
+          ? { resume: brief(resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id'), '') }
           : {}),
-      timeout_s: timeoutField().describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
-      wait_s: waitField().describe('Wait up to this long and return the result if done'),
+      timeout_s: brief(
+        timeoutField().describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
+        // Said in the list only where the definition's own default differs from everyone's.
+        definition.timeoutS ? `Default ${definition.timeoutS}` : '',
+      ),
+      wait_s: brief(waitField().describe('Wait up to this long and return the result if done'), ''),
       ...(definition.outputSchema ? {} : { output_schema: outputSchemaField() }),
-      ...backend.extraInput,
+      ...extraFields(backend),
     })
     .strict();
 }
@@ -59,7 +66,8 @@ function toolDescription(definition: AgentDefinition): string {
     facts.push(`its answer is JSON matching ${shape.length <= 400 ? `the schema ${shape}` : 'its output schema (list_agents shows it)'}, returned as \`structured\``);
   }
   if (definition.allowedCallers) facts.push(`only for the MCP clients ${definition.allowedCallers.join(', ')}`);
-  return `${definition.description}\n\n(${facts.join('; ')}.) Returns an agent_id at once; get the answer with wait_for_agents or result.`;
+  // That it returns an agent_id at once, the server's instructions say for every spawn tool.
+  return `${definition.description}\n\n(${facts.join('; ')}.)`;
 }
 
 type AgentArgs = {

@@ -20,6 +20,7 @@ import {
 } from '../agents/definitions.js';
 import { MAX_DEPTH } from '../agents/nesting.js';
 import type { App } from '../app.js';
+import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
 import { toolResult, ToolInputError } from './views.js';
 
@@ -87,8 +88,7 @@ export function registerListAgentsTool(server: McpServer, app: App): void {
     'list_agents',
     {
       title: 'List named agents',
-      description:
-        'List the named agents (each is a spawn_<name> tool): what each is for, its backend, model, session and rules, and the agent files that were skipped, with why.',
+      description: 'The named agents (spawn_<name> tools), their settings, and agent files skipped, with why.',
       inputSchema: z.object({}).strict(),
       outputSchema: z.object({
         agents: z.array(agentViewSchema),
@@ -113,24 +113,33 @@ const mcpServerInput = z.union([
   z.object({ url: z.string(), headers: z.record(z.string(), z.string()).optional() }).strict(),
 ]);
 
+// The compact tools/list (src/tool-list.ts) says less than the full list and the README: the
+// briefs below. The server validates with the full schema, and checkDefinition names every
+// problem (a wrong backend, permission mode or MCP server shape) in its error.
 const defineInput = z
   .object({
-    name: z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'),
-    description: z.string().max(2000).describe('When the orchestrator should use this agent'),
-    backend: z.string().describe('claude, codex, copilot, grok, gemini or mistral'),
-    system_prompt: z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"),
-    model: z.string().max(200).optional().describe("Fixes the model (an alias or a name); unset, callers may choose one"),
+    name: brief(z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'), ''),
+    description: brief(z.string().max(2000).describe('When the orchestrator should use this agent'), 'When to use it'),
+    backend: brief(z.string().describe('claude, codex, copilot, grok, gemini or mistral'), 'claude|codex|copilot|grok|gemini|mistral'),
+    system_prompt: brief(z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"), ''),
+    model: brief(z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'), ''),
     timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
-    permission: z.string().optional().describe("One of the backend's permission modes"),
-    allow: z.array(z.string()).optional().describe('Tools it may use (claude, copilot)'),
-    deny: z.array(z.string()).optional().describe('Tools it may not use (claude, copilot)'),
-    mcp_servers: z.record(z.string(), mcpServerInput).optional().describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'),
-    session: z.boolean().optional().describe('Continue its previous conversation on every call'),
-    allowed_callers: z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'),
-    output_schema: z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'),
-    allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional().describe('Let the agent start agents of its own (true, or how many levels)'),
-    scope: scopeField.optional().describe('"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project'),
-    replace: z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'),
+    permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
+    allow: brief(z.array(z.string()).optional().describe('Tools it may use (claude, copilot)'), ''),
+    deny: brief(z.array(z.string()).optional().describe('Tools it may not use (claude, copilot)'), ''),
+    mcp_servers: brief(z.record(z.string(), mcpServerInput).optional().describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'), {
+      type: 'object',
+      description: '{name: {command,args,env}|{url,headers}}',
+    }),
+    session: brief(z.boolean().optional().describe('Continue its previous conversation on every call'), 'Each call continues the last conversation'),
+    allowed_callers: brief(z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'), ''),
+    output_schema: brief(z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'), ''),
+    allow_nesting: brief(
+      z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional().describe('Let the agent start agents of its own (true, or how many levels)'),
+      '',
+    ),
+    scope: brief(scopeField.optional().describe('"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project'), ''),
+    replace: brief(z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'), ''),
   })
   .strict();
 
@@ -140,8 +149,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
     {
       title: 'Define a named agent',
       description:
-        'Create (or, with replace: true, change) a named agent: a preset over a backend with its own system prompt, model, permissions, MCP servers, session, caller rules and output schema. ' +
-        'It is written to agents/<name>/agent.md and becomes the tool spawn_<name> at once.',
+        'Save a reusable agent for a role you delegate often (a backend with its own system prompt, model and rules): it becomes the tool spawn_<name>. replace: true changes one.',
       inputSchema: defineInput,
       outputSchema: z.object({
         name: z.string(),
@@ -191,11 +199,11 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
     'remove_agent',
     {
       title: 'Remove a named agent',
-      description: 'Delete a named agent definition (its agents/<name>/agent.md) and its remembered session; its spawn_<name> tool goes away.',
+      description: 'Delete a named agent (its file and its session); its spawn_<name> tool goes away.',
       inputSchema: z
         .object({
           name: z.string().min(1).max(100),
-          scope: scopeField.optional().describe('Which definition to delete; default: the one in effect (the project\'s, else the user\'s)'),
+          scope: brief(scopeField.optional().describe('Which definition to delete; default: the one in effect (the project\'s, else the user\'s)'), ''),
         })
         .strict(),
       outputSchema: z.object({ name: z.string(), removed: z.string(), scope: scopeField, now_in_effect: z.string().optional() }),

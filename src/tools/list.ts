@@ -3,6 +3,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../app.js';
 import { isFinished } from '../jobs.js';
+import { brief } from '../tool-list.js';
 import { jobSummarySchema, summarize, toolResult } from './views.js';
 
 const DEFAULT_RECENT = 20;
@@ -12,10 +13,10 @@ export function registerListTool(server: McpServer, app: App): void {
     'list',
     {
       title: 'List agents',
-      description: 'Agents running or queued, then the most recently finished, newest first: state, elapsed time, cost.',
+      description: 'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost.',
       inputSchema: z
         .object({
-          recent: z.number().int().min(0).max(1000).optional().describe(`How many finished agents to include (default ${DEFAULT_RECENT})`),
+          recent: brief(z.number().int().min(0).max(1000).optional().describe(`How many finished agents to include (default ${DEFAULT_RECENT})`), ''),
         })
         .strict(),
       outputSchema: z.object({ agents: z.array(jobSummarySchema), running: z.number(), queued: z.number() }),

@@ -9,6 +9,7 @@ import { redactPage } from '../../iac/scrub.js';
 import type { App } from '../app.js';
 import { readAt } from '../log-reader.js';
 import { logPaths } from '../execute.js';
+import { brief } from '../tool-list.js';
 import { findJob, toolResult, ToolInputError } from './views.js';
 
 export const DEFAULT_LOG_BYTES = 64 * 1024;
@@ -77,16 +78,14 @@ export function registerLogsTool(server: McpServer, app: App): void {
     'logs',
     {
       title: 'Agent logs',
-      description:
-        "Page through an agent's raw CLI output (stdout or stderr), also while it runs: pass next_offset back as offset, or tail for the newest bytes. " +
-        'For the answer, use result.',
+      description: "An agent's raw CLI output, page by page, also while it runs (offset: the last next_offset; tail: the newest bytes). Its answer: result.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),
           stream: z.enum(['stdout', 'stderr']).optional(),
           offset: z.number().int().min(0).optional(),
-          limit: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Bytes per page (default ${DEFAULT_LOG_BYTES})`),
-          tail: z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'),
+          limit: brief(z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Bytes per page (default ${DEFAULT_LOG_BYTES})`), ''),
+          tail: brief(z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'), ''),
         })
         .strict(),
       outputSchema,

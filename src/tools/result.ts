@@ -2,6 +2,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../app.js';
+import { brief } from '../tool-list.js';
 import { findJob, fullResult, jobResultSchema, toolResult } from './views.js';
 
 export function registerResultTool(server: McpServer, app: App): void {
@@ -9,12 +10,11 @@ export function registerResultTool(server: McpServer, app: App): void {
     'result',
     {
       title: 'Agent result',
-      description:
-        "One agent's outcome: answer, error, session_id, tokens, cost; while it runs, its state and newest output. Does not wait.",
+      description: "One agent's answer, error, session_id, tokens and cost; while it runs, its state and newest output. Does not wait.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),
-          include_raw: z.boolean().optional().describe("Also the CLI's own final record"),
+          include_raw: brief(z.boolean().optional().describe("Also the CLI's own final record"), ''),
         })
         .strict(),
       outputSchema: jobResultSchema,

@@ -9,34 +9,42 @@ import type { App } from '../app.js';
 import { isFinished } from '../jobs.js';
 import { resolveModel } from '../models.js';
 import { compileSchema, type JsonSchema } from '../structured-output.js';
+import { brief } from '../tool-list.js';
 import { fullResult, jobResultSchema, toolResult, ToolInputError } from './views.js';
 import { MAX_WAIT_S, waitWithProgress } from './wait.js';
 
 const MAX_PROMPT_CHARS = 2_000_000;
 const JOB_ID = /^[a-z2-9]{6}$/;
 
+/** A backend's models, as the full schema and the server's instructions say them. */
+export const modelsText = (models: BackendModels) => {
+  const aliases = Object.keys(models.aliases);
+  return `${models.default} by default${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`;
+};
+
+// The inputs the backends' tools and the named agents' tools share. The server's instructions
+// explain them once (src/server.ts), so the compact tools/list leaves most undescribed (brief).
 export const promptField = () =>
-  z
-    .string()
-    .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
-    .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
-    .describe('Self-contained: the agent sees nothing else');
+  brief(
+    z
+      .string()
+      .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
+      .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
+      .describe('Self-contained: the agent sees nothing else'),
+    '',
+  );
 
 export const outputSchemaField = () =>
-  z
-    .record(z.string(), z.unknown())
-    .optional()
-    .describe('A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`');
+  brief(
+    z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`'),
+    '',
+  );
 
-// The inputs the backends' tools and the named agents' tools share.
-export const modelField = (models: BackendModels) => {
-  const aliases = Object.keys(models.aliases);
-  return z
-    .string()
-    .max(200)
-    .optional()
-    .describe(`Default ${models.default}${aliases.length ? `; aliases: ${aliases.join(', ')}` : ''}`);
-};
+// The instructions name each backend's models (src/server.ts).
+export const modelField = (models: BackendModels) => brief(z.string().max(200).optional().describe(modelsText(models)), '');
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 export const timeoutField = () =>
@@ -47,6 +55,9 @@ export const timeoutField = () =>
     .max(7 * 86400)
     .optional();
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
+/** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
+export const extraFields = (backend: Backend): z.ZodRawShape =>
+  Object.fromEntries(Object.entries(backend.extraInput ?? {}).map(([key, schema]) => [key, brief(schema as z.ZodType, '')]));
 
 /** A caller's output_schema, checked: a compilable JSON Schema, or a ToolInputError. */
 export function checkOutputSchema(schema: unknown): JsonSchema | undefined {
@@ -64,11 +75,11 @@ function inputSchema(backend: Backend, app: App) {
       // API backends answer from the prompt alone: no folder to work in.
       ...(backend.kind === 'cli' ? { cwd: cwdField() } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
-      ...(backend.supportsResume ? { resume: resumeField().describe('agent_id or session_id to continue') } : {}),
-      timeout_s: timeoutField().describe(`Default ${app.config.timeoutS}`),
+      ...(backend.supportsResume ? { resume: brief(resumeField().describe('agent_id or session_id to continue'), '') } : {}),
+      timeout_s: brief(timeoutField().describe(`Default ${app.config.timeoutS}`), ''),
       wait_s: waitField(),
       output_schema: outputSchemaField(),
-      ...backend.extraInput,
+      ...extraFields(backend),
     })
     .strict();
 }
@@ -119,7 +130,8 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       `spawn_${backend.name}`,
       {
         title: backend.title,
-        description: `${backend.description} Returns an agent_id at once (see wait_for_agents).`,
+        // That it returns an agent_id at once, the server's instructions say for every spawn tool.
+        description: backend.description,
         inputSchema: inputSchema(backend, app),
         outputSchema: jobResultSchema,
         // API backends return text only: they change nothing on this machine.

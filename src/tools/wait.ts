@@ -5,6 +5,7 @@ import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sd
 import { z } from 'zod';
 import type { App } from '../app.js';
 import { isFinished, type WaitResult } from '../jobs.js';
+import { brief } from '../tool-list.js';
 import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult, ToolInputError } from './views.js';
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
@@ -48,14 +49,12 @@ export function registerWaitTool(server: McpServer, app: App): void {
     'wait_for_agents',
     {
       title: 'Wait for agents',
-      description:
-        `Wait for agents to finish: returns the finished ones' results and the ones still pending after at most timeout_s ` +
-        `(default ${DEFAULT_WAIT_S}); call again to keep waiting.`,
+      description: `Waits for agents to finish and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
       inputSchema: z
         .object({
           agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
           timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
-          return_when: z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'),
+          return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
         })
         .strict(),
       outputSchema: z.object({

@@ -1,12 +1,17 @@
 // tools/list as served (src/tool-list.ts): what a model needs, not the size limits the server
-// enforces anyway; output schemas as plain objects; only non-default hints; and the SDK's own
-// list with POLYSPAWN_TOOL_SCHEMAS=full.
+// enforces anyway, nor titles or output schemas; brief() listings; only non-default hints; the
+// SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list within its budget.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
-import { compactToolList } from '../../src/tool-list.js';
+import { createApp } from '../../src/app.js';
+import { createServer } from '../../src/server.js';
+import { brief, compactToolList } from '../../src/tool-list.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });
@@ -21,6 +26,10 @@ async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServ
           timeout_s: z.number().int().min(1).max(100).optional(),
           mode: z.enum(['a', 'b']).optional(),
           schema: z.record(z.string(), z.unknown()).optional(),
+          either: z.union([z.boolean(), z.number().int().min(0).max(3)]).optional(),
+          short: brief(z.string().optional().describe('A long explanation, for the README'), 'Short'),
+          none: brief(z.boolean().optional().describe('Said in the instructions'), ''),
+          nested: brief(z.record(z.string(), z.object({ command: z.string() }).strict()).optional().describe('Servers'), { type: 'object', description: '{name: {command}}' }),
         })
         .strict(),
       outputSchema: z.object({ agent_id: z.string(), state: z.enum(['queued', 'running']) }),
@@ -42,12 +51,11 @@ async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServ
 }
 
 describe('the tool list', () => {
-  test('types, enums, required fields and descriptions; no limits, no $schema, no keywords that say nothing', async () => {
+  test('types, enums, required fields and descriptions; no limits, no $schema, no title, no output schema, no keywords that say nothing', async () => {
     const { first } = await listed({});
     const spawn = first.find((t) => t.name === 'spawn_x')!;
     expect(spawn).toEqual({
       name: 'spawn_x',
-      title: 'X agent',
       description: 'Runs X.',
       inputSchema: {
         type: 'object',
@@ -56,11 +64,15 @@ describe('the tool list', () => {
           timeout_s: { type: 'integer' },
           mode: { type: 'string', enum: ['a', 'b'] },
           schema: { type: 'object' },
+          // anyOf of bare types, once the limits are gone: one type list.
+          either: { type: ['boolean', 'integer'] },
+          // brief(): a shorter description, none, or a stand-in.
+          short: { type: 'string', description: 'Short' },
+          none: { type: 'boolean' },
+          nested: { type: 'object', description: '{name: {command}}' },
         },
         required: ['prompt'],
-        additionalProperties: false,
       },
-      outputSchema: { type: 'object' },
     });
     // Only the hints that differ from the spec's defaults.
     expect(first.find((t) => t.name === 'look')!.annotations).toEqual({ readOnlyHint: true, openWorldHint: false });
@@ -76,5 +88,41 @@ describe('the tool list', () => {
     const spawn = first.find((t) => t.name === 'spawn_x')!;
     expect(spawn.outputSchema?.properties).toHaveProperty('agent_id');
     expect(spawn.inputSchema.properties!.prompt).toMatchObject({ maxLength: 2_000_000 });
+    expect(spawn.title).toBe('X agent');
+    // What brief() shortens stays whole there (the README's tool reference is generated from it).
+    expect(spawn.inputSchema.properties!.short).toMatchObject({ description: 'A long explanation, for the README' });
+    expect(spawn.inputSchema.properties!.none).toMatchObject({ description: 'Said in the instructions' });
+    expect(JSON.stringify(spawn.inputSchema.properties!.nested)).toContain('"command"');
+  });
+});
+
+// Issue 7: every byte of tools/list sits in the orchestrating model's context all session long.
+// bench/coldstart.mjs prints the same figure with a per-tool table, from the built server.
+const MAX_BYTES_PER_TOOL = 450;
+
+describe("polyspawn's own tool list (default config, no named agents)", () => {
+  test(`every tool says what it is for, and the list costs at most ${MAX_BYTES_PER_TOOL} B per tool`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
+    // No POLYSPAWN_* variables and no user config: the shipped defaults, whatever this machine has.
+    const app = createApp({ PATH: process.env.PATH, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, dir, () => true);
+    const server = createServer(app);
+    const [a, b] = InMemoryTransport.createLinkedPair();
+    await server.connect(a);
+    const client = new Client({ name: 'c', version: '1' });
+    try {
+      await client.connect(b);
+      const { tools } = await client.listTools();
+      expect(tools.length).toBeGreaterThanOrEqual(14);
+      for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
+      const perTool = Buffer.byteLength(JSON.stringify({ tools })) / tools.length;
+      const table = tools.map((t) => `${t.name} ${Buffer.byteLength(JSON.stringify(t))}`).join(', ');
+      expect(perTool, `tools/list costs ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(MAX_BYTES_PER_TOOL);
+    } finally {
+      await client.close();
+      await server.close();
+      app.agents.close();
+      await app.iac.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

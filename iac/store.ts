@@ -21,6 +21,7 @@ import { isFinished, type JobHistory, type JobRecord, type JobState } from '../s
 import { processStart, sameProcessAlive, type ProcessIdentity } from './proc.js';
 import type { Redactor } from './redact.js';
 import { taskOf } from './render.js';
+import { makeDirs } from './writable.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -156,7 +157,7 @@ export class RunStore implements JobHistory {
       if (code !== 'ENOENT') return false;
     }
     try {
-      mkdirSync(this.runsDir, { recursive: true });
+      makeDirs(this.runsDir);
       mkdirSync(this.runDir(id));
       return false;
     } catch (error) {
@@ -171,7 +172,7 @@ export class RunStore implements JobHistory {
     if (prompt === undefined) {
       prompt = this.redactor.text(job.prompt);
       this.redactedPrompts.set(job.id, prompt);
-      mkdirSync(dir, { recursive: true });
+      makeDirs(dir);
       writeAtomic(join(dir, 'prompt.txt'), prompt);
     }
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
@@ -220,7 +221,7 @@ export class RunStore implements JobHistory {
       ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
       ...(isFinished(record.state) ? {} : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
     };
-    mkdirSync(this.dir, { recursive: true });
+    makeDirs(this.dir);
     // One write(2) per line, O_APPEND: atomic with respect to the other servers' appends.
     appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`);
   }
@@ -420,7 +421,7 @@ export class RunStore implements JobHistory {
         error: `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}`,
         costSource: record.outcome?.costSource ?? 'unknown',
       };
-      mkdirSync(this.runDir(line.id), { recursive: true });
+      makeDirs(this.runDir(line.id));
       this.writeRecord(record);
       this.append(record);
       this.fresh.set(record.id, record);

@@ -2,18 +2,19 @@
 // anything (a project that never runs an agent gets no .polyspawn/ folder): the nearest
 // existing folder on the way must be writable, and its disk not full. A server whose store or
 // IAC.md cannot be written still runs agents and answers for them while it runs; this says so
-// at once, instead of on every job.
-import { accessSync, constants, statfsSync, statSync } from 'node:fs';
+// at once, instead of on every job. makeDirs makes the folders, where Node's recursive mkdir can
+// loop forever.
+import { accessSync, constants, lstatSync, mkdirSync, statfsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** Below this many free bytes a disk counts as full (a record is a few KB, a log far more). */
 const FULL_BELOW = 1 << 20;
 
-/** The nearest folder at or above `dir` that exists. */
+/** The nearest path at or above `dir` that exists (a dangling symlink counts: it blocks the way). */
 function nearestExisting(dir: string): string {
   for (let d = dir; ; d = dirname(d)) {
     try {
-      statSync(d);
+      lstatSync(d);
       return d;
     } catch {
       if (dirname(d) === d) return d;
@@ -38,4 +39,27 @@ export function unwritableBecause(dir: string): string | undefined {
     // no statfs here: only a write would tell
   }
   return undefined;
+}
+
+/**
+ * `mkdir -p` that always ends. Node's own (`mkdirSync(dir, { recursive: true })`, sync or not)
+ * loops forever, a core at 100%, when a folder on the way exists but cannot hold children and
+ * says ENOENT: a dangling symlink, a stale mount, a path under /proc. Here each folder is tried
+ * once more after its parent exists, and a second ENOENT is the answer.
+ */
+export function makeDirs(dir: string): void {
+  try {
+    mkdirSync(dir);
+    return;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && statSync(dir).isDirectory()) return; // statSync throws for a dangling link
+    if (code !== 'ENOENT' || dirname(dir) === dir) throw error;
+  }
+  makeDirs(dirname(dir));
+  try {
+    mkdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
 }

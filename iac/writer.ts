@@ -9,12 +9,13 @@
 //
 // Entries are rendered once and kept (they do not change once finished), so a write costs
 // O(N entries shown), not O(history).
-import { readdirSync, statSync, unlinkSync, mkdirSync } from 'node:fs';
+import { readdirSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
 import { renderDocument, renderEntry } from './render.js';
 import { indexRow, type Recovered, type RunStore } from './store.js';
+import { makeDirs } from './writable.js';
 
 export type IacWriterOptions = {
   /** IAC.md's path. */
@@ -97,7 +98,7 @@ export class IacWriter {
     const { file } = this.options;
     let release: (() => Promise<void>) | undefined;
     try {
-      mkdirSync(this.store.dir, { recursive: true });
+      makeDirs(this.store.dir);
       release = await lock(this.store.dir, {
         lockfilePath: join(this.store.dir, 'iac.lock'),
         realpath: false,
@@ -109,7 +110,7 @@ export class IacWriter {
       if (recovered.length) this.options.onRecovered?.(recovered);
       if (!this.cleaned) this.removeStaleTemps();
       const document = this.render(Date.now());
-      mkdirSync(dirname(file), { recursive: true });
+      makeDirs(dirname(file));
       // No fsync: IAC.md is a view, rewritten whole from the store by the next write.
       await writeFileAtomic(file, document, { fsync: false });
       this.writes++;

@@ -2,12 +2,13 @@
 // backend under the shared failure policy (backends/http-policy.ts), and maps the classified
 // outcome to a job state. The run's folder gets the same two logs as a CLI run: stdout.log
 // holds the answer, stderr.log one line per attempt and wait (never the key).
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { DEFAULT_POLICY, failureOf, failureOutcome, ApiFailure, type PolicyKnobs } from '../backends/http-policy.js';
 import type { ApiBackend, ApiCallContext, Outcome } from '../backends/types.js';
 import type { Config } from './config.js';
 import type { ExecutionResult, Executor, JobRecord } from './jobs.js';
 import { findApiKey } from './keys.js';
+import { makeDirs } from '../iac/writable.js';
 
 const MAX_TAIL_LINES = 50;
 
@@ -67,7 +68,7 @@ export async function executeApi(
     }
   };
   logFile(() => {
-    mkdirSync(paths.dir, { recursive: true });
+    makeDirs(paths.dir);
     writeFileSync(paths.stdout, '');
     writeFileSync(paths.stderr, '');
   });

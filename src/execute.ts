@@ -1,9 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, Usage } from '../backends/types.js';
-import { unwritableBecause } from '../iac/writable.js';
+import { makeDirs, unwritableBecause } from '../iac/writable.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Config } from './config.js';
 import { executeApi } from './execute-api.js';
@@ -95,7 +95,7 @@ async function executeCli(
   // After the backend's own: no backend can drop the depth marker (no runaway nesting).
   spec.env = { ...spec.env, ...childNestingEnv(nesting, job.agent?.nesting) };
   for (const [path, content] of Object.entries(spec.files ?? {})) {
-    mkdirSync(dirname(path), { recursive: true });
+    makeDirs(dirname(path));
     writeFileSync(path, content);
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
@@ -154,12 +154,12 @@ const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
  */
 function scratchDirFor(dir: string, id: string): string {
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     if (!unwritableBecause(dir)) return dir;
   } catch {
     // below
   }
   const fallback = join(tmpdir(), `polyspawn-${process.pid}`, id);
-  mkdirSync(fallback, { recursive: true });
+  makeDirs(fallback);
   return fallback;
 }

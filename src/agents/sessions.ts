@@ -5,10 +5,11 @@
 // queued behind it (its job waits as `queued`, outside the concurrency limit, so other jobs
 // are not held up), and it reads the session to resume only when its turn comes.
 // `new_session: true` starts over.
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Usage } from '../../backends/types.js';
 import { isFinished, type JobRecord, type JobRequest, type JobTable } from '../jobs.js';
+import { makeDirs } from '../../iac/writable.js';
 
 export type SessionState = {
   agent: string;
@@ -98,7 +99,7 @@ export class AgentSessions {
       updatedAt: new Date().toISOString(),
     };
     try {
-      mkdirSync(this.dir, { recursive: true });
+      makeDirs(this.dir);
       const path = this.file(state.agent);
       const tmp = `${path}.${process.pid}.tmp`;
       writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`);

@@ -10,7 +10,7 @@
 // and leave a file that cannot be parsed byte-for-byte untouched. JSON is edited in place
 // (jsonc-parser's edits keep the user's formatting and, in VS Code's JSONC, comments); TOML is
 // only ever appended to, so a Codex config keeps every byte it had.
-import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,7 @@ import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import writeFileAtomic from 'write-file-atomic';
 import { DEFAULT_WAIT_S } from '../tools/wait.js';
 import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
+import { makeDirs } from '../../iac/writable.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
 export const SERVER_KEY = 'agents';
@@ -319,7 +320,7 @@ function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
   if (result.kept) return { client, file, action: 'kept', details: result.details };
   if (before !== undefined && result.text === before) return { client, file, action: 'unchanged', details: ['already set up'] };
   try {
-    mkdirSync(dirname(file), { recursive: true });
+    makeDirs(dirname(file));
     writeFileAtomic.sync(file, result.text);
   } catch (error) {
     return { client, file, action: 'refused', details: [`${shown} could not be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`] };

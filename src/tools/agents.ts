@@ -4,7 +4,7 @@
 // spawn_<name> tool is there when it answers. scope "project" (the default) writes to the
 // project's agents folder, "user" to the user's config folder.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
@@ -23,6 +23,7 @@ import type { App } from '../app.js';
 import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
 import { toolResult, ToolInputError } from './views.js';
+import { makeDirs } from '../../iac/writable.js';
 
 const scopeField = z.enum(['project', 'user']);
 
@@ -173,7 +174,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       if (replaced && !replace) throw new ToolInputError(`agent "${name}" already exists in ${file}: pass replace: true to overwrite it, or choose another name`);
       const text = renderAgentFile(frontmatter, system_prompt);
       try {
-        mkdirSync(dirname(file), { recursive: true });
+        makeDirs(dirname(file));
         writeAtomic(file, text);
       } catch (error) {
         throw new ToolInputError(`could not write ${file}: ${(error as Error).message}`);

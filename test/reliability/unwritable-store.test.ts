@@ -128,3 +128,16 @@ describe.skipIf(!how)(`the store or IAC.md folder cannot be written (tmpfs via $
     await expectAnswers(next, jobs);
   });
 });
+
+// Where a folder on the way exists but says ENOENT for any child (procfs; also a stale mount),
+// Node's recursive mkdir never returns: a core at 100%, the event loop stuck. The server must
+// neither hang nor spin, at start or on a job.
+test.skipIf(process.platform !== 'linux')('the store and IAC.md are set under /proc: said at start; every job finishes; no hang', { timeout: 90_000 }, async () => {
+  const dir = `/proc/polyspawn-test-${process.pid}`;
+  const server = await startRpcServer({ env: { POLYSPAWN_STATE_DIR: join(dir, 'state'), POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'), POLYSPAWN_CONCURRENCY: '4' } });
+  expect(server.stderr()).toMatch(/The run store \(\/proc\/.*state\) cannot be written/);
+  const jobs = await runJobs(server);
+  await expectAnswers(server, jobs);
+  expect((await server.callOk<Job>('spawn_claude', { prompt: 'and again', wait_s: 30 })).state).toBe('succeeded');
+  expect(await server.disconnect()).toBe(0);
+});

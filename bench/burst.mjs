@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { figure, instantCodex, median, peakRssMiB, report, rssMiB, startServer } from './lib.mjs';
 
 const JOBS = Number(process.env.BENCH_BURST ?? 200);
-const MORE = 5;
+// BENCH_BURST_MORE=11 runs more bursts, to see where the resident size settles.
+const MORE = Number(process.env.BENCH_BURST_MORE ?? 5);
 const PAUSE_MS = Number(process.env.BENCH_BURST_PAUSE_MS ?? 2000);
 
 /** 200 instant fakes spawned at once from this process, each read to the end: jobs/s. */

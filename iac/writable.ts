@@ -48,6 +48,7 @@ export function unwritableBecause(dir: string): string | undefined {
  * once more after its parent exists, and a second ENOENT is the answer.
  */
 export function makeDirs(dir: string): void {
+  if (statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return; // the usual case, without an exception
   try {
     mkdirSync(dir);
     return;

@@ -4,6 +4,7 @@
 //                shown beside the rate at which this Node process itself spawns the same 200 fakes
 //                at once and reads their output (no server): what the machine allows
 //   status       `list` and `result` calls made back to back during the burst; target: none fails
+//   CPU          the server's CPU time per job (user + system): what a job costs it, whatever the load
 //   memory       the server's peak RSS after the first burst and after five more; target < 90 MiB, flat.
 //                Bursts are 2 s apart, as an orchestrator's are (it reads the answers, then sends
 //                more): the server collects its garbage once idle for 1 s (src/idle-gc.ts).
@@ -17,6 +18,8 @@ const JOBS = Number(process.env.BENCH_BURST ?? 200);
 // BENCH_BURST_MORE=11 runs more bursts, to see where the resident size settles.
 const MORE = Number(process.env.BENCH_BURST_MORE ?? 5);
 const PAUSE_MS = Number(process.env.BENCH_BURST_PAUSE_MS ?? 2000);
+/** /proc's clock ticks per second (USER_HZ: 100 on Linux). */
+const CLOCK_TICKS = 100;
 
 /** 200 instant fakes spawned at once from this process, each read to the end: jobs/s. */
 async function bareBurst(n) {
@@ -77,9 +80,17 @@ async function statusLoad(ids, done) {
   return stats;
 }
 
+/** CPU time (user + system, all threads) the server has used so far, in ms (Linux). */
+function serverCpuMs() {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const [utime, stime] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 13).map(Number);
+  return ((utime + stime) * 1000) / CLOCK_TICKS;
+}
+
 async function burst(n, withStatus) {
   const ids = [];
   let finished = false;
+  const cpu0 = serverCpuMs();
   const t0 = performance.now();
   const status = withStatus ? statusLoad(ids, () => finished) : Promise.resolve(undefined);
   const spawned = await Promise.all(
@@ -97,8 +108,9 @@ async function burst(n, withStatus) {
     pending = waited.pending.map((j) => j.agent_id);
   }
   const ms = performance.now() - t0;
+  const cpuMsPerJob = (serverCpuMs() - cpu0) / n;
   finished = true;
-  return { ms, states, status: await status };
+  return { ms, cpuMsPerJob, states, status: await status };
 }
 
 // Warm-up: the first job starts the reaper sidecar and creates the store; not a burst cost.
@@ -145,6 +157,8 @@ report('burst', [
     met: afterAll.peak < 90 && growth <= afterFirst.peak * 0.05,
   }),
   figure(`status under load: failed list/result calls (of ${calls})`, failed, 'calls', { target: '0', met: failed === 0 }),
+  // Less noisy than the rate on a shared machine: what each job costs the server itself.
+  figure('server CPU per job (user + system, median of the bursts)', median([first, ...later].map((b) => b.cpuMsPerJob)), 'ms'),
 ]);
 console.log(
   `bursts (jobs/s): ${rates.map((r) => r.toFixed(0)).join(', ')}; the same spawned from Node without the server: ${bare.map((r) => r.toFixed(0)).join(', ')}; RSS now (MiB): baseline ${baseline.rss.toFixed(1)}, ` +

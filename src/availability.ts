@@ -4,7 +4,14 @@ import type { Backend, BackendSettings } from '../backends/types.js';
 import { projectDirFrom, userConfigDir } from './config.js';
 import { findApiKey } from './keys.js';
 
-export type Availability = { usable: true; detail: string } | { usable: false; detail: string };
+export type Availability =
+  | { usable: true; detail: string }
+  | {
+      usable: false;
+      detail: string;
+      /** Shorter, for the model's instructions (what to set, not every file tried), when it differs. */
+      summary?: string;
+    };
 
 export function checkBackend(
   backend: Backend,
@@ -16,7 +23,7 @@ export function checkBackend(
   if (backend.kind === 'api') {
     // Read on every check, so a key added while the server runs is picked up by the next spawn.
     const key = findApiKey(backend.name, dirs, env);
-    if (!key.found) return { usable: false, detail: key.detail };
+    if (!key.found) return { usable: false, detail: key.detail, summary: key.summary };
     return { usable: true, detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}` };
   }
   const wanted = settings.bin ?? backend.executable;

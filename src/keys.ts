@@ -20,7 +20,13 @@ export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): s
 
 export type KeyLookup =
   | { found: true; key: string; /** e.g. "XAI_API_KEY in /p/api_keys.json" or "env XAI_API_KEY" */ source: string; name: string }
-  | { found: false; /** One sentence: where it looked and what to set. */ detail: string };
+  | {
+      found: false;
+      /** One sentence: where it looked and what to set. */
+      detail: string;
+      /** The same without the files it tried: what to set, and any problem found (doctor, the model's instructions). */
+      summary: string;
+    };
 
 type FileRead = { ok: true; values: Record<string, unknown> } | { ok: false; problem?: string };
 
@@ -69,11 +75,11 @@ export function findApiKey(
     if (usable(value)) return { found: true, key: value.trim(), name, source: `env ${name}` };
   }
   const list = names.join(', ');
+  const also = problems.length ? `; also: ${problems.join('; ')}` : '';
+  const [first, ...others] = names;
   return {
     found: false,
-    detail:
-      `no API key found: set ${names.length > 1 ? `one of ${list}` : list} in the environment or in ${KEYS_FILE} ` +
-      `(tried ${files.join(' and ')} for ${list}, then env ${list})` +
-      (problems.length ? `; also: ${problems.join('; ')}` : ''),
+    detail: `no API key found: set ${names.length > 1 ? `one of ${list}` : list} in the environment or in ${KEYS_FILE} (tried ${files.join(' and ')} for ${list}, then env ${list})${also}`,
+    summary: `no API key: set ${first}${others.length ? ` (or ${others.join(', ')})` : ''} in ${KEYS_FILE} or the environment${also}`,
   };
 }

@@ -18,7 +18,7 @@ import { VERSION } from './version.js';
 export function instructions(app: App): string {
   const backends = app.backends.map((b) => {
     const a = app.availability(b);
-    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.detail})`}. model: ${modelsText(app.models[b.name]!)}`;
+    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.summary ?? a.detail})`}. model: ${modelsText(app.models[b.name]!)}`;
   });
   return [
     'polyspawn delegates tasks to other coding agents, which run in the background in parallel.',

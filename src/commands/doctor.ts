@@ -14,7 +14,7 @@ import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../agents/definitions.js';
 import { checkBackend } from '../availability.js';
 import { ConfigError, loadConfig, type Config } from '../config.js';
-import { findApiKey, keyFiles, keyNames } from '../keys.js';
+import { findApiKey, keyFiles } from '../keys.js';
 import { loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../models.js';
 import { VERSION } from '../version.js';
 import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
@@ -107,10 +107,7 @@ async function checkOne(backend: Backend, config: Config, models: ModelsTable | 
     const key = findApiKey(backend.name, config, env);
     if (!key.found) {
       // The key files are listed below the table: the sentence here says only what to set.
-      const [first, ...others] = keyNames(backend.name);
-      const problems = key.detail.split('; also: ')[1];
-      const detail = `no API key: set ${first}${others.length ? ` (or ${others.join(', ')})` : ''} in api_keys.json or the environment${problems ? `; also: ${problems}` : ''}`;
-      return { ...base, usable: false, ...(baseUrl ? { baseUrl } : {}), detail };
+      return { ...base, usable: false, ...(baseUrl ? { baseUrl } : {}), detail: key.summary };
     }
     return { ...base, usable: true, keySource: key.source, ...(baseUrl ? { baseUrl } : {}), detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}` };
   }

@@ -334,7 +334,9 @@ describe('keys', () => {
     expect(requestsFor(mark)).toHaveLength(0);
     const list = await keyless.callOk<{ agents?: unknown[] }>('list');
     expect(JSON.stringify(list)).not.toContain(mark); // no job was created
-    expect(keyless.client.getInstructions()).toMatch(/spawn_mistral: NOT usable here \(no API key found: set MISTRAL_API_KEY/);
+    // The model is told what to set; the files tried are in the spawn's error (above) and in doctor.
+    expect(keyless.client.getInstructions()).toMatch(/spawn_mistral: NOT usable here \(no API key: set MISTRAL_API_KEY in api_keys\.json or the environment\)/);
+    expect(keyless.client.getInstructions()).not.toContain(join(projectDir, 'api_keys.json'));
   });
 
   test("the project's api_keys.json comes before the environment, and an empty value hides nothing", async () => {

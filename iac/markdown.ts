@@ -25,11 +25,6 @@ export function inline(s: string): string {
     .trim();
 }
 
-/** Text for inside an HTML element such as <summary>. */
-export function html(s: string): string {
-  return clean(s).replace(/\s*\n\s*/g, ' ').replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-}
-
 /**
  * A fenced code block that nothing inside can close: the fence is longer than the longest run
  * of backticks in the text. Inside it, Markdown and HTML (`</details>` included) are plain text.

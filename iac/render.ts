@@ -2,7 +2,7 @@
 // finished interactions. Entries do not depend on the clock, so the writer renders each one
 // once and keeps it; only the header and the active table are rendered on every write.
 import type { JobState } from '../src/jobs.js';
-import { fence, html, inline, shorten, table } from './markdown.js';
+import { fence, inline, shorten, table } from './markdown.js';
 import type { StoredRecord } from './store.js';
 import type { IndexRow } from './store.js';
 

@@ -3,13 +3,14 @@
 // has ended, every file of its folder that holds a secret is rewritten without it (temp
 // file + rename), before the job's final state is recorded. The executor guard below also
 // redacts the outcome (answer, error, raw record) and the live output tail.
-import { closeSync, createWriteStream, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, type Dirent } from 'node:fs';
+import { closeSync, createWriteStream, fstatSync, openSync, readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Outcome } from '../backends/types.js';
 import type { ExecutionResult, Executor } from '../src/jobs.js';
 import { REDACTED, type Redactor } from './redact.js';
+import { writeAtomic } from './writable.js';
 
 const CHUNK = 1 << 20;
 /** A secret is never longer than this, so a window this far back holds any that is cut. */
@@ -91,14 +92,7 @@ function scrubSmallFile(path: string, redactor: Redactor): boolean | undefined {
     at = end;
   }
   parts.push(data.subarray(at));
-  const tmp = `${path}.scrub-${process.pid}`;
-  try {
-    writeFileSync(tmp, Buffer.concat(parts));
-    renameSync(tmp, path);
-  } catch (error) {
-    rmSync(tmp, { force: true });
-    throw error;
-  }
+  writeAtomic(path, Buffer.concat(parts));
   return true;
 }
 
@@ -106,8 +100,6 @@ function scrubSmallFile(path: string, redactor: Redactor): boolean | undefined {
 async function* chunks(path: string): AsyncGenerator<{ buffer: Buffer; eof: boolean }> {
   const file = await open(path, 'r');
   try {
-    // Buffers no larger than the file: most runs' logs are a few hundred bytes, and every run's
-    // folder is scrubbed when it ends.
     const { size } = await file.stat();
     let position = 0;
     for (;;) {

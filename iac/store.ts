@@ -14,14 +14,14 @@
 // processes never interleave on a local file system; a line torn by a crash is skipped (and
 // the line after it recovered). A record is written before its index line, so whoever reads
 // a line can read its record.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from './proc.js';
 import type { Redactor } from './redact.js';
 import { taskOf } from './render.js';
-import { makeDirs } from './writable.js';
+import { makeDirs, writeAtomic } from './writable.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -429,27 +429,6 @@ export class RunStore implements JobHistory {
     }
     if (recovered.length) this.refresh();
     return recovered;
-  }
-}
-
-/**
- * Temp file + rename: a reader sees the old file or the new one, never part of one. No fsync,
- * as before: a crash may lose the newest change, not the file. Synchronous and one at a time,
- * so the pid names the temp file (write-file-atomic's realpath, stat, chown, chmod and exit
- * hooks cost more than the write; this is on every job's path).
- */
-function writeAtomic(path: string, data: string): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  try {
-    writeFileSync(tmp, data);
-    renameSync(tmp, path);
-  } catch (error) {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // not created
-    }
-    throw error;
   }
 }
 

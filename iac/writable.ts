@@ -3,8 +3,8 @@
 // existing folder on the way must be writable, and its disk not full. A server whose store or
 // IAC.md cannot be written still runs agents and answers for them while it runs; this says so
 // at once, instead of on every job. makeDirs makes the folders, where Node's recursive mkdir can
-// loop forever.
-import { accessSync, constants, lstatSync, mkdirSync, statfsSync, statSync } from 'node:fs';
+// loop forever; writeAtomic replaces a file whole.
+import { accessSync, constants, lstatSync, mkdirSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** Below this many free bytes a disk counts as full (a record is a few KB, a log far more). */
@@ -62,5 +62,22 @@ export function makeDirs(dir: string): void {
     mkdirSync(dir);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+}
+
+/**
+ * Temp file + rename: a reader sees the old file or the new one, never part of one. No fsync: a
+ * crash may lose the newest change, not the file. Synchronous, so the pid names the temp file
+ * (write-file-atomic's realpath, stat, chown, chmod and exit hooks cost more than the write; this
+ * is on every job's path).
+ */
+export function writeAtomic(path: string, data: string | Buffer): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  try {
+    writeFileSync(tmp, data);
+    renameSync(tmp, path);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    throw error;
   }
 }

@@ -16,7 +16,7 @@
 import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, LoggingLevelSchema, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
 import { secrets } from '../iac/redact.js';
 import type { App } from './app.js';
 import { logPaths } from './execute.js';
@@ -235,8 +235,8 @@ const LEVELS: Record<JobState, LoggingLevel> = {
   interrupted: 'warning',
 };
 
-/** RFC 5424 order, as MCP's `logging/setLevel` uses it. */
-const SEVERITY: readonly LoggingLevel[] = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
+/** MCP's levels, least severe first (RFC 5424 order), as the SDK defines them. */
+const SEVERITY: readonly LoggingLevel[] = LoggingLevelSchema.options;
 
 /**
  * Each state change of this server's agents as an MCP logging message (never on stdout). Until

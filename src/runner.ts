@@ -115,13 +115,11 @@ export function runProcess(spec: RunSpec): RunningProcess {
     // Descendants the leader left behind would go on writing to its logs: end them first.
     if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
     await stopping;
-    if (pgid !== undefined) {
-      liveGroups.delete(pgid);
-      reaper?.unwatch(pgid);
-    }
     if (pgid === undefined) {
       return { end: 'spawn_error', exitCode: null, exitSignal: null, stdout: '', stdoutTruncated: false, stderr: '', spawnError: spawnError ?? `could not start ${spec.file}` };
     }
+    liveGroups.delete(pgid);
+    reaper?.unwatch(pgid);
     const stdout = readHeadAndTail(spec.stdoutLog, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
     return {
       end,

@@ -3,8 +3,7 @@
 // before it writes, writes atomically (temp file + rename), and reloads at once, so the new
 // spawn_<name> tool is there when it answers. scope "project" (the default) writes to the
 // project's agents folder, "user" to the user's config folder.
-import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, renameSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
@@ -23,7 +22,7 @@ import type { App } from '../app.js';
 import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
 import { toolResult, ToolInputError } from './views.js';
-import { makeDirs } from '../../iac/writable.js';
+import { makeDirs, writeAtomic } from '../../iac/writable.js';
 
 const scopeField = z.enum(['project', 'user']);
 
@@ -234,16 +233,4 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
       return toolResult({ name, removed: found.file, scope: found.scope, ...(now ? { now_in_effect: now.file } : {}) });
     },
   );
-}
-
-/** Temp file + rename: a reader (the watcher, another server) sees the old file or the new one. */
-function writeAtomic(file: string, text: string): void {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  try {
-    writeFileSync(tmp, text);
-    renameSync(tmp, file);
-  } catch (error) {
-    rmSync(tmp, { force: true });
-    throw error;
-  }
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
-import { readRecord, waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+import { waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
 
 type Job = { agent_id: string; state: string; backend: string; model: string; text?: string; error?: string; session_id?: string; log?: string; output_tail?: string; usage?: unknown; cost_usd?: number; cost_source?: string; exit_code?: number | null; elapsed_s: number };
 type Waited = { finished: Job[]; pending: Job[]; timed_out: boolean };

@@ -1,7 +1,8 @@
 // IAC.md as a pure function of the run store: the active agents on top, then the newest
 // finished interactions. Entries do not depend on the clock, so the writer renders each one
 // once and keeps it; only the header and the active table are rendered on every write.
-import type { JobState } from '../src/jobs.js';
+import type { JobState } from '../src/jobs/table.js';
+import { taskLine } from '../src/lib/text.js';
 import { fence, inline, shorten, table } from './markdown.js';
 import type { StoredRecord } from './store.js';
 import type { IndexRow } from './store.js';
@@ -15,7 +16,6 @@ export const RESULT_CHARS = 4000;
 /** Prompts longer than this are cut in IAC.md (the whole is in the run's prompt.txt). */
 export const PROMPT_CHARS = 20_000;
 export const ERROR_CHARS = 2000;
-const TASK_CHARS = 80;
 
 const STATUS: Record<JobState, string> = {
   queued: '⏳ queued',
@@ -46,11 +46,6 @@ export function duration(ms: number | undefined): string {
 
 const between = (from?: string, to?: string) => (from && to ? Date.parse(to) - Date.parse(from) : undefined);
 
-/** The first line of the prompt, shortened: the "task". */
-export function taskOf(prompt: string): string {
-  const line = prompt.trim().split('\n', 1)[0] ?? '';
-  return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
-}
 
 function cost(r: StoredRecord): string {
   const o = r.outcome;
@@ -84,7 +79,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
     ),
   );
   out.push('');
-  out.push(`**Task:** ${inline(taskOf(r.prompt)) || '—'}`);
+  out.push(`**Task:** ${inline(taskLine(r.prompt)) || '—'}`);
   out.push('');
   const prompt = shorten(r.prompt, PROMPT_CHARS);
   out.push('<details>');

@@ -2,14 +2,13 @@
 // IAC.md is scheduled; at start the history is loaded (after the MCP handshake, so start-up
 // does not wait on it) and the jobs of dead servers are recovered; at exit IAC.md is flushed.
 import { dirname } from 'node:path';
-import type { Config } from '../src/config.js';
-import { isFinished, type Executor, type JobRecord } from '../src/jobs.js';
-import { terminateGroup } from '../src/runner.js';
-import { sameProcessAlive, selfIdentity } from './proc.js';
-import type { Redactor } from './redact.js';
+import type { Config } from '../src/config/config.js';
+import { isFinished, type Executor, type JobRecord } from '../src/jobs/table.js';
+import { sameProcessAlive, selfIdentity } from '../src/lib/proc.js';
+import type { Redactor } from '../src/lib/redact.js';
 import { guardExecutor, scrubDir } from './scrub.js';
 import { RunStore, type Recovered } from './store.js';
-import { unwritableBecause } from './writable.js';
+import { unwritableBecause } from '../src/lib/fs.js';
 import { IacWriter } from './writer.js';
 
 export type IacRuntime = {
@@ -27,7 +26,13 @@ export type IacRuntime = {
   close(): Promise<void>;
 };
 
-export function createIacRuntime(config: Config, redactor: Redactor, log: (message: string) => void): IacRuntime {
+export function createIacRuntime(
+  config: Config,
+  redactor: Redactor,
+  log: (message: string) => void,
+  /** Ends what is left of a recovered job's process group (the process runner's, wired by app.ts). */
+  endGroup: (pgid: number, graceMs: number) => Promise<void>,
+): IacRuntime {
   // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
   const store = new RunStore({ stateDir: config.stateDir, redactor, identity: selfIdentity(), keepFinished: Math.max(1000, config.iacEntries) });
   const background = new Set<Promise<unknown>>();
@@ -42,7 +47,7 @@ export function createIacRuntime(config: Config, redactor: Redactor, log: (messa
       const group = record.group;
       // End what is left of the job's processes, but only if the group leader is still the
       // process that was started for it (a pid can be reused).
-      if (group?.start && sameProcessAlive(group.pgid, group.start)) track(terminateGroup(group.pgid, config.killGraceMs));
+      if (group?.start && sameProcessAlive(group.pgid, group.start)) track(endGroup(group.pgid, config.killGraceMs));
       track(scrubDir(store.runDir(record.id), redactor).catch(() => undefined));
     }
   };

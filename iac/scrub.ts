@@ -8,15 +8,16 @@ import { open, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Outcome } from '../backends/types.js';
-import type { ExecutionResult, Executor } from '../src/jobs.js';
-import { REDACTED, type Redactor } from './redact.js';
-import { writeAtomic } from './writable.js';
+import type { ExecutionResult, Executor } from '../src/jobs/table.js';
+import { REDACTED, type Redactor } from '../src/lib/redact.js';
+import { writeAtomic } from '../src/lib/fs.js';
+import { PROMPT_FILE, RECORD_FILE } from '../src/lib/run-folder.js';
 
 const CHUNK = 1 << 20;
 /** A secret is never longer than this, so a window this far back holds any that is cut. */
 const OVERLAP = 1024;
 /** Written redacted by the store itself. */
-const STORE_FILES = new Set(['record.json', 'prompt.txt']);
+const STORE_FILES = new Set([RECORD_FILE, PROMPT_FILE]);
 
 export function redactOutcome(redactor: Redactor, outcome: Outcome): Outcome {
   return redactor.deep(outcome);

@@ -17,11 +17,12 @@
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
-import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs.js';
-import { processStart, sameProcessAlive, type ProcessIdentity } from './proc.js';
-import type { Redactor } from './redact.js';
-import { taskOf } from './render.js';
-import { makeDirs, writeAtomic } from './writable.js';
+import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib/proc.js';
+import type { Redactor } from '../src/lib/redact.js';
+import { runFolder, runsDir } from '../src/lib/run-folder.js';
+import { taskLine } from '../src/lib/text.js';
+import { makeDirs, writeAtomic } from '../src/lib/fs.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -131,7 +132,7 @@ export class RunStore implements JobHistory {
   }) {
     this.keepFinished = options.keepFinished ?? Infinity;
     this.dir = options.stateDir;
-    this.runsDir = join(this.dir, 'runs');
+    this.runsDir = runsDir(this.dir);
     this.indexPath = join(this.dir, 'index.jsonl');
     this.redactor = options.redactor;
     this.identity = options.identity;
@@ -173,7 +174,7 @@ export class RunStore implements JobHistory {
       prompt = this.redactor.text(job.prompt);
       this.redactedPrompts.set(job.id, prompt);
       makeDirs(dir);
-      writeAtomic(join(dir, 'prompt.txt'), prompt);
+      writeAtomic(runFolder(this.dir, job.id).prompt, prompt);
     }
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
       const start = processStart(job.pgid);
@@ -202,7 +203,7 @@ export class RunStore implements JobHistory {
   }
 
   private writeRecord(record: StoredRecord): void {
-    writeAtomic(join(this.runDir(record.id), 'record.json'), `${JSON.stringify(record, null, 2)}\n`);
+    writeAtomic(runFolder(this.dir, record.id).record, `${JSON.stringify(record, null, 2)}\n`);
   }
 
   private append(record: StoredRecord): void {
@@ -212,7 +213,7 @@ export class RunStore implements JobHistory {
       st: record.state,
       b: record.backend,
       m: record.model,
-      t: taskOf(record.prompt),
+      t: taskLine(record.prompt),
       c: record.createdAt,
       ...(record.startedAt ? { s: record.startedAt } : {}),
       ...(record.endedAt ? { e: record.endedAt } : {}),
@@ -230,7 +231,7 @@ export class RunStore implements JobHistory {
   get(id: string): StoredRecord | undefined {
     if (!ID.test(id)) return undefined;
     try {
-      return JSON.parse(readFileSync(join(this.runDir(id), 'record.json'), 'utf8')) as StoredRecord;
+      return JSON.parse(readFileSync(runFolder(this.dir, id).record, 'utf8')) as StoredRecord;
     } catch {
       return undefined;
     }
@@ -411,7 +412,7 @@ export class RunStore implements JobHistory {
         v: 1,
         owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
       };
-      const log = join(this.runDir(line.id), 'stdout.log');
+      const log = runFolder(this.dir, line.id).stdout;
       record.state = 'interrupted';
       record.endedAt = now.toISOString();
       record.outcome = {

@@ -15,7 +15,7 @@ import { lock } from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
 import { renderDocument, renderEntry } from './render.js';
 import { indexRow, type Recovered, type RunStore } from './store.js';
-import { makeDirs } from './writable.js';
+import { makeDirs } from '../src/lib/fs.js';
 
 export type IacWriterOptions = {
   /** IAC.md's path. */

@@ -1,18 +1,20 @@
 // Everything a running polyspawn holds, built once from the environment: config, models
 // table, enabled backends and the job table. The MCP layer and the CLI both start here.
 import { backends as allBackends } from '../backends/registry.js';
-import { configuredSecrets, secrets } from '../iac/redact.js';
+import { secrets } from './lib/redact.js';
+import { configuredSecrets } from './config/keys.js';
 import { createIacRuntime, type IacRuntime } from '../iac/runtime.js';
 import type { Backend } from '../backends/types.js';
-import { AgentRegistry } from './agents/registry.js';
-import { nestingFrom, type Nesting } from './agents/nesting.js';
-import { AgentSessions } from './agents/sessions.js';
-import { checkBackend, type Availability } from './availability.js';
-import { loadConfig, type Config } from './config.js';
-import { createExecutor } from './execute.js';
-import { JobTable } from './jobs.js';
-import { loadModels, modelsFiles, type ModelsTable } from './models.js';
-import { withStructuredOutput } from './structured-output.js';
+import { AgentRegistry } from './jobs/agents/registry.js';
+import { nestingFrom, type Nesting } from './jobs/agents/nesting.js';
+import { AgentSessions } from './jobs/agents/sessions.js';
+import { checkBackend, type Availability } from './config/availability.js';
+import { loadConfig, type Config } from './config/config.js';
+import { createExecutor } from './jobs/execute.js';
+import { JobTable } from './jobs/table.js';
+import { terminateGroup } from './jobs/process/runner.js';
+import { loadModels, modelsFiles, type ModelsTable } from './config/models.js';
+import { withStructuredOutput } from './jobs/structured-output.js';
 
 export type App = {
   config: Config;
@@ -39,7 +41,7 @@ export function createApp(env: NodeJS.ProcessEnv = process.env, cwd = process.cw
   const backends = allBackends.filter((b) => config.backends[b.name]!.enabled);
   // Every key polyspawn could hand out is redacted from everything it writes or returns.
   secrets.addValues(configuredSecrets(allBackends.map((b) => b.name), config, env));
-  const iac = createIacRuntime(config, secrets, log);
+  const iac = createIacRuntime(config, secrets, log, terminateGroup);
   const nesting = nestingFrom(env);
   const jobs = new JobTable({
     concurrency: config.concurrency,

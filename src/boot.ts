@@ -22,7 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
-import { makeDirs } from '../iac/writable.js';
+import { makeDirs } from './lib/fs.js';
 
 /** A hash of the bundle, set by scripts/bundle.mjs. */
 declare const __POLYSPAWN_BUNDLE_ID__: string;

@@ -4,11 +4,11 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createApp } from './app.js';
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
-import { ConfigError } from './config.js';
-import { collectWhenIdle } from './idle-gc.js';
-import { killAllGroupsNow } from './runner.js';
-import { createServer } from './server.js';
-import { VERSION } from './version.js';
+import { ConfigError } from './config/config.js';
+import { collectWhenIdle } from './jobs/idle-gc.js';
+import { killAllGroupsNow } from './jobs/process/runner.js';
+import { createServer } from './mcp/server.js';
+import { VERSION } from './lib/version.js';
 
 const log = (message: string) => process.stderr.write(`polyspawn: ${message}\n`);
 /** The longest the exit waits for IAC.md (the lock of a dead writer goes stale in 5 s). */

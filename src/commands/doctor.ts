@@ -11,12 +11,12 @@ import { grok, XAI_BASE_URL } from '../../backends/grok.js';
 import { mistral, MISTRAL_BASE_URL } from '../../backends/mistral.js';
 import { backends as allBackends } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
-import { agentProblems, type AgentProblem } from '../agents/definitions.js';
-import { checkBackend } from '../availability.js';
-import { ConfigError, loadConfig, type Config } from '../config.js';
-import { findApiKey, keyFiles } from '../keys.js';
-import { loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../models.js';
-import { VERSION } from '../version.js';
+import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
+import { checkBackend } from '../config/availability.js';
+import { ConfigError, loadConfig, type Config } from '../config/config.js';
+import { findApiKey, keyFiles } from '../config/keys.js';
+import { loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
+import { VERSION } from '../lib/version.js';
 import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
 
 const DEFAULT_BASE_URLS: Record<string, string> = { [grok.name]: XAI_BASE_URL, [gemini.name]: GEMINI_BASE_URL, [mistral.name]: MISTRAL_BASE_URL };

@@ -17,9 +17,9 @@ import { fileURLToPath } from 'node:url';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import writeFileAtomic from 'write-file-atomic';
-import { DEFAULT_WAIT_S } from '../tools/wait.js';
+import { DEFAULT_WAIT_S } from '../mcp/tools/wait.js';
 import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
-import { makeDirs } from '../../iac/writable.js';
+import { makeDirs } from '../lib/fs.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
 export const SERVER_KEY = 'agents';

@@ -5,11 +5,11 @@
 // group, as the server's `cancel` does) and exits 130; a second Ctrl-C kills at once.
 import { resolve } from 'node:path';
 import { createApp, type App } from '../app.js';
-import { isFinished, type JobRecord } from '../jobs.js';
-import { resolveModel } from '../models.js';
-import { killAllGroupsNow } from '../runner.js';
-import { resolveCwd, resolveResume } from '../tools/spawn.js';
-import { fullResult, ToolInputError } from '../tools/views.js';
+import { isFinished, type JobRecord } from '../jobs/table.js';
+import { resolveModel } from '../config/models.js';
+import { killAllGroupsNow } from '../jobs/process/runner.js';
+import { resolveCwd, resolveResume } from '../mcp/tools/spawn.js';
+import { fullResult, ToolInputError } from '../mcp/views.js';
 import { duration } from '../../iac/render.js';
 import { parseCommandArgs, UsageError, type CommandIo, type OutStream } from './io.js';
 

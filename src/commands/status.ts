@@ -1,11 +1,11 @@
 // `polyspawn status`: the active agents and the newest history of the project's run store (every
 // server's and `polyspawn run`'s jobs), as tables for a terminal. It only reads.
 import { backends as allBackends } from '../../backends/registry.js';
-import { sameProcessAlive, selfIdentity } from '../../iac/proc.js';
-import { secrets } from '../../iac/redact.js';
+import { sameProcessAlive, selfIdentity } from '../lib/proc.js';
+import { secrets } from '../lib/redact.js';
 import { duration, time } from '../../iac/render.js';
 import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/config.js';
 import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
 
 export const DEFAULT_STATUS_LIMIT = 10;

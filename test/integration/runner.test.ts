@@ -6,7 +6,7 @@ import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { killAllGroupsNow, runProcess, type RunResult, type RunSpec } from '../../src/runner.js';
+import { killAllGroupsNow, runProcess, type RunResult, type RunSpec } from '../../src/jobs/process/runner.js';
 import { isGone, readRecord, ready, waitFor, waitGone } from '../helpers/processes.js';
 
 const BIN = resolve(fileURLToPath(new URL('../fakes/bin', import.meta.url)));

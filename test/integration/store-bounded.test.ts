@@ -5,9 +5,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { Redactor } from '../../iac/redact.js';
+import { Redactor } from '../../src/lib/redact.js';
 import { RunStore } from '../../iac/store.js';
-import { JobTable, type Executor, type JobRecord } from '../../src/jobs.js';
+import { JobTable, type Executor, type JobRecord } from '../../src/jobs/table.js';
 
 const openStore = (stateDir: string, keepFinished?: number) =>
   new RunStore({ stateDir, redactor: new Redactor(), identity: { pid: process.pid, start: 'test' }, ...(keepFinished ? { keepFinished } : {}) });

@@ -6,11 +6,11 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { processStart, type ProcessIdentity } from '../../iac/proc.js';
-import { Redactor } from '../../iac/redact.js';
+import { processStart, type ProcessIdentity } from '../../src/lib/proc.js';
+import { Redactor } from '../../src/lib/redact.js';
 import { RunStore, type StoredRecord } from '../../iac/store.js';
 import { IacWriter } from '../../iac/writer.js';
-import { JobTable, type Executor, type JobRecord, type JobState } from '../../src/jobs.js';
+import { JobTable, type Executor, type JobRecord, type JobState } from '../../src/jobs/table.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitGone } from '../helpers/processes.js';
 
@@ -236,8 +236,8 @@ describe('recovery', () => {
     expect(parsed.entries.map((e) => e.id).sort()).toEqual([finished.id, ...recovered].sort());
 
     // The runtime ends the group; here the same call the runtime makes.
-    const { terminateGroup } = await import('../../src/runner.js');
-    const { sameProcessAlive } = await import('../../iac/proc.js');
+    const { terminateGroup } = await import('../../src/jobs/process/runner.js');
+    const { sameProcessAlive } = await import('../../src/lib/proc.js');
     const g = next.get(running.id)!.group!;
     expect(sameProcessAlive(g.pgid, g.start)).toBe(true);
     await terminateGroup(g.pgid, 500);

@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import { agentRun, loadAgents, parseAgentFile, renderAgentFile, type AgentContext } from '../../src/agents/definitions.js';
-import { loadConfig } from '../../src/config.js';
-import { loadModels, modelsFiles } from '../../src/models.js';
+import { agentRun, loadAgents, parseAgentFile, renderAgentFile, type AgentContext } from '../../src/jobs/agents/definitions.js';
+import { loadConfig } from '../../src/config/config.js';
+import { loadModels, modelsFiles } from '../../src/config/models.js';
 
 function setup(env: NodeJS.ProcessEnv = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-'));

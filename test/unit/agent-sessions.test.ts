@@ -4,8 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { AgentSessions, whenFinished } from '../../src/agents/sessions.js';
-import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs.js';
+import { AgentSessions, whenFinished } from '../../src/jobs/agents/sessions.js';
+import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 
 function setup(stateDir = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'))) {
   const started: JobRecord[] = [];

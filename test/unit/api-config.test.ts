@@ -7,9 +7,9 @@ import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { backends } from '../../backends/registry.js';
 import { mistralText } from '../../backends/mistral.js';
-import { ConfigError, loadConfig } from '../../src/config.js';
-import { policyKnobs } from '../../src/execute-api.js';
-import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/models.js';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { policyKnobs } from '../../src/jobs/execute-api.js';
+import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/config/models.js';
 
 const API = ['grok', 'gemini', 'mistral'] as const;
 

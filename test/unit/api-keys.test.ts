@@ -6,8 +6,8 @@ import { describe, expect, test } from 'vitest';
 import { gemini } from '../../backends/gemini.js';
 import { grok } from '../../backends/grok.js';
 import { mistral } from '../../backends/mistral.js';
-import { checkBackend } from '../../src/availability.js';
-import { findApiKey, keyNames } from '../../src/keys.js';
+import { checkBackend } from '../../src/config/availability.js';
+import { findApiKey, keyNames } from '../../src/config/keys.js';
 
 function dirs(files: { project?: unknown; user?: unknown } = {}) {
   const root = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import { loadConfig } from '../../src/config.js';
-import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/models.js';
+import { loadConfig } from '../../src/config/config.js';
+import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/config/models.js';
 
 const project = () => {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-config-'));

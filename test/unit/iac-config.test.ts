@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'polyspawn-iac-config-'));
 const base = (d: string) => ({ XDG_CONFIG_HOME: join(d, 'xdg'), PATH: process.env.PATH });

@@ -4,10 +4,11 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { configuredSecrets, REDACTED, Redactor } from '../../iac/redact.js';
+import { REDACTED, Redactor } from '../../src/lib/redact.js';
+import { configuredSecrets } from '../../src/config/keys.js';
 import { guardExecutor, redactPage, scrubDir, scrubFile } from '../../iac/scrub.js';
-import type { Executor } from '../../src/jobs.js';
-import { readLogPage } from '../../src/tools/logs.js';
+import type { Executor } from '../../src/jobs/table.js';
+import { readLogPage } from '../../src/mcp/tools/logs.js';
 
 const SHAPED = {
   openai: 'sk-proj-AbCdEf0123456789GhIjKl',

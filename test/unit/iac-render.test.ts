@@ -1,9 +1,10 @@
 // IAC.md holds whatever agents wrote: rendered, then parsed back with a real Markdown parser.
 import { describe, expect, test } from 'vitest';
 import { clean, fence, inline, shorten } from '../../iac/markdown.js';
-import { PROMPT_CHARS, RESULT_CHARS, renderDocument, renderEntry, taskOf, type ActiveRow } from '../../iac/render.js';
+import { PROMPT_CHARS, RESULT_CHARS, renderDocument, renderEntry, type ActiveRow } from '../../iac/render.js';
+import { taskLine } from '../../src/lib/text.js';
 import type { StoredRecord } from '../../iac/store.js';
-import type { JobState } from '../../src/jobs.js';
+import type { JobState } from '../../src/jobs/table.js';
 import { parseIac } from '../helpers/iac.js';
 
 const ticks = (n: number) => '`'.repeat(n);
@@ -95,14 +96,14 @@ describe('IAC.md with hostile content', () => {
       outcome: { ok: false, text, error: `error: ${text}`, costSource: 'estimated', costUsd: 0.0123 },
     });
     const ok = record({ state: 'succeeded', prompt: text, outcome: { ok: true, text: `${text}\n${text}`, costSource: 'reported', costUsd: 1.5 } });
-    const active: ActiveRow[] = [{ id: 'act001', state: 'running', backend: 'claude', model: text.slice(0, 50), task: taskOf(text), createdAt: '2026-05-01T12:59:00Z', startedAt: '2026-05-01T12:59:30Z' }];
+    const active: ActiveRow[] = [{ id: 'act001', state: 'running', backend: 'claude', model: text.slice(0, 50), task: taskLine(text), createdAt: '2026-05-01T12:59:00Z', startedAt: '2026-05-01T12:59:30Z' }];
     const doc = documentOf([rec, ok], active);
     const parsed = parseIac(doc);
 
     expect(parsed.activeHeader).toEqual(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed']);
     expect(parsed.active).toHaveLength(1);
     expect(parsed.active[0]![0]).toBe('act001');
-    expect(parsed.active[0]![4]).toBe(inlineText(taskOf(text)) || '—');
+    expect(parsed.active[0]![4]).toBe(inlineText(taskLine(text)) || '—');
 
     expect(parsed.entries.map((e) => e.id)).toEqual([rec.id, ok.id]);
     for (const [entry, source] of [
@@ -112,7 +113,7 @@ describe('IAC.md with hostile content', () => {
       expect(entry.header).toEqual(['Started', 'Duration', 'Tokens', 'Cost']);
       expect(entry.cells).toHaveLength(4);
       expect(entry.prompt).toBe(expectedFence(shorten(source.prompt, PROMPT_CHARS).text));
-      expect(entry.task).toBe(inlineText(taskOf(source.prompt)) || '—');
+      expect(entry.task).toBe(inlineText(taskLine(source.prompt)) || '—');
       expect(entry.result).toBe(source.outcome!.text ? expectedFence(shorten(source.outcome!.text, RESULT_CHARS).text) : undefined);
     }
     expect(parsed.entries[0]!.heading).toContain(inlineText(rec.model));

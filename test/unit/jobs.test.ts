@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { JobTable, type Executor, type JobRequest } from '../../src/jobs.js';
+import { JobTable, type Executor, type JobRequest } from '../../src/jobs/table.js';
 
 const request = (prompt = 'p'): JobRequest => ({ backend: 'fake', model: 'm', prompt, cwd: '/', timeoutS: 10, extra: {} });
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readHeadAndTail, readNewest } from '../../src/log-reader.js';
+import { readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
 
 const NL = 0x0a;
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-log-reader-'));

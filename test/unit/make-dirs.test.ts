@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { makeDirs, unwritableBecause } from '../../iac/writable.js';
+import { makeDirs, unwritableBecause } from '../../src/lib/fs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-make-dirs-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,7 +1,7 @@
 // The depth marker: a nested polyspawn starts no agents unless an agent definition allowed it,
 // and never deeper than MAX_DEPTH.
 import { describe, expect, test } from 'vitest';
-import { childNestingEnv, MAX_DEPTH, nestingFrom } from '../../src/agents/nesting.js';
+import { childNestingEnv, MAX_DEPTH, nestingFrom } from '../../src/jobs/agents/nesting.js';
 
 describe('nesting', () => {
   test.each([

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import type { Outcome } from '../../backends/types.js';
-import { loadConfig } from '../../src/config.js';
-import type { ExecutionResult, Executor, JobRecord } from '../../src/jobs.js';
-import { checkAnswer, compileSchema, extractJson, schemaProblem, withStructuredOutput } from '../../src/structured-output.js';
+import { loadConfig } from '../../src/config/config.js';
+import type { ExecutionResult, Executor, JobRecord } from '../../src/jobs/table.js';
+import { checkAnswer, compileSchema, extractJson, schemaProblem, withStructuredOutput } from '../../src/jobs/structured-output.js';
 
 const schema = { type: 'object', properties: { name: { type: 'string' }, n: { type: 'integer' } }, required: ['name'], additionalProperties: false };
 const validate = () => {

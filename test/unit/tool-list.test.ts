@@ -10,8 +10,8 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { createApp } from '../../src/app.js';
-import { createServer } from '../../src/server.js';
-import { brief, compactToolList } from '../../src/tool-list.js';
+import { createServer } from '../../src/mcp/server.js';
+import { brief, compactToolList } from '../../src/mcp/tool-list.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });

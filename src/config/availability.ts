@@ -1,0 +1,38 @@
+// Whether a backend can run on this machine, and if not, one sentence that says how to fix it.
+import which from 'which';
+import type { Backend, BackendSettings } from '../../backends/types.js';
+import { projectDirFrom, userConfigDir } from './config.js';
+import { findApiKey } from './keys.js';
+
+export type Availability =
+  | { usable: true; detail: string }
+  | {
+      usable: false;
+      detail: string;
+      /** Shorter, for the model's instructions (what to set, not every file tried), when it differs. */
+      summary?: string;
+    };
+
+export function checkBackend(
+  backend: Backend,
+  settings: BackendSettings & { baseUrl?: string },
+  env: NodeJS.ProcessEnv = process.env,
+  /** Where api_keys.json lives; by default derived from env exactly as loadConfig does. */
+  dirs: { projectDir: string; userConfigDir: string } = { projectDir: projectDirFrom(env), userConfigDir: userConfigDir(env) },
+): Availability {
+  if (backend.kind === 'api') {
+    // Read on every check, so a key added while the server runs is picked up by the next spawn.
+    const key = findApiKey(backend.name, dirs, env);
+    if (!key.found) return { usable: false, detail: key.detail, summary: key.summary };
+    return { usable: true, detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}` };
+  }
+  const wanted = settings.bin ?? backend.executable;
+  const found = which.sync(wanted, { nothrow: true, path: env.PATH });
+  if (found) return { usable: true, detail: found };
+  return {
+    usable: false,
+    detail: settings.bin
+      ? `${settings.bin} (from ${backend.binEnv} or the config) is not an executable file: fix the path`
+      : `\`${backend.executable}\` is not on PATH: ${backend.installHint}, or set ${backend.binEnv} to its path`,
+  };
+}

@@ -1,0 +1,116 @@
+// API keys for the HTTP backends. Looked up, in order: api_keys.json in the project, then
+// api_keys.json in the user's config folder, then environment variables. In each place the
+// backend's names are tried in order; an empty value is skipped, so it never hides a key
+// set further down. Only key *sources* (a name and a file) ever leave this module, never values.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { backends } from '../../backends/registry.js';
+
+export const KEYS_FILE = 'api_keys.json';
+
+/** The names a key goes by, as JSON keys in api_keys.json and as environment variables. */
+export function keyNames(backend: string): readonly string[] {
+  const declared = backends.find((b) => b.name === backend);
+  return declared?.kind === 'api' ? declared.keyNames : [`${backend.toUpperCase()}_API_KEY`];
+}
+
+export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): string[] {
+  return [join(dirs.projectDir, KEYS_FILE), join(dirs.userConfigDir, KEYS_FILE)];
+}
+
+export type KeyLookup =
+  | { found: true; key: string; /** e.g. "XAI_API_KEY in /p/api_keys.json" or "env XAI_API_KEY" */ source: string; name: string }
+  | {
+      found: false;
+      /** One sentence: where it looked and what to set. */
+      detail: string;
+      /** The same without the files it tried: what to set, and any problem found (doctor, the model's instructions). */
+      summary: string;
+    };
+
+type FileRead = { ok: true; values: Record<string, unknown> } | { ok: false; problem?: string };
+
+function readKeysFile(path: string): FileRead {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? { ok: false } : { ok: false, problem: `${path} could not be read (${code})` };
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return { ok: true, values: parsed as Record<string, unknown> };
+    return { ok: false, problem: `${path} is not a JSON object of key names to keys` };
+  } catch {
+    // Never echo the parser's message: it quotes the file's text, which holds keys.
+    return { ok: false, problem: `${path} is not valid JSON` };
+  }
+}
+
+const usable = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
+
+export function findApiKey(
+  backend: string,
+  dirs: { projectDir: string; userConfigDir: string },
+  env: NodeJS.ProcessEnv = process.env,
+): KeyLookup {
+  const names = keyNames(backend);
+  const files = keyFiles(dirs);
+  const problems: string[] = [];
+  for (const file of files) {
+    const read = readKeysFile(file);
+    if (!read.ok) {
+      if (read.problem) problems.push(read.problem);
+      continue;
+    }
+    for (const name of names) {
+      const value = read.values[name];
+      if (usable(value)) return { found: true, key: value.trim(), name, source: `${name} in ${file}` };
+      if (value !== undefined && typeof value !== 'string') problems.push(`${name} in ${file} is not a string`);
+    }
+  }
+  for (const name of names) {
+    const value = env[name];
+    if (usable(value)) return { found: true, key: value.trim(), name, source: `env ${name}` };
+  }
+  const list = names.join(', ');
+  const also = problems.length ? `; also: ${problems.join('; ')}` : '';
+  const [first, ...others] = names;
+  return {
+    found: false,
+    detail: `no API key found: set ${names.length > 1 ? `one of ${list}` : list} in the environment or in ${KEYS_FILE} (tried ${files.join(' and ')} for ${list}, then env ${list})${also}`,
+    summary: `no API key: set ${first}${others.length ? ` (or ${others.join(', ')})` : ''} in ${KEYS_FILE} or the environment${also}`,
+  };
+}
+
+/** Environment variables whose values are secrets even when no backend reads them here. */
+const SECRET_ENV = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|AUTH)(?:_|$)/i;
+
+/**
+ * Every API key polyspawn could hand to a backend or a CLI: each backend's key as findApiKey
+ * finds it, every string value in the api_keys.json files, and the environment's variables
+ * whose names say they hold a key, token or secret.
+ */
+export function configuredSecrets(
+  backendNames: readonly string[],
+  dirs: { projectDir: string; userConfigDir: string },
+  env: NodeJS.ProcessEnv = process.env,
+): string[] {
+  const values: string[] = [];
+  for (const name of backendNames) {
+    const found = findApiKey(name, dirs, env);
+    if (found.found) values.push(found.key);
+    for (const n of keyNames(name)) if (env[n]) values.push(env[n]!);
+  }
+  for (const file of keyFiles(dirs)) {
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
+      if (parsed && typeof parsed === 'object') for (const v of Object.values(parsed)) if (typeof v === 'string') values.push(v);
+    } catch {
+      // missing or unreadable: findApiKey reports that where it matters
+    }
+  }
+  for (const [name, value] of Object.entries(env)) if (value && SECRET_ENV.test(name)) values.push(value);
+  return values;
+}

@@ -1,0 +1,73 @@
+// The models table: per backend a default model, aliases and prices. Shipped in
+// backends/models.json; the user's and the project's models.json override parts of it.
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import type { BackendModels, Usage } from '../../backends/types.js';
+import { ConfigError, describeZodError, readJsonFile } from './config.js';
+
+const priceSchema = z.object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() }).strict();
+const entrySchema = z
+  .object({
+    default: z.string().min(1),
+    aliases: z.record(z.string(), z.string().min(1)),
+    prices: z.record(z.string(), priceSchema),
+  })
+  .partial()
+  .strict();
+const fileSchema = z.record(z.string(), z.union([entrySchema, z.string()]));
+
+export type ModelsTable = Record<string, BackendModels>;
+
+export const shippedModelsFile = fileURLToPath(new URL('../../backends/models.json', import.meta.url));
+
+export function modelsFiles(projectDir: string, userConfigDir: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  const overrides = env.POLYSPAWN_MODELS
+    ? [resolve(projectDir, env.POLYSPAWN_MODELS)]
+    : [join(userConfigDir, 'models.json'), join(projectDir, '.polyspawn', 'models.json')];
+  return [shippedModelsFile, ...overrides.filter((f) => existsSync(f))];
+}
+
+export function loadModels(files: string[]): ModelsTable {
+  const table: ModelsTable = {};
+  for (const file of files) {
+    const parsed = fileSchema.safeParse(readJsonFile(file));
+    if (!parsed.success) throw new ConfigError(`${file}: ${describeZodError(parsed.error)}`);
+    for (const [backend, entry] of Object.entries(parsed.data)) {
+      if (typeof entry === 'string') continue; // "$comment"
+      const current = table[backend] ?? { default: '', aliases: {}, prices: {} };
+      table[backend] = {
+        default: entry.default ?? current.default,
+        aliases: { ...current.aliases, ...entry.aliases },
+        prices: { ...current.prices, ...entry.prices },
+      };
+    }
+  }
+  return table;
+}
+
+/** The model to run: the backend's default, an alias, or a model the table knows. */
+export function resolveModel(table: ModelsTable, backend: string, requested: string | undefined): { model: string } | { error: string } {
+  const entry = table[backend];
+  if (!entry?.default) return { error: `no default model for ${backend}: add one to models.json` };
+  if (requested === undefined || requested === '') return { model: entry.default };
+  const alias = entry.aliases[requested];
+  if (alias) return { model: alias };
+  const known = new Set([entry.default, ...Object.values(entry.aliases), ...Object.keys(entry.prices)]);
+  if (known.has(requested)) return { model: requested };
+  return {
+    error:
+      `unknown model "${requested}" for ${backend}: use one of ${[...new Set([...Object.keys(entry.aliases), ...known])].join(', ')}, ` +
+      `or add it to a models.json override (see README, "Models")`,
+  };
+}
+
+/** USD estimate from the price table, or undefined when the model has no price. */
+export function estimateCost(table: ModelsTable, backend: string, model: string, usage: Usage): number | undefined {
+  const price = table[backend]?.prices[model];
+  if (!price) return undefined;
+  const uncached = Math.max(0, usage.inputTokens - usage.cachedInputTokens);
+  const cachedPrice = price.cachedInput ?? price.input;
+  return (uncached * price.input + usage.cachedInputTokens * cachedPrice + usage.outputTokens * price.output) / 1e6;
+}

@@ -1,0 +1,316 @@
+// Named agents: presets over a backend, one file each, `agents/<name>/agent.md`: YAML
+// frontmatter for the settings, the body for the system prompt. They are read from the
+// project (`.polyspawn/agents/`, or the folder set by agents_dir / POLYSPAWN_AGENTS_DIR) and
+// from the user's config folder (`<config>/agents/`); the project's wins for the same name.
+// A file that does not pass the checks below is skipped and reported (server log, list_agents,
+// `polyspawn doctor`), never fatal. define_agent writes files through the same checks.
+//
+//   ---
+//   description: Reviews a diff for bugs and risky changes. Use before merging.
+//   backend: claude
+//   model: opus
+//   timeout_s: 900
+//   allow: [Read, Grep, "Bash(git diff:*)"]
+//   session: true
+//   allowed_callers: [claude-code]
+//   output_schema:
+//     type: object
+//     properties: { verdict: { enum: [approve, request_changes] }, issues: { type: array, items: { type: string } } }
+//     required: [verdict, issues]
+//   ---
+//   You are a careful code reviewer. ...
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseDocument, stringify } from 'yaml';
+import { z } from 'zod';
+import type { Backend, McpServerSpec } from '../../../backends/types.js';
+import type { Config } from '../../config/config.js';
+import { resolveModel, type ModelsTable } from '../../config/models.js';
+import { schemaProblem, type JsonSchema } from '../structured-output.js';
+import { MAX_DEPTH } from './nesting.js';
+import type { AgentRun } from '../table.js';
+
+export type AgentScope = 'project' | 'user';
+
+export type AgentDefinition = {
+  name: string;
+  description: string;
+  backend: string;
+  /** As written (an alias or a model name); resolved when a job is made. */
+  model?: string;
+  systemPrompt: string;
+  timeoutS?: number;
+  permission?: string;
+  allow?: string[];
+  deny?: string[];
+  mcpServers?: Record<string, McpServerSpec>;
+  session: boolean;
+  allowedCallers?: string[];
+  outputSchema?: JsonSchema;
+  /** How many levels of agents below this one may start agents of their own (0: none). */
+  nesting: number;
+  scope: AgentScope;
+  file: string;
+};
+
+export type AgentProblem = { file: string; scope: AgentScope; name?: string; problem: string };
+
+export type AgentContext = {
+  config: Config;
+  models: ModelsTable;
+  /** Every backend polyspawn knows (agent names may not take a backend's tool name). */
+  backends: readonly Backend[];
+};
+
+export const AGENT_FILE = 'agent.md';
+export const NAME_PATTERN = /^[a-z0-9_-]+$/;
+export const MAX_NAME = 48;
+const MAX_FILE_BYTES = 1024 * 1024;
+const MAX_PROMPT_CHARS = 200_000;
+const MAX_DESCRIPTION_CHARS = 2000;
+
+const stringList = z.array(z.string().min(1).max(500)).max(200);
+const stringMap = z.record(z.string().min(1).max(200), z.string().max(10_000));
+const httpUrl = z
+  .string()
+  .max(2000)
+  .refine((s) => /^https?:\/\/./.test(s), 'must be an http(s) URL');
+const mcpServerSchema = z.union([
+  z.object({ command: z.string().min(1).max(1000), args: z.array(z.string().max(10_000)).max(200).optional(), env: stringMap.optional() }).strict(),
+  z.object({ url: httpUrl, headers: stringMap.optional() }).strict(),
+]);
+
+/** The frontmatter keys: snake_case, as written in agent.md and as define_agent takes them. */
+export const frontmatterSchema = z
+  .object({
+    name: z.string().optional(),
+    description: z.string({ error: (i) => (i.input === undefined ? 'is required: say when the orchestrator should use this agent' : 'must be text') }).max(MAX_DESCRIPTION_CHARS),
+    backend: z.string({ error: (i) => (i.input === undefined ? 'is required: one of the backends (claude, codex, copilot, grok, gemini, mistral)' : 'must be text') }),
+    model: z.string().min(1).max(200).optional(),
+    timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
+    permission: z.string().min(1).max(100).optional(),
+    allow: stringList.optional(),
+    deny: stringList.optional(),
+    mcp_servers: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), mcpServerSchema).optional(),
+    session: z.boolean().optional(),
+    allowed_callers: z.array(z.string().min(1).max(200)).min(1).max(100).optional(),
+    output_schema: z.record(z.string(), z.unknown()).optional(),
+    allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
+  })
+  .strict();
+
+export type Frontmatter = z.infer<typeof frontmatterSchema>;
+
+/** Why `name` cannot name an agent, or undefined. */
+export function nameProblem(name: string, backends: readonly Backend[]): string | undefined {
+  if (!NAME_PATTERN.test(name)) return `the name "${name}" must be lower-case letters, digits, _ and - only`;
+  if (name.length > MAX_NAME) return `the name "${name}" is longer than ${MAX_NAME} characters`;
+  if (backends.some((b) => b.name === name)) return `the name "${name}" would make spawn_${name}, the ${name} backend's own tool: choose another name`;
+  return undefined;
+}
+
+/**
+ * Checks one definition (frontmatter already parsed to a plain object, plus the body) and
+ * returns it, or every problem found.
+ */
+export function checkDefinition(
+  name: string,
+  raw: unknown,
+  body: string,
+  where: { scope: AgentScope; file: string },
+  ctx: AgentContext,
+): { definition: AgentDefinition } | { problems: string[] } {
+  const problems: string[] = [];
+  const bad = nameProblem(name, ctx.backends);
+  if (bad) problems.push(bad);
+  const parsed = frontmatterSchema.safeParse(raw ?? {});
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const key = issue.path.length ? issue.path.join('.') : 'frontmatter';
+      if (issue.code === 'unrecognized_keys') {
+        problems.push(`unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')} (known: ${Object.keys(frontmatterSchema.shape).join(', ')})`);
+      } else if (issue.code === 'invalid_key' && issue.path[0] === 'mcp_servers') {
+        problems.push(`mcp_servers: ${JSON.stringify(String(issue.path[1]))} is not a valid MCP server name (letters, digits, _ and - only)`);
+      } else problems.push(`${key}: ${issue.message}`);
+    }
+    return { problems };
+  }
+  const fm = parsed.data;
+  if (fm.name !== undefined && fm.name !== name) problems.push(`name "${fm.name}" differs from the folder's name "${name}": the folder names the agent`);
+  if (!fm.description.trim()) problems.push('description is empty: say when the orchestrator should use this agent');
+  if (!body.trim()) problems.push('the system prompt (the text after the frontmatter) is empty');
+  if (body.length > MAX_PROMPT_CHARS) problems.push(`the system prompt is longer than ${MAX_PROMPT_CHARS} characters`);
+
+  const backend = ctx.backends.find((b) => b.name === fm.backend);
+  if (!backend) {
+    problems.push(`unknown backend "${fm.backend}" (known: ${ctx.backends.map((b) => b.name).join(', ')})`);
+  } else {
+    if (ctx.config.backends[backend.name]?.enabled === false) problems.push(`backend ${backend.name} is disabled in this configuration`);
+    if (fm.model !== undefined && ctx.models[backend.name]) {
+      const model = resolveModel(ctx.models, backend.name, fm.model);
+      if ('error' in model) problems.push(`model: ${model.error}`);
+    }
+    if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
+    if (fm.session && !backend.supportsResume) problems.push(`session: backend ${backend.name} cannot continue a conversation`);
+    if (backend.kind === 'api') {
+      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting'] as const) {
+        if (fm[key] !== undefined && fm[key] !== false) problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
+      }
+    } else {
+      if (fm.permission !== undefined && !backend.permissionModes.includes(fm.permission)) {
+        problems.push(`permission "${fm.permission}" is not one of ${backend.name}'s: ${backend.permissionModes.join(', ')}`);
+      }
+      if ((fm.allow || fm.deny) && !backend.supportsToolLists) problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
+      if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
+    }
+  }
+  if (fm.output_schema !== undefined) {
+    const problem = schemaProblem(fm.output_schema);
+    if (problem) problems.push(`output_schema: ${problem}`);
+  }
+  if (problems.length) return { problems };
+  return {
+    definition: {
+      name,
+      description: fm.description.trim(),
+      backend: fm.backend,
+      ...(fm.model !== undefined ? { model: fm.model } : {}),
+      systemPrompt: body.trim(),
+      ...(fm.timeout_s !== undefined ? { timeoutS: fm.timeout_s } : {}),
+      ...(fm.permission !== undefined ? { permission: fm.permission } : {}),
+      ...(fm.allow ? { allow: fm.allow } : {}),
+      ...(fm.deny ? { deny: fm.deny } : {}),
+      ...(fm.mcp_servers ? { mcpServers: fm.mcp_servers as Record<string, McpServerSpec> } : {}),
+      session: fm.session ?? false,
+      ...(fm.allowed_callers ? { allowedCallers: fm.allowed_callers } : {}),
+      ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
+      nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
+      scope: where.scope,
+      file: where.file,
+    },
+  };
+}
+
+/** Splits an agent.md into its YAML frontmatter (parsed) and its body. */
+export function parseAgentFile(text: string): { frontmatter: unknown; body: string } | { problem: string } {
+  const clean = text.replace(/^\uFEFF/, '');
+  const open = /^---[ \t]*\r?\n/.exec(clean);
+  if (!open) return { problem: 'it does not start with a YAML frontmatter block (a line "---", the settings, then "---")' };
+  const rest = clean.slice(open[0].length);
+  const close = /^(?:---|\.\.\.)[ \t]*$/m.exec(rest);
+  if (!close) return { problem: 'its frontmatter is not closed: add a line "---" after the settings' };
+  const yamlText = rest.slice(0, close.index);
+  const body = rest.slice(close.index + close[0].length).replace(/^\r?\n/, '');
+  const doc = parseDocument(yamlText, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length) return { problem: `its frontmatter is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}` };
+  const frontmatter: unknown = doc.toJS({ maxAliasCount: 50 });
+  if (frontmatter !== null && frontmatter !== undefined && (typeof frontmatter !== 'object' || Array.isArray(frontmatter))) {
+    return { problem: 'its frontmatter must be a mapping of settings (key: value lines)' };
+  }
+  return { frontmatter: frontmatter ?? {}, body };
+}
+
+/** An agent.md's text: the settings as YAML frontmatter, then the system prompt. */
+export function renderAgentFile(frontmatter: Frontmatter, systemPrompt: string): string {
+  const clean = Object.fromEntries(Object.entries(frontmatter).filter(([, v]) => v !== undefined));
+  return `---\n${stringify(clean, { lineWidth: 0 })}---\n\n${systemPrompt.trim()}\n`;
+}
+
+/** Loads one agent.md. */
+export function loadAgentFile(name: string, file: string, scope: AgentScope, ctx: AgentContext): { definition: AgentDefinition } | { problem: AgentProblem } {
+  const problem = (text: string): { problem: AgentProblem } => ({ problem: { file, scope, name, problem: text } });
+  let text: string;
+  try {
+    const stat = statSync(file);
+    if (!stat.isFile()) return problem(`${AGENT_FILE} is not a file`);
+    if (stat.size > MAX_FILE_BYTES) return problem(`it is larger than ${MAX_FILE_BYTES / 1024} KB`);
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return problem(code === 'ENOENT' ? `the folder has no ${AGENT_FILE}` : `it cannot be read (${code ?? (error as Error).message})`);
+  }
+  const split = parseAgentFile(text);
+  if ('problem' in split) return problem(split.problem);
+  const checked = checkDefinition(name, split.frontmatter, split.body, { scope, file }, ctx);
+  if ('problems' in checked) return problem(checked.problems.join('; '));
+  return checked;
+}
+
+export type AgentFolder = { scope: AgentScope; dir: string };
+
+export function agentFolders(config: Config): AgentFolder[] {
+  return [
+    { scope: 'project', dir: config.agentsDir },
+    { scope: 'user', dir: join(config.userConfigDir, 'agents') },
+  ];
+}
+
+export type LoadedAgents = {
+  /** The definitions in effect, by name, sorted by name. */
+  agents: Map<string, AgentDefinition>;
+  /** Valid user definitions hidden by a project definition of the same name. */
+  shadowed: AgentDefinition[];
+  problems: AgentProblem[];
+};
+
+/** Every agent folder's definitions: the project's first, then the user's where no project one has the name. */
+export function loadAgents(ctx: AgentContext): LoadedAgents {
+  const found: AgentDefinition[] = [];
+  const problems: AgentProblem[] = [];
+  for (const { scope, dir } of agentFolders(ctx.config)) {
+    let entries: string[];
+    try {
+      entries = readdirSync(dir).sort();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') problems.push({ file: dir, scope, problem: `the agents folder cannot be read (${code ?? (error as Error).message})` });
+      continue;
+    }
+    for (const entry of entries) {
+      if (entry.startsWith('.')) continue;
+      const path = join(dir, entry);
+      let isDir = false;
+      try {
+        isDir = statSync(path).isDirectory();
+      } catch {
+        continue; // gone since readdir, or a dangling link
+      }
+      if (!isDir) {
+        if (entry.endsWith('.md')) {
+          const name = entry.slice(0, -3);
+          problems.push({ file: path, scope, name, problem: `an agent is a folder: move this file to ${join(dir, name, AGENT_FILE)}` });
+        }
+        continue;
+      }
+      const loaded = loadAgentFile(entry, join(path, AGENT_FILE), scope, ctx);
+      if ('problem' in loaded) problems.push(loaded.problem);
+      else found.push(loaded.definition);
+    }
+  }
+  const agents = new Map<string, AgentDefinition>();
+  const shadowed: AgentDefinition[] = [];
+  for (const definition of found) {
+    if (agents.has(definition.name)) shadowed.push(definition);
+    else agents.set(definition.name, definition);
+  }
+  return { agents: new Map([...agents].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), shadowed, problems };
+}
+
+/** What an agent's jobs carry: its fixed settings, the backend's allow-list mode when it lists tools. */
+export function agentRun(definition: AgentDefinition, backend: Backend): AgentRun {
+  const permission = definition.permission ?? (definition.allow && backend.kind === 'cli' ? backend.allowListPermission : undefined);
+  return {
+    name: definition.name,
+    ...(definition.session ? { session: true } : {}),
+    ...(permission ? { permission } : {}),
+    ...(definition.allow ? { allowTools: definition.allow } : {}),
+    ...(definition.deny ? { denyTools: definition.deny } : {}),
+    ...(definition.mcpServers ? { mcpServers: definition.mcpServers } : {}),
+    ...(definition.nesting ? { nesting: definition.nesting } : {}),
+  };
+}
+
+/** The problems of the agent files for a configuration: what `polyspawn doctor` shows. */
+export function agentProblems(ctx: AgentContext): AgentProblem[] {
+  return loadAgents(ctx).problems;
+}

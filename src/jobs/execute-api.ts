@@ -1,0 +1,124 @@
+// Runs one job on an HTTP API backend (grok, gemini, mistral): finds the key, calls the
+// backend under the shared failure policy (backends/http-policy.ts), and maps the classified
+// outcome to a job state. The run's folder gets the same two logs as a CLI run: stdout.log
+// holds the answer, stderr.log one line per attempt and wait (never the key).
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { DEFAULT_POLICY, failureOf, failureOutcome, ApiFailure, type PolicyKnobs } from '../../backends/http-policy.js';
+import type { ApiBackend, ApiCallContext, Outcome } from '../../backends/types.js';
+import type { Config } from '../config/config.js';
+import type { ExecutionResult, Executor, JobRecord } from './table.js';
+import { findApiKey } from '../config/keys.js';
+import { makeDirs } from '../lib/fs.js';
+
+const MAX_TAIL_LINES = 50;
+
+/**
+ * Test and tuning knobs, from the environment: POLYSPAWN_API_RETRY_AFTER_CAP_S (0-30, default
+ * 30) lowers the longest honoured retry-after; POLYSPAWN_API_BACKOFF_MS (0-30000, default 1000)
+ * sets the first backoff when the server names no wait. Bad values fall back to the defaults.
+ */
+export function policyKnobs(env: NodeJS.ProcessEnv = process.env): { knobs: Partial<PolicyKnobs>; problems: string[] } {
+  const knobs: Partial<PolicyKnobs> = {};
+  const problems: string[] = [];
+  const read = (name: string, max: number): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return undefined;
+    const n = Number(raw);
+    if (Number.isFinite(n) && n >= 0 && n <= max) return n;
+    problems.push(`${name}=${raw} is not a number from 0 to ${max}: using the default`);
+    return undefined;
+  };
+  const cap = read('POLYSPAWN_API_RETRY_AFTER_CAP_S', DEFAULT_POLICY.retryAfterCapMs / 1000);
+  if (cap !== undefined) knobs.retryAfterCapMs = cap * 1000;
+  const backoff = read('POLYSPAWN_API_BACKOFF_MS', 30_000);
+  if (backoff !== undefined) knobs.backoffMs = backoff;
+  return { knobs, problems };
+}
+
+/** Removes the key from anything that could reach a log, a tool result or IAC.md. */
+function scrub(outcome: Outcome, key: string): Outcome {
+  if (key.length < 8) return outcome; // too short to tell from ordinary text; no real key is
+  const clean = (s: string) => s.split(key).join('[redacted]');
+  const raw = outcome.raw === undefined ? undefined : JSON.stringify(outcome.raw);
+  return {
+    ...outcome,
+    text: clean(outcome.text),
+    ...(outcome.error !== undefined ? { error: clean(outcome.error) } : {}),
+    ...(raw !== undefined && raw.includes(key) ? { raw: JSON.parse(clean(raw)) as unknown } : {}),
+  };
+}
+
+export async function executeApi(
+  backend: ApiBackend,
+  job: Readonly<JobRecord>,
+  config: Config,
+  control: Parameters<Executor>[1],
+  paths: { dir: string; stdout: string; stderr: string },
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ExecutionResult> {
+  // The logs are best effort: a run store that cannot be written (read-only, full) must not
+  // fail the call; the lines stay in memory for the live tail.
+  let logsWritable = true;
+  const logFile = (write: () => void) => {
+    if (!logsWritable) return;
+    try {
+      write();
+    } catch {
+      logsWritable = false;
+    }
+  };
+  logFile(() => {
+    makeDirs(paths.dir);
+    writeFileSync(paths.stdout, '');
+    writeFileSync(paths.stderr, '');
+  });
+  const lines: string[] = [];
+  const log = (line: string) => {
+    const stamped = `${new Date().toISOString()} ${line}`;
+    lines.push(stamped);
+    if (lines.length > MAX_TAIL_LINES) lines.shift();
+    logFile(() => appendFileSync(paths.stderr, `${stamped}\n`));
+  };
+  control.onOutputTail((maxChars) => lines.join('\n').slice(-maxChars));
+
+  const settings = config.backends[backend.name]!;
+  const key = findApiKey(backend.name, config, env);
+  if (!key.found) {
+    // The spawn tool refuses this up front; a key removed while the job was queued lands here.
+    log(`no request sent: ${key.detail}`);
+    return { state: 'failed', outcome: failureOutcome(new ApiFailure('auth', `auth: ${key.detail}`, { attempts: 0 })) };
+  }
+
+  const { knobs, problems } = policyKnobs(env);
+  for (const p of problems) log(p);
+  const baseUrlSetting = `POLYSPAWN_${backend.name.toUpperCase()}_BASE_URL or backends.${backend.name}.base_url`;
+  log(`${backend.name}: model ${job.model}, key from ${key.source}, base URL ${settings.baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`);
+  const ctx: ApiCallContext = {
+    signal: control.signal,
+    key: key.key,
+    ...(settings.baseUrl ? { baseUrl: settings.baseUrl } : {}),
+    timeoutMs: job.timeoutS * 1000,
+    policy: knobs,
+    hints: { key: key.source.startsWith('env ') ? `${key.name} (environment variable)` : key.source, baseUrl: baseUrlSetting },
+    log,
+  };
+
+  let outcome: Outcome;
+  try {
+    outcome = await backend.call(
+      { prompt: job.prompt, model: job.model, cwd: job.cwd, ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}), extra: job.extra },
+      ctx,
+    );
+  } catch (error) {
+    outcome = { ok: false, text: '', error: `internal error in ${backend.name}: ${(error as Error)?.message ?? String(error)}`, costSource: 'unknown' };
+  }
+  outcome = scrub(outcome, key.key);
+  logFile(() => appendFileSync(paths.stdout, outcome.ok ? outcome.text : ''));
+  if (!outcome.ok) log(outcome.error ?? 'failed');
+
+  const failure = failureOf(outcome);
+  if (outcome.ok) return { state: 'succeeded', outcome };
+  if (control.signal.aborted || failure?.kind === 'cancelled') return { state: 'cancelled', outcome: { ...outcome, error: 'cancelled' } };
+  if (failure?.kind === 'timeout') return { state: 'timed_out', outcome };
+  return { state: 'failed', outcome };
+}

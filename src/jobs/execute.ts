@@ -1,0 +1,161 @@
+// Runs one job on its backend and turns what happened into a final state and an Outcome.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, Usage } from '../../backends/types.js';
+import { makeDirs, unwritableBecause } from '../lib/fs.js';
+import { childNestingEnv, type Nesting } from './agents/nesting.js';
+import type { Config } from '../config/config.js';
+import { executeApi } from './execute-api.js';
+import type { ExecutionResult, Executor, JobRecord } from './table.js';
+import { estimateCost, type ModelsTable } from '../config/models.js';
+import { runProcess } from './process/runner.js';
+import { runFolder } from '../lib/run-folder.js';
+
+
+export function createExecutor(
+  backends: readonly Backend[],
+  config: Config,
+  models: ModelsTable,
+  /** How deep this polyspawn runs: each CLI child gets the next depth (src/agents/nesting.ts). */
+  nesting: Nesting = { depth: 0, canSpawn: true },
+): Executor {
+  const byName = new Map(backends.map((b) => [b.name, b]));
+  return async (job, control) => {
+    const backend = byName.get(job.backend);
+    if (!backend) throw new Error(`no backend named ${job.backend}`);
+    const result =
+      backend.kind === 'cli'
+        ? await executeCli(backend, job, config, control, nesting)
+        : await executeApi(backend, job, config, control, runFolder(config.stateDir, job.id));
+    const { outcome } = result;
+    if (outcome.sessionTotals && !outcome.usage) {
+      outcome.usage = job.previousSessionTotals ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals) : outcome.sessionTotals;
+    }
+    if (outcome.costSource === 'unknown' && outcome.usage) {
+      const cost = estimateCost(models, job.backend, job.model, outcome.usage);
+      if (cost !== undefined) Object.assign(outcome, { costUsd: cost, costSource: 'estimated' });
+    }
+    return result;
+  };
+}
+
+/**
+ * A named agent's permission and tool lists over the configured ones: its allow list replaces
+ * the configured one, its deny list adds to it (a denial in the config always holds).
+ */
+function agentSettings(settings: BackendSettings, job: Readonly<JobRecord>): BackendSettings {
+  const agent = job.agent;
+  if (!agent) return settings;
+  return {
+    ...settings,
+    ...(agent.permission ? { permission: agent.permission } : {}),
+    ...(agent.allowTools ? { allowTools: agent.allowTools } : {}),
+    ...(agent.denyTools ? { denyTools: [...new Set([...settings.denyTools, ...agent.denyTools])] } : {}),
+  };
+}
+
+/** This turn's share of a session's running totals (never negative: totals can be reset). */
+function subtractUsage(total: Usage, before: Usage): Usage {
+  const less = (a: number, b: number) => (a >= b ? a - b : a);
+  return {
+    inputTokens: less(total.inputTokens, before.inputTokens),
+    outputTokens: less(total.outputTokens, before.outputTokens),
+    cachedInputTokens: less(total.cachedInputTokens, before.cachedInputTokens),
+  };
+}
+
+async function executeCli(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  config: Config,
+  control: Parameters<Executor>[1],
+  nesting: Nesting,
+): Promise<ExecutionResult> {
+  const dir = scratchDirFor(runFolder(config.stateDir, job.id).dir, job.id);
+  const settings = agentSettings(config.backends[backend.name]!, job);
+  const spec = backend.command(
+    {
+      prompt: job.prompt,
+      model: job.model,
+      cwd: job.cwd,
+      ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}),
+      ...(job.resumeSessionId ? { resumeSessionId: job.resumeSessionId } : {}),
+      ...(job.outputSchema ? { outputSchema: job.outputSchema } : {}),
+      ...(job.agent?.mcpServers ? { mcpServers: job.agent.mcpServers } : {}),
+      extra: job.extra,
+    },
+    settings,
+    { scratchDir: dir },
+  );
+  // After the backend's own: no backend can drop the depth marker (no runaway nesting).
+  spec.env = { ...spec.env, ...childNestingEnv(nesting, job.agent?.nesting) };
+  for (const [path, content] of Object.entries(spec.files ?? {})) {
+    makeDirs(dirname(path));
+    writeFileSync(path, content);
+  }
+  // In the run's folder, or beside the scratch files when the store cannot be written.
+  const logs = runFolder(config.stateDir, job.id, dir);
+  const running = runProcess({
+    file: spec.file,
+    args: spec.args,
+    env: spec.env,
+    cwd: job.cwd,
+    stdin: spec.stdin,
+    stdoutLog: logs.stdout,
+    stderrLog: logs.stderr,
+    timeoutMs: job.timeoutS * 1000,
+    graceMs: config.killGraceMs,
+    signal: control.signal,
+  });
+  control.onOutputTail(running.tail);
+  if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
+  const run = await running.done;
+
+  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
+  if (run.end === 'spawn_error') {
+    return {
+      state: 'failed',
+      outcome: failed(`could not start ${spec.file}: ${run.spawnError}. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`),
+    };
+  }
+  const artifacts: CliResult['artifacts'] = {};
+  for (const [name, path] of Object.entries(spec.artifacts ?? {})) artifacts[name] = readIfPresent(path);
+  const outcome = backend.parse({ ...run, artifacts });
+
+  if (run.end === 'timeout') {
+    return { state: 'timed_out', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: `timed out after ${job.timeoutS} s and was stopped; raise timeout_s if it needs longer (log: ${logs.stdout})` } };
+  }
+  if (run.end === 'cancelled') {
+    return { state: 'cancelled', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: 'cancelled' } };
+  }
+  if (!outcome.ok) outcome.error = `${outcome.error ?? 'failed'} (log: ${logs.stdout})`;
+  return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
+}
+
+function readIfPresent(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * The run's folder, or, when the run store's folder cannot be written (read-only, no
+ * permission, a full disk), one in the OS temp folder for the files the CLI is given and
+ * writes (its logs, copilot's usage file): the job still runs and its answer is read back.
+ */
+function scratchDirFor(dir: string, id: string): string {
+  try {
+    makeDirs(dir);
+    if (!unwritableBecause(dir)) return dir;
+  } catch {
+    // below
+  }
+  const fallback = join(tmpdir(), `polyspawn-${process.pid}`, id);
+  makeDirs(fallback);
+  return fallback;
+}

@@ -1,0 +1,188 @@
+// The process runner: one child per job, in its own process group, prompt on stdin, its
+// stdout and stderr written by the child itself straight into the run's log files, and the
+// whole group ended on exit, timeout, cancel or server shutdown, so no grandchild outlives
+// its job. The server reads the output back once the child has exited (src/log-reader.ts):
+// no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readdirSync } from 'node:fs';
+import { procStat } from '../../lib/proc.js';
+import { readHeadAndTail, readNewest } from './log-reader.js';
+import { Reaper } from './reaper.js';
+
+export type RunSpec = {
+  file: string;
+  args: string[];
+  /** Set (string) or remove (undefined) these variables on top of the server's environment. */
+  env: Record<string, string | undefined>;
+  cwd: string;
+  stdin: string;
+  stdoutLog: string;
+  stderrLog: string;
+  timeoutMs: number;
+  /** Between SIGTERM and SIGKILL. */
+  graceMs: number;
+  signal?: AbortSignal;
+};
+
+export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
+
+export type RunResult = {
+  end: RunEnd;
+  exitCode: number | null;
+  exitSignal: string | null;
+  stdout: string;
+  stdoutTruncated: boolean;
+  stderr: string;
+  spawnError?: string;
+};
+
+export type RunningProcess = {
+  pid: number | undefined;
+  /** The newest output, for showing progress while the job runs. */
+  tail(maxChars: number): string;
+  done: Promise<RunResult>;
+};
+
+const STDOUT_HEAD_BYTES = 1 << 20;
+const STDOUT_TAIL_BYTES = 3 << 20;
+const STDERR_TAIL_BYTES = 64 << 10;
+
+/** Process groups started and not yet ended; shutdown kills every one of them. */
+const liveGroups = new Set<number>();
+/** Ends the live groups even if this process dies without running any handler. */
+let reaper: Reaper | undefined;
+
+function childEnv(changes: RunSpec['env']): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, ...changes })) if (v !== undefined) env[k] = v;
+  return env;
+}
+
+export function runProcess(spec: RunSpec): RunningProcess {
+  let child: ChildProcess | undefined;
+  let spawnError: string | undefined;
+  const logs: number[] = [];
+  try {
+    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w'));
+    // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
+    child = spawn(spec.file, spec.args, {
+      cwd: spec.cwd,
+      env: childEnv(spec.env),
+      detached: true, // its own process group, so a signal reaches every descendant
+      stdio: ['pipe', logs[0], logs[1]],
+    });
+  } catch (error) {
+    // A log that cannot be created (the executor chose a writable folder: a race), or an
+    // argument holding a NUL byte.
+    spawnError = (error as Error).message;
+  } finally {
+    for (const fd of logs) closeSync(fd); // the child holds its own copies
+  }
+  const pgid = child?.pid;
+  if (pgid !== undefined) {
+    liveGroups.add(pgid);
+    (reaper ??= new Reaper(spec.graceMs)).watch(pgid);
+  }
+
+  // How the child ended, or why it never started (ENOENT, EACCES: an 'error' and no 'exit').
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (!child) return resolve({ code: null, signal: null });
+    child.on('error', (error) => {
+      if (child.pid !== undefined) return; // a failed kill(): the child still runs
+      spawnError = error.message;
+      resolve({ code: null, signal: null });
+    });
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.stdin!.once('error', () => undefined); // EPIPE: it exited without reading it all
+    child.stdin!.end(spec.stdin);
+  });
+
+  let end: RunEnd = 'exited';
+  let stopping: Promise<void> | undefined;
+  const stop = (why: RunEnd) => {
+    if (stopping) return;
+    end = why;
+    stopping = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs);
+  };
+  const timer = setTimeout(() => stop('timeout'), spec.timeoutMs);
+  const onAbort = () => stop('cancelled');
+  if (spec.signal?.aborted) onAbort();
+  else spec.signal?.addEventListener('abort', onAbort, { once: true });
+
+  const done = (async (): Promise<RunResult> => {
+    const result = await exited;
+    clearTimeout(timer);
+    spec.signal?.removeEventListener('abort', onAbort);
+    // Descendants the leader left behind would go on writing to its logs: end them first.
+    if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
+    await stopping;
+    if (pgid === undefined) {
+      return { end: 'spawn_error', exitCode: null, exitSignal: null, stdout: '', stdoutTruncated: false, stderr: '', spawnError: spawnError ?? `could not start ${spec.file}` };
+    }
+    liveGroups.delete(pgid);
+    reaper?.unwatch(pgid);
+    const stdout = readHeadAndTail(spec.stdoutLog, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
+    return {
+      end,
+      exitCode: result.code,
+      exitSignal: result.signal,
+      stdout: stdout.text,
+      stdoutTruncated: stdout.truncated,
+      stderr: readHeadAndTail(spec.stderrLog, 0, STDERR_TAIL_BYTES).text,
+    };
+  })();
+
+  return {
+    pid: pgid,
+    tail: (maxChars) => readNewest(spec.stdoutLog, maxChars) || readNewest(spec.stderrLog, maxChars),
+    done,
+  };
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch {
+    return false;
+  }
+  // kill() also counts members that are dead but not yet reaped: a grandchild whose parent
+  // died is reparented to init, which may reap it late (here: ~2 s) or never (a container
+  // whose PID 1 does not reap). Such zombies hold no pipes and need no signal, so a group
+  // of only zombies is over; otherwise every such job would wait out the whole grace period.
+  return process.platform !== 'linux' || groupHasLiveMember(pgid);
+}
+
+function groupHasLiveMember(pgid: number): boolean {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
+  } catch {
+    return true;
+  }
+  for (const pid of pids) {
+    const stat = procStat(pid); // undefined: gone meanwhile
+    if (stat?.pgrp === pgid && stat.state !== 'Z') return true;
+  }
+  return false;
+}
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/** SIGTERM to the group, then SIGKILL once the grace period is over if anything is left. */
+export async function terminateGroup(pgid: number, graceMs: number): Promise<void> {
+  signalGroup(pgid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (groupAlive(pgid)) signalGroup(pgid, 'SIGKILL');
+}
+
+/** For the last moment of shutdown, when no time is left for a grace period. */
+export function killAllGroupsNow(): void {
+  for (const pgid of liveGroups) signalGroup(pgid, 'SIGKILL');
+}

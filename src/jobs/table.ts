@@ -1,0 +1,288 @@
+// The job table: every spawn becomes a job with one short id, queued behind a concurrency
+// limit, run by an executor, and watched through change events (no polling anywhere).
+import { EventEmitter } from 'node:events';
+import { randomInt } from 'node:crypto';
+import PQueue from 'p-queue';
+import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
+
+export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'interrupted';
+export type FinalState = Exclude<JobState, 'queued' | 'running'>;
+
+export const isFinished = (state: JobState): state is FinalState => state !== 'queued' && state !== 'running';
+
+/** What an agent's job carries (JobRequest.agent): what its definition fixes for the run. */
+export type AgentRun = {
+  name: string;
+  session?: boolean;
+  permission?: string;
+  allowTools?: string[];
+  denyTools?: string[];
+  mcpServers?: Record<string, McpServerSpec>;
+  nesting?: number;
+};
+
+export type JobRequest = {
+  backend: string;
+  model: string;
+  prompt: string;
+  cwd: string;
+  timeoutS: number;
+  systemPrompt?: string;
+  resumeSessionId?: string;
+  /** When resuming: the session's running token totals after the turn before this one. */
+  previousSessionTotals?: Usage;
+  /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
+  extra: Record<string, unknown>;
+  /** Set when a named agent (agents/<name>/agent.md) made the job: what its definition fixes. */
+  agent?: AgentRun;
+  /** A JSON Schema the answer must match (src/structured-output.ts). */
+  outputSchema?: Record<string, unknown>;
+};
+
+/** How a job waits for others before it may start (a session's turns run one at a time). */
+export type SubmitOptions = {
+  /** The job stays queued, outside the concurrency limit, until this settles. */
+  after?: Promise<unknown>;
+  /** Called just before it runs, to fill in what earlier jobs decide (the session to resume). */
+  prepare?: (record: JobRecord) => void;
+};
+
+export type JobRecord = JobRequest & {
+  id: string;
+  state: JobState;
+  createdAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  exitCode?: number | null;
+  outcome?: Outcome;
+  /** The process group of a CLI job, once it runs (the run store records it for recovery). */
+  pgid?: number;
+};
+
+export type ExecutionResult = { state: Exclude<FinalState, 'interrupted'>; outcome: Outcome; exitCode?: number | null };
+
+export type Executor = (
+  job: Readonly<JobRecord>,
+  control: {
+    signal: AbortSignal;
+    onOutputTail: (tail: (maxChars: number) => string) => void;
+    /** A CLI executor reports its child's process group once started. */
+    onProcessGroup?: (pgid: number) => void;
+  },
+) => Promise<ExecutionResult>;
+
+/** Jobs this table did not run (earlier or other servers'): the run store. */
+export type JobHistory = {
+  /** The full record of a stored job, or undefined. */
+  get(id: string): JobRecord | undefined;
+  /** Summaries of the stored finished jobs (the newest ones it holds in memory), oldest first. */
+  finished(): JobRecord[];
+};
+
+type Entry = {
+  record: JobRecord;
+  controller: AbortController;
+  tail?: (maxChars: number) => string;
+  finished: Promise<void>;
+};
+
+export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
+
+// No 0/o/1/l: ids are read aloud and typed by people too.
+const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
+const ID_LENGTH = 6;
+/**
+ * Finished jobs kept in memory; older ones are answered by the run store (options.history), so
+ * a server that runs thousands of jobs stays the size it was after the first hundred.
+ */
+const KEEP_FINISHED = 100;
+
+export class JobTable {
+  private readonly entries = new Map<string, Entry>();
+  /** This table's finished jobs, oldest first, until they are left to the store. */
+  private readonly finishedOrder: string[] = [];
+  private readonly queue: PQueue;
+  private readonly events = new EventEmitter();
+
+  constructor(
+    private readonly options: {
+      concurrency: number;
+      execute: Executor;
+      /** Ids already used elsewhere (the run store), so a new id never reuses one. */
+      idTaken?: (id: string) => boolean;
+      /** Stored jobs: get, list, wait and resume see them too. */
+      history?: JobHistory;
+    },
+  ) {
+    this.queue = new PQueue({ concurrency: options.concurrency });
+    this.events.setMaxListeners(0);
+  }
+
+  submit(request: JobRequest, options: SubmitOptions = {}): JobRecord {
+    const record: JobRecord = { ...request, id: this.newId(), state: 'queued', createdAt: new Date().toISOString() };
+    const controller = new AbortController();
+    let settle!: () => void;
+    const entry: Entry = { record, controller, finished: new Promise<void>((r) => (settle = r)) };
+    this.entries.set(record.id, entry);
+    this.changed(record);
+    const enqueue = () =>
+      void this.queue.add(async () => {
+        try {
+          await this.run(entry, options.prepare);
+        } finally {
+          settle();
+        }
+      });
+    if (options.after) void options.after.then(enqueue, enqueue);
+    else enqueue();
+    return record;
+  }
+
+  private async run(entry: Entry, prepare?: (record: JobRecord) => void): Promise<void> {
+    const { record, controller } = entry;
+    if (record.state !== 'queued') return; // cancelled while queued
+    try {
+      prepare?.(record);
+    } catch (error) {
+      record.state = 'failed';
+      record.endedAt = new Date().toISOString();
+      record.outcome = { ok: false, text: '', error: `could not prepare the job: ${(error as Error).message}`, costSource: 'unknown' };
+      this.changed(record);
+      return;
+    }
+    record.state = 'running';
+    record.startedAt = new Date().toISOString();
+    this.changed(record);
+    let result: ExecutionResult;
+    try {
+      result = await this.options.execute(record, {
+        signal: controller.signal,
+        onOutputTail: (tail) => (entry.tail = tail),
+        onProcessGroup: (pgid) => {
+          record.pgid = pgid;
+          this.changed(record);
+        },
+      });
+    } catch (error) {
+      // An executor bug must still end the job with a record of why.
+      result = { state: 'failed', outcome: { ok: false, text: '', error: `internal error: ${(error as Error).message}`, costSource: 'unknown' } };
+    }
+    record.state = controller.signal.aborted && result.state !== 'succeeded' ? 'cancelled' : result.state;
+    record.outcome = result.outcome;
+    if (result.exitCode !== undefined) record.exitCode = result.exitCode;
+    record.endedAt = new Date().toISOString();
+    // The live tail holds the run's output buffers: a finished job needs neither.
+    entry.tail = undefined;
+    this.changed(record);
+    this.retire(record.id);
+  }
+
+  /** Leaves the oldest finished jobs beyond KEEP_FINISHED to the store, once it answers for them. */
+  private retire(id: string): void {
+    const history = this.options.history;
+    if (!history) return;
+    this.finishedOrder.push(id);
+    while (this.finishedOrder.length > KEEP_FINISHED) {
+      const old = this.finishedOrder.shift()!;
+      // A store that could not record it (unwritable, full) leaves it here, in memory.
+      if (history.get(old)?.state === this.entries.get(old)?.record.state) this.entries.delete(old);
+    }
+  }
+
+  /** The newest finished job of a backend's session, to take its running totals. */
+  latestInSession(backend: string, sessionId: string): JobRecord | undefined {
+    return this.all().findLast((j) => j.backend === backend && j.outcome?.sessionId === sessionId && isFinished(j.state));
+  }
+
+  get(id: string): JobRecord | undefined {
+    return this.entries.get(id)?.record ?? this.options.history?.get(id);
+  }
+
+  /** Stored finished jobs first (oldest first), then this table's own, in submission order. */
+  all(): JobRecord[] {
+    const stored = this.options.history?.finished().filter((r) => !this.entries.has(r.id)) ?? [];
+    return [...stored, ...[...this.entries.values()].map((e) => e.record)];
+  }
+
+  outputTail(id: string, maxChars: number): string | undefined {
+    return this.entries.get(id)?.tail?.(maxChars);
+  }
+
+  /** Stops a queued or running job and resolves once it has ended. */
+  async cancel(id: string): Promise<JobRecord | undefined> {
+    const entry = this.entries.get(id);
+    if (!entry) return this.options.history?.get(id); // not ours to stop: left as it is
+    const { record } = entry;
+    if (record.state === 'queued') {
+      record.state = 'cancelled';
+      record.endedAt = new Date().toISOString();
+      record.outcome = { ok: false, text: '', error: 'cancelled before it started', costSource: 'unknown' };
+      this.changed(record);
+    } else if (record.state === 'running') {
+      entry.controller.abort();
+      await entry.finished;
+    }
+    return record;
+  }
+
+  /** Waits until every job in `ids` (mode "all") or any of them (mode "any") has finished. */
+  waitFor(
+    ids: string[],
+    options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
+  ): Promise<WaitResult> {
+    // Each record looked up once (a stored one is read from disk): this table's own are updated
+    // in place, even once left to the store; a stored job of another live server never
+    // finishes here: it stays pending.
+    const records = new Map(ids.map((id) => [id, this.get(id)!]));
+    const split = (): WaitResult => {
+      const all = [...records.values()];
+      return { finished: all.filter((r) => isFinished(r.state)), pending: all.filter((r) => !isFinished(r.state)) };
+    };
+    const done = (r: WaitResult) => r.pending.length === 0 || (options.mode === 'any' && r.finished.length > 0);
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', finish);
+        this.events.off('change', onChange);
+        resolve(split());
+      };
+      const onChange = (record: JobRecord) => {
+        if (!records.has(record.id) || !isFinished(record.state)) return;
+        records.set(record.id, record);
+        if (done(split())) finish();
+      };
+      const timer = setTimeout(finish, options.timeoutMs);
+      options.signal?.addEventListener('abort', finish, { once: true });
+      this.events.on('change', onChange);
+      if (done(split()) || options.signal?.aborted) finish();
+    });
+  }
+
+  /** Called with a copy of the record on every state change (the run store, IAC.md). */
+  onChange(listener: (record: JobRecord) => void): () => void {
+    this.events.on('change', listener);
+    return () => this.events.off('change', listener);
+  }
+
+  /** Cancels every queued and running job and waits until each has ended. */
+  async shutdown(): Promise<void> {
+    this.queue.pause();
+    await Promise.all([...this.entries.keys()].map((id) => this.cancel(id)));
+  }
+
+  get counts(): { running: number; queued: number } {
+    return { running: this.queue.pending, queued: this.queue.size };
+  }
+
+  private changed(record: JobRecord): void {
+    this.events.emit('change', record);
+  }
+
+  private newId(): string {
+    for (;;) {
+      let id = '';
+      for (let i = 0; i < ID_LENGTH; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
+      if (!this.entries.has(id) && !this.options.idTaken?.(id)) return id;
+    }
+  }
+}

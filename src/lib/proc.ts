@@ -1,0 +1,58 @@
+// Is the process that wrote a record still the same live process? A pid alone is not enough:
+// pids are reused. On Linux a process is named by its pid plus its start time (field 22 of
+// /proc/<pid>/stat, in clock ticks since boot) plus the boot id; elsewhere by its pid only.
+import { readFileSync } from 'node:fs';
+
+let bootId: string | undefined | null = null;
+function boot(): string | undefined {
+  if (bootId === null) {
+    try {
+      bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim().slice(0, 8);
+    } catch {
+      bootId = undefined;
+    }
+  }
+  return bootId;
+}
+
+/** A process's state letter, process group and start time (clock ticks since boot), or undefined where it or /proc is gone. */
+export function procStat(pid: number | string): { state: string; pgrp: number; start: string } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0]!, pgrp: Number(fields[2]), start: fields[19]! };
+  } catch {
+    return undefined;
+  }
+}
+
+/** "<boot id>:<start ticks>" of a live process, or undefined where /proc is not there. */
+export function processStart(pid: number): string | undefined {
+  const s = procStat(pid);
+  return s ? `${boot() ?? '?'}:${s.start}` : undefined;
+}
+
+/**
+ * Whether `pid` is alive and, when `start` was recorded, still the process that was started
+ * then. A zombie counts as gone.
+ */
+export function sameProcessAlive(pid: number, start: string | undefined): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  const s = procStat(pid);
+  if (!s) return process.platform !== 'linux'; // no /proc: the pid check is all there is
+  if (s.state === 'Z' || s.state === 'X') return false;
+  return start === undefined || start === `${boot() ?? '?'}:${s.start}`;
+}
+
+export type ProcessIdentity = { pid: number; start?: string };
+
+export const selfIdentity = (): ProcessIdentity => {
+  const start = processStart(process.pid);
+  return start ? { pid: process.pid, start } : { pid: process.pid };
+};

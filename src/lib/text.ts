@@ -1,0 +1,12 @@
+// Short forms of a job's text for tables and lists.
+
+const TASK_CHARS = 80;
+
+/**
+ * The "task": the prompt's first line, shortened. `redact` runs before the cut, so a secret the
+ * cut would shorten is still recognized.
+ */
+export function taskLine(prompt: string, redact: (text: string) => string = (t) => t): string {
+  const line = redact((prompt.trim().split('\n', 1)[0] ?? '').slice(0, TASK_CHARS + 256));
+  return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
+}

@@ -1,0 +1,276 @@
+// MCP beyond tools: IAC.md and every agent's record and output log as resources, and the
+// notifications that follow the jobs.
+//
+//   polyspawn://IAC.md                   IAC.md as it is on disk (Markdown)
+//   polyspawn://agents/{agent_id}        the agent's record: what `result` returns, plus its prompt (JSON)
+//   polyspawn://agents/{agent_id}/log    the newest part of its CLI's stdout log (text)
+//
+// The list holds IAC.md, the agents running or queued in any server on the project, and the
+// newest finished ones. `notifications/resources/list_changed` goes out when an agent of this
+// server is created or finishes; `notifications/resources/updated` for a subscribed agent URI
+// on each of its state changes, and for IAC.md whenever the file is rewritten (by any server:
+// its folder is watched while someone is subscribed). Each state change of this server's
+// agents is also sent as an MCP logging message (`notifications/message`, logger "polyspawn";
+// queued and running at `debug`, sent once the client asks for that level).
+// All of it travels as JSON-RPC on the transport: nothing here writes to stdout.
+import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { ErrorCode, LoggingLevelSchema, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
+import { secrets } from '../lib/redact.js';
+import type { App } from '../app.js';
+import { runFolder } from '../lib/run-folder.js';
+import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
+import { DEFAULT_LOG_BYTES, readLogPage } from './tools/logs.js';
+import { fullResult, redactedTask } from './views.js';
+
+export const IAC_URI = 'polyspawn://IAC.md';
+export const agentUri = (id: string) => `polyspawn://agents/${id}`;
+export const agentLogUri = (id: string) => `polyspawn://agents/${id}/log`;
+
+/** How many finished agents the resource list shows (all of them can be read by URI). */
+export const LISTED_FINISHED = 50;
+/** list_changed is coalesced over this window, so a burst of spawns sends one. */
+const LIST_CHANGED_MS = 50;
+const IAC_CHANGED_MS = 50;
+
+const ID = /^[a-z0-9]{1,64}$/;
+
+function notFound(id: string): McpError {
+  return new McpError(ErrorCode.InvalidParams, `no agent with id "${id}": list the resources, or call the list tool, for the ids of current and recent agents`);
+}
+
+function agentOf(app: App, id: unknown): JobRecord {
+  const text = String(id);
+  const job = ID.test(text) ? app.jobs.get(text) : undefined;
+  if (!job) throw notFound(text);
+  return job;
+}
+
+/** The agents the list shows: every active one (any server's), then the newest finished. */
+function listedAgents(app: App): JobRecord[] {
+  const all = app.jobs.all();
+  const active = all.filter((j) => !isFinished(j.state));
+  const ids = new Set(active.map((j) => j.id));
+  for (const line of app.iac.store.active()) {
+    if (ids.has(line.id)) continue;
+    const job = app.jobs.get(line.id);
+    if (job) {
+      active.push(job);
+      ids.add(job.id);
+    }
+  }
+  const finished = all.filter((j) => isFinished(j.state) && !ids.has(j.id)).slice(-LISTED_FINISHED).reverse();
+  return [...active.reverse(), ...finished];
+}
+
+const label = (job: JobRecord) => `${job.id} · ${job.backend}/${job.model} · ${job.state.replace('_', ' ')}`;
+
+export function registerResources(server: McpServer, app: App): void {
+  server.registerResource(
+    'IAC.md',
+    IAC_URI,
+    {
+      title: 'IAC.md: Inter-Agent Context',
+      description: "The project's audit file: agents running now, then the history of every interaction (prompt, result, tokens, cost), newest first.",
+      mimeType: 'text/markdown',
+    },
+    async (uri) => ({
+      contents: [
+        {
+          uri: uri.href,
+          mimeType: 'text/markdown',
+          text: existsSync(app.config.iacFile)
+            ? readFileSync(app.config.iacFile, 'utf8')
+            : `# IAC.md: Inter-Agent Context\n\n_No agent has run in this project yet (${app.config.iacFile} is written with the first one)._\n`,
+        },
+      ],
+    }),
+  );
+
+  const completeIds = (value: string) =>
+    listedAgents(app)
+      .map((j) => j.id)
+      .filter((id) => id.startsWith(value));
+
+  server.registerResource(
+    'agent',
+    new ResourceTemplate('polyspawn://agents/{agent_id}', {
+      list: async () => ({
+        resources: listedAgents(app).map((job) => ({
+          uri: agentUri(job.id),
+          name: `agent ${job.id}`,
+          title: label(job),
+          description: redactedTask(job.prompt),
+          mimeType: 'application/json',
+        })),
+      }),
+      complete: { agent_id: completeIds },
+    }),
+    {
+      title: 'Agent record',
+      description: "One agent's record: state, timing, answer, error, session id, tokens, cost, and its prompt (secrets redacted). The same as the result tool, readable as a resource.",
+      mimeType: 'application/json',
+    },
+    async (uri, { agent_id }) => {
+      const job = agentOf(app, agent_id);
+      const record = {
+        ...fullResult(app, job),
+        prompt: secrets.text(job.prompt),
+        ...(job.systemPrompt ? { system_prompt: secrets.text(job.systemPrompt) } : {}),
+        ...(job.cwd ? { cwd: job.cwd } : {}),
+        ...(job.resumeSessionId ? { resumed_session: job.resumeSessionId } : {}),
+      };
+      return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(record, null, 2) }] };
+    },
+  );
+
+  server.registerResource(
+    'agent-log',
+    new ResourceTemplate('polyspawn://agents/{agent_id}/log', {
+      list: async () => ({
+        resources: listedAgents(app)
+          .filter((job) => job.state !== 'queued' && !(job.state === 'cancelled' && !job.startedAt))
+          .map((job) => ({
+            uri: agentLogUri(job.id),
+            name: `agent ${job.id} log`,
+            title: `${label(job)} · output`,
+            description: `What ${job.backend} printed: ${redactedTask(job.prompt)}`,
+            mimeType: 'text/plain',
+          })),
+      }),
+      complete: { agent_id: completeIds },
+    }),
+    {
+      title: 'Agent output log',
+      description: `The newest ${DEFAULT_LOG_BYTES / 1024} KB of an agent's raw output (its CLI's stdout, secrets redacted). Page through all of it with the logs tool.`,
+      mimeType: 'text/plain',
+    },
+    async (uri, { agent_id }) => {
+      const job = agentOf(app, agent_id);
+      const page = readLogPage(runFolder(app.config.stateDir, job.id).stdout, { tail: DEFAULT_LOG_BYTES });
+      const cut = page.offset > 0 ? `[${page.offset} earlier bytes not shown: the logs tool with agent_id "${job.id}" pages through all of them]\n` : '';
+      return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: cut + page.text }] };
+    },
+  );
+
+  server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
+  const subscribed = new Set<string>();
+  const iacWatch = watchIac(app.config.iacFile, () => {
+    if (subscribed.has(IAC_URI)) void server.server.sendResourceUpdated({ uri: IAC_URI }).catch(() => undefined);
+  });
+  server.server.setRequestHandler(SubscribeRequestSchema, async ({ params }) => {
+    subscribed.add(params.uri);
+    if (params.uri === IAC_URI) iacWatch.start();
+    return {};
+  });
+  server.server.setRequestHandler(UnsubscribeRequestSchema, async ({ params }) => {
+    subscribed.delete(params.uri);
+    if (params.uri === IAC_URI) iacWatch.stop();
+    return {};
+  });
+
+  let listTimer: NodeJS.Timeout | undefined;
+  const listChanged = () => {
+    listTimer ??= setTimeout(() => {
+      listTimer = undefined;
+      void server.server.sendResourceListChanged().catch(() => undefined);
+    }, LIST_CHANGED_MS);
+  };
+  const seen = new Map<string, JobState>();
+  app.jobs.onChange((job) => {
+    const before = seen.get(job.id);
+    if (before === job.state) return; // e.g. the process group became known: no state change
+    if (isFinished(job.state)) seen.delete(job.id);
+    else seen.set(job.id, job.state);
+    if (before === undefined || isFinished(job.state)) listChanged();
+    for (const uri of [agentUri(job.id), agentLogUri(job.id)]) {
+      if (subscribed.has(uri)) void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    }
+  });
+}
+
+/** Calls `onChange` (coalesced) whenever the file is replaced or written, while started. */
+function watchIac(file: string, onChange: () => void) {
+  let watcher: FSWatcher | undefined;
+  let polling = false;
+  let timer: NodeJS.Timeout | undefined;
+  const changed = () => {
+    timer ??= setTimeout(() => {
+      timer = undefined;
+      onChange();
+    }, IAC_CHANGED_MS);
+  };
+  return {
+    start() {
+      if (watcher || polling) return;
+      try {
+        // The folder, not the file: IAC.md is replaced by a rename on every write.
+        watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
+          if (name === null || name.toString() === basename(file)) changed();
+        });
+        watcher.on('error', () => undefined);
+      } catch {
+        // The folder is not there (yet) or cannot be watched: fall back to polling its stat.
+        polling = true;
+        watchFile(file, { persistent: false, interval: 1000 }, changed);
+      }
+    },
+    stop() {
+      watcher?.close();
+      watcher = undefined;
+      if (polling) unwatchFile(file);
+      polling = false;
+    },
+  };
+}
+
+const LEVELS: Record<JobState, LoggingLevel> = {
+  queued: 'debug',
+  running: 'debug',
+  succeeded: 'info',
+  cancelled: 'notice',
+  failed: 'warning',
+  timed_out: 'warning',
+  interrupted: 'warning',
+};
+
+/** MCP's levels, least severe first (RFC 5424 order), as the SDK defines them. */
+const SEVERITY: readonly LoggingLevel[] = LoggingLevelSchema.options;
+
+/**
+ * Each state change of this server's agents as an MCP logging message (never on stdout). Until
+ * the client sets a level, the least severe sent is `info`: an agent's end, not its `debug`
+ * queued and running (a burst of 200 agents would otherwise be 400 more messages for the
+ * client to read). `logging/setLevel` with `debug` asks for them.
+ */
+export function registerJobNotifications(server: McpServer, app: App): void {
+  let threshold = SEVERITY.indexOf('info');
+  const inner = server.server;
+  // The SDK's own handler keeps the level where nothing here can read it: kept here instead.
+  inner.setRequestHandler(SetLevelRequestSchema, (request) => {
+    threshold = SEVERITY.indexOf(request.params.level);
+    return {};
+  });
+  const seen = new Map<string, JobState>();
+  app.jobs.onChange((job) => {
+    if (seen.get(job.id) === job.state) return;
+    if (isFinished(job.state)) seen.delete(job.id);
+    else seen.set(job.id, job.state);
+    const level = LEVELS[job.state];
+    if (SEVERITY.indexOf(level) < threshold) return;
+    const elapsed = job.startedAt ? ((job.endedAt ? Date.parse(job.endedAt) : Date.now()) - Date.parse(job.startedAt)) / 1000 : 0;
+    const error = job.outcome?.error;
+    const data = {
+      message: `agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')}${isFinished(job.state) && job.startedAt ? ` after ${elapsed.toFixed(1)} s` : ''}`,
+      agent_id: job.id,
+      backend: job.backend,
+      model: job.model,
+      state: job.state,
+      task: redactedTask(job.prompt),
+      elapsed_s: Math.round(elapsed * 10) / 10,
+      ...(error && job.state !== 'succeeded' ? { error: secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) } : {}),
+    };
+    void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
+  });
+}

@@ -1,0 +1,104 @@
+// The MCP layer: a thin protocol surface over the app. One register function per tool.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { App } from '../app.js';
+import { registerAgentSpawnTools } from './tools/agent-spawn.js';
+import { registerDefineAgentTool, registerListAgentsTool, registerRemoveAgentTool } from './tools/agents.js';
+import { registerJobNotifications, registerResources } from './resources.js';
+import { lazyJsonSchemaValidator } from './lazy-validator.js';
+import { compactToolList } from './tool-list.js';
+import { registerCancelTool } from './tools/cancel.js';
+import { registerListTool } from './tools/list.js';
+import { registerLogsTool } from './tools/logs.js';
+import { registerResultTool } from './tools/result.js';
+import { modelsText, registerSpawnTools } from './tools/spawn.js';
+import { DEFAULT_WAIT_S, registerWaitTool } from './tools/wait.js';
+import { VERSION } from '../lib/version.js';
+
+export function instructions(app: App): string {
+  const backends = app.backends.map((b) => {
+    const a = app.availability(b);
+    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.summary ?? a.detail})`}. model: ${modelsText(app.models[b.name]!)}`;
+  });
+  return [
+    'polyspawn delegates tasks to other coding agents, which run in the background in parallel.',
+    ...kinds(app),
+    `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list, logs and cancel manage agents.`,
+    // Said once here rather than in each spawn tool's schema (tools/list is paid for per tool).
+    'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
+    `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
+    'Backends:',
+    ...backends,
+    ...agentInstructions(app),
+    ...app.iac.problems.map((p) => `WARNING: ${p}`),
+  ].join('\n');
+}
+
+/** What each kind of backend can do, said once for all their tools. */
+function kinds(app: App): string[] {
+  const of = (kind: 'cli' | 'api') => app.backends.filter((b) => b.kind === kind).map((b) => `spawn_${b.name}`).join(', ');
+  const said = [
+    ...(of('cli') ? [`CLI agents (${of('cli')}) work in a folder: they read, edit and create files and run commands`] : []),
+    ...(of('api') ? [`API agents (${of('api')}) answer from the prompt alone: paste in what they need`] : []),
+  ];
+  return said.length ? [`${said.join('; ')}.`] : [];
+}
+
+/** Named agents, and why a nested polyspawn starts none. */
+function agentInstructions(app: App): string[] {
+  if (!app.nesting.canSpawn) {
+    return [`This polyspawn serves no spawn tools: ${app.nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`];
+  }
+  const agents = [...app.agents.agents.values()].map((d) => `- spawn_${d.name}: ${d.description.split('\n')[0]!.slice(0, 160)}`);
+  return [
+    'Named agents (presets over a backend: their own system prompt, model and rules; define_agent, remove_agent and list_agents manage them):',
+    ...(agents.length ? agents : ['- none yet']),
+  ];
+}
+
+/**
+ * At a depth that may not start agents, no spawn tool is registered; a spawn_* call made anyway
+ * gets a refusal that says why, rather than the SDK's "tool not found". Wraps the tools/call
+ * handler the SDK installs (so call before registering any tool, on a server created without
+ * the tools capability: the SDK then installs its handlers with the first tool).
+ */
+function refuseSpawnCalls(server: McpServer, reason: string): void {
+  const inner = server.server;
+  const original = inner.setRequestHandler.bind(inner) as (schema: unknown, handler: (request: never, extra: never) => unknown) => void;
+  inner.setRequestHandler = ((schema: unknown, handler: (request: { params: { name: string } }, extra: unknown) => unknown) => {
+    if (schema !== CallToolRequestSchema) return original(schema, handler as never);
+    return original(schema, ((request: { params: { name: string } }, extra: unknown) => {
+      const name = request.params.name;
+      if (name.startsWith('spawn_')) return { isError: true, content: [{ type: 'text', text: `${name} refused: this polyspawn starts no agents, because ${reason}.` }] };
+      return handler(request, extra);
+    }) as never);
+  }) as typeof inner.setRequestHandler;
+}
+
+export function createServer(app: App): McpServer {
+  const server = new McpServer(
+    { name: 'polyspawn', version: VERSION },
+    // Nested without an allowance, tools/call is set up after refuseSpawnCalls (below) can wrap it.
+    { instructions: instructions(app), capabilities: { ...(app.nesting.canSpawn ? { tools: {} } : {}), logging: {} }, jsonSchemaValidator: lazyJsonSchemaValidator() },
+  );
+  if (app.nesting.canSpawn) {
+    registerSpawnTools(server, app);
+    registerAgentSpawnTools(server, app);
+    registerDefineAgentTool(server, app);
+    registerRemoveAgentTool(server, app);
+  } else {
+    refuseSpawnCalls(server, app.nesting.reason!);
+  }
+  registerListAgentsTool(server, app);
+  registerListTool(server, app);
+  registerResultTool(server, app);
+  registerWaitTool(server, app);
+  registerCancelTool(server, app);
+  registerLogsTool(server, app);
+  registerResources(server, app);
+  registerJobNotifications(server, app);
+  compactToolList(server);
+  // Definitions edited on disk update the spawn_<agent> tools (and the client hears list_changed).
+  if (app.nesting.canSpawn) app.agents.watch();
+  return server;
+}

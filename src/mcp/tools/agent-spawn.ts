@@ -1,0 +1,163 @@
+// spawn_<agent>: one tool per named agent (src/agents/definitions.ts), kept in step with the
+// definitions on disk: a definition added, changed or removed registers, replaces or removes
+// its tool, and the SDK tells the client with notifications/tools/list_changed.
+//
+// The tool's input is the backend's spawn input minus what the definition fixes: the system
+// prompt, permissions and MCP servers always; the model and the output schema when it sets
+// them (a caller may pick a model, or pass an output_schema, only where the definition leaves
+// it open — a preset is reproducible); `resume` gives way to `new_session` on session agents.
+import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { Backend } from '../../../backends/types.js';
+import { agentRun, type AgentDefinition } from '../../jobs/agents/definitions.js';
+import type { App } from '../../app.js';
+import { isFinished, type JobRecord, type JobRequest } from '../../jobs/table.js';
+import { resolveModel } from '../../config/models.js';
+import { brief } from '../tool-list.js';
+import { checkOutputSchema, cwdField, extraFields, modelField, outputSchemaField, promptField, resolveCwd, resolveResume, resumeField, timeoutField, waitField } from './spawn.js';
+import { fullResult, jobResultSchema, toolResult, ToolInputError } from '../views.js';
+import { waitWithProgress } from './wait.js';
+
+/** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
+export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {
+  if (!definition.allowedCallers) return true;
+  const name = client?.trim().toLowerCase();
+  return name !== undefined && definition.allowedCallers.some((c) => c.trim().toLowerCase() === name);
+}
+
+export function callerRefusal(definition: AgentDefinition, client: string | undefined): string {
+  return (
+    `spawn_${definition.name} refused: agent "${definition.name}" may be used only by the MCP clients ${definition.allowedCallers!.map((c) => JSON.stringify(c)).join(', ')}, ` +
+    `and this client is ${client ? JSON.stringify(client) : 'unnamed'} (the name it gave in initialize). ` +
+    `To allow it, add it to allowed_callers in ${definition.file}.`
+  );
+}
+
+function agentInputSchema(definition: AgentDefinition, backend: Backend, app: App) {
+  return z
+    .object({
+      prompt: promptField(),
+      ...(definition.model ? {} : { model: modelField(app.models[backend.name]!) }),
+      // The compact list leaves out what the server's instructions explain for every spawn tool,
+      // and new_session, which the tool's description explains.
+      ...(backend.kind === 'cli' ? { cwd: brief(cwdField().describe('Folder to work in (default: the project)'), '') } : {}),
+      ...(definition.session
+        ? { new_session: brief(z.boolean().optional().describe('Start a new conversation instead of continuing the previous one'), '') }
+        : backend.supportsResume
+          ? { resume: brief(resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id'), '') }
+          : {}),
+      timeout_s: brief(
+        timeoutField().describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
+        // Said in the list only where the definition's own default differs from everyone's.
+        definition.timeoutS ? `Default ${definition.timeoutS}` : '',
+      ),
+      wait_s: brief(waitField().describe('Wait up to this long and return the result if done'), ''),
+      ...(definition.outputSchema ? {} : { output_schema: outputSchemaField() }),
+      ...extraFields(backend),
+    })
+    .strict();
+}
+
+function toolDescription(definition: AgentDefinition): string {
+  const facts = [`a named agent on ${definition.backend}${definition.model ? ` (${definition.model})` : ''}`];
+  if (definition.session) facts.push('it continues its previous conversation on every call (calls run one at a time; new_session: true starts over)');
+  if (definition.outputSchema) {
+    const shape = JSON.stringify(definition.outputSchema);
+    facts.push(`its answer is JSON matching ${shape.length <= 400 ? `the schema ${shape}` : 'its output schema (list_agents shows it)'}, returned as \`structured\``);
+  }
+  if (definition.allowedCallers) facts.push(`only for the MCP clients ${definition.allowedCallers.join(', ')}`);
+  // That it returns an agent_id at once, the server's instructions say for every spawn tool.
+  return `${definition.description}\n\n(${facts.join('; ')}.)`;
+}
+
+type AgentArgs = {
+  prompt: string;
+  model?: string;
+  cwd?: string;
+  new_session?: boolean;
+  resume?: string;
+  timeout_s?: number;
+  wait_s?: number;
+  output_schema?: Record<string, unknown>;
+  [extra: string]: unknown;
+};
+
+function registerOne(server: McpServer, app: App, definition: AgentDefinition, backend: Backend): RegisteredTool {
+  return server.registerTool(
+    `spawn_${definition.name}`,
+    {
+      title: `${definition.name} (${backend.name} agent)`,
+      description: toolDescription(definition),
+      inputSchema: agentInputSchema(definition, backend, app),
+      outputSchema: jobResultSchema,
+      annotations: { readOnlyHint: false, destructiveHint: backend.kind === 'cli', idempotentHint: false, openWorldHint: true },
+    },
+    async (args, extra) => {
+      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ...rest } = args as AgentArgs;
+      const client = server.server.getClientVersion()?.name;
+      if (!callerAllowed(definition, client)) throw new ToolInputError(callerRefusal(definition, client));
+      const availability = app.availability(backend);
+      if (!availability.usable) throw new ToolInputError(`spawn_${definition.name} cannot run here: its backend ${backend.name} is not usable: ${availability.detail}`);
+      const resolved = resolveModel(app.models, backend.name, definition.model ?? model);
+      if ('error' in resolved) throw new ToolInputError(resolved.error);
+      const outputSchema = definition.outputSchema ?? checkOutputSchema(output_schema);
+      const request: JobRequest = {
+        backend: backend.name,
+        model: resolved.model,
+        prompt,
+        cwd: resolveCwd(app, cwd),
+        timeoutS: timeout_s ?? definition.timeoutS ?? app.config.timeoutS,
+        systemPrompt: definition.systemPrompt,
+        agent: agentRun(definition, backend),
+        ...(outputSchema ? { outputSchema } : {}),
+        extra: rest,
+      };
+      let job: JobRecord;
+      if (definition.session) {
+        job = app.sessions.submit({ ...request, agent: request.agent! }, new_session === true);
+      } else {
+        const resumeSessionId = resolveResume(app, backend, resume);
+        const previousSessionTotals = resumeSessionId
+          ? (app.jobs.latestInSession(backend.name, resumeSessionId) ?? app.jobs.get(resume!))?.outcome?.sessionTotals
+          : undefined;
+        job = app.jobs.submit({
+          ...request,
+          ...(resumeSessionId ? { resumeSessionId } : {}),
+          ...(previousSessionTotals ? { previousSessionTotals } : {}),
+        });
+      }
+      if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);
+      return toolResult(fullResult(app, job));
+    },
+  );
+}
+
+/** Registers spawn_<agent> for every definition in effect, and keeps them in step with the files. */
+export function registerAgentSpawnTools(server: McpServer, app: App): void {
+  const registered = new Map<string, { fingerprint: string; tool: RegisteredTool }>();
+  const sync = () => {
+    const wanted = new Map<string, { definition: AgentDefinition; backend: Backend; fingerprint: string }>();
+    for (const definition of app.agents.agents.values()) {
+      // A backend disabled in the config is not in app.backends: the definition is reported, not served.
+      const backend = app.backends.find((b) => b.name === definition.backend);
+      if (backend) wanted.set(definition.name, { definition, backend, fingerprint: JSON.stringify(definition) });
+    }
+    for (const [name, entry] of registered) {
+      if (wanted.get(name)?.fingerprint !== entry.fingerprint) {
+        entry.tool.remove();
+        registered.delete(name);
+      }
+    }
+    for (const [name, { definition, backend, fingerprint }] of wanted) {
+      if (registered.has(name)) continue;
+      try {
+        registered.set(name, { fingerprint, tool: registerOne(server, app, definition, backend) });
+      } catch (error) {
+        // Another tool of that name (the checks forbid it; a future built-in might not).
+        process.stderr.write(`polyspawn: agent ${name} (${definition.file}) not served: ${(error as Error).message}\n`);
+      }
+    }
+  };
+  sync();
+  app.agents.onChange(sync);
+}

@@ -1,0 +1,37 @@
+// list: the job table at a glance.
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { App } from '../../app.js';
+import { isFinished } from '../../jobs/table.js';
+import { brief } from '../tool-list.js';
+import { jobSummarySchema, summarize, toolResult } from '../views.js';
+
+const DEFAULT_RECENT = 20;
+
+export function registerListTool(server: McpServer, app: App): void {
+  server.registerTool(
+    'list',
+    {
+      title: 'List agents',
+      description: 'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost.',
+      inputSchema: z
+        .object({
+          recent: brief(z.number().int().min(0).max(1000).optional().describe(`How many finished agents to include (default ${DEFAULT_RECENT})`), ''),
+        })
+        .strict(),
+      outputSchema: z.object({ agents: z.array(jobSummarySchema), running: z.number(), queued: z.number() }),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ recent }) => {
+      const newestFirst = app.jobs.all().reverse();
+      const active = newestFirst.filter((j) => !isFinished(j.state));
+      const finished = newestFirst.filter((j) => isFinished(j.state)).slice(0, recent ?? DEFAULT_RECENT);
+      const now = Date.now();
+      return toolResult({
+        agents: [...active, ...finished].map((j) => summarize(j, now)),
+        running: active.filter((j) => j.state === 'running').length,
+        queued: active.filter((j) => j.state === 'queued').length,
+      });
+    },
+  );
+}

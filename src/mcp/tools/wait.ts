@@ -1,0 +1,79 @@
+// wait_for_agents: event-driven, bounded below client time-outs, with progress notifications.
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { App } from '../../app.js';
+import { isFinished, type WaitResult } from '../../jobs/table.js';
+import { brief } from '../tool-list.js';
+import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult, ToolInputError } from '../views.js';
+
+export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** Below the strictest common client cut-off (the SDK client's 60 s default). */
+export const DEFAULT_WAIT_S = 50;
+export const MAX_WAIT_S = 3600;
+const PROGRESS_EVERY_MS = 5000;
+
+/** Waits for jobs while sending notifications/progress when the request carries a token. */
+export async function waitWithProgress(app: App, ids: string[], waitS: number, mode: 'all' | 'any', extra: Extra): Promise<WaitResult> {
+  const token = extra._meta?.progressToken;
+  const started = Date.now();
+  const ticker =
+    token === undefined
+      ? undefined
+      : setInterval(() => {
+          const done = ids.filter((id) => isFinished(app.jobs.get(id)!.state)).length;
+          void extra
+            .sendNotification({
+              method: 'notifications/progress',
+              params: {
+                progressToken: token,
+                // Elapsed seconds: progress must increase with every notification.
+                progress: Math.round((Date.now() - started) / 1000),
+                total: waitS,
+                message: `${done} of ${ids.length} agents finished`,
+              },
+            })
+            .catch(() => undefined);
+        }, PROGRESS_EVERY_MS);
+  try {
+    return await app.jobs.waitFor(ids, { timeoutMs: waitS * 1000, mode, signal: extra.signal });
+  } finally {
+    clearInterval(ticker);
+  }
+}
+
+export function registerWaitTool(server: McpServer, app: App): void {
+  server.registerTool(
+    'wait_for_agents',
+    {
+      title: 'Wait for agents',
+      description: `Waits for agents to finish and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
+      inputSchema: z
+        .object({
+          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
+          timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
+          return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
+        })
+        .strict(),
+      outputSchema: z.object({
+        finished: z.array(jobResultSchema),
+        pending: z.array(jobSummarySchema),
+        timed_out: z.boolean().describe('True when agents are still pending: call again to keep waiting'),
+      }),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ agent_ids, timeout_s, return_when }, extra) => {
+      const ids = agent_ids ? [...new Set(agent_ids)] : app.jobs.all().filter((j) => !isFinished(j.state)).map((j) => j.id);
+      for (const id of ids) findJob(app, id);
+      if (agent_ids && ids.length === 0) throw new ToolInputError('agent_ids is empty: pass ids from spawn_* or omit it');
+      const { finished, pending } = await waitWithProgress(app, ids, timeout_s ?? DEFAULT_WAIT_S, return_when ?? 'all', extra);
+      return toolResult({
+        finished: finished.map((j) => fullResult(app, j)),
+        pending: pending.map((j) => summarize(j)),
+        timed_out: pending.length > 0 && (return_when !== 'any' || finished.length === 0),
+      });
+    },
+  );
+}

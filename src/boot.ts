@@ -15,14 +15,14 @@
 // start-up and the first requests ran. The write is atomic (temp file, then rename); the cache
 // carries a checksum that V8 verifies, so a damaged file is rejected rather than run; any failure
 // only means a start without cache. Nothing here writes to stdout.
-import { readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
-import { makeDirs } from './lib/fs.js';
+import { makeDirs, writeAtomic } from './lib/fs.js';
 
 /** A hash of the bundle, set by scripts/bundle.mjs. */
 declare const __POLYSPAWN_BUNDLE_ID__: string;
@@ -94,18 +94,11 @@ script ??= new Script(source, { filename: bundle });
 (script.runInThisContext() as Bundle)(createRequire(bundle), bundle, dirname(bundle), (specifier) => import(specifier));
 
 function writeCache(file: string, compiled: Script): void {
-  const temp = `${file}.${process.pid}.tmp`;
   try {
     makeDirs(dirname(file)); // not mkdir's `recursive`, which can loop forever (this may run at exit)
-    writeFileSync(temp, Buffer.concat([id, withChecksum(() => compiled.createCachedData())]));
-    renameSync(temp, file);
+    writeAtomic(file, Buffer.concat([id, withChecksum(() => compiled.createCachedData())]));
   } catch {
-    try {
-      rmSync(temp, { force: true });
-    } catch {
-      // a folder we cannot write to
-    }
-    return;
+    return; // a folder we cannot write to: no cache, nothing worse
   }
   try {
     // Installs that were removed (a temporary npx, a test's) leave their caches behind.

@@ -5,11 +5,11 @@
 // queued behind it (its job waits as `queued`, outside the concurrency limit, so other jobs
 // are not held up), and it reads the session to resume only when its turn comes.
 // `new_session: true` starts over.
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Usage } from '../../../backends/types.js';
 import { isFinished, type JobRecord, type JobRequest, type JobTable } from '../table.js';
-import { makeDirs } from '../../lib/fs.js';
+import { makeDirs, writeAtomic } from '../../lib/fs.js';
 
 export type SessionState = {
   agent: string;
@@ -100,10 +100,7 @@ export class AgentSessions {
     };
     try {
       makeDirs(this.dir);
-      const path = this.file(state.agent);
-      const tmp = `${path}.${process.pid}.tmp`;
-      writeFileSync(tmp, `${JSON.stringify(state, null, 2)}\n`);
-      renameSync(tmp, path);
+      writeAtomic(this.file(state.agent), `${JSON.stringify(state, null, 2)}\n`);
     } catch (error) {
       this.log(`could not save the session of agent ${state.agent} in ${this.dir}: ${(error as Error).message}`);
     }

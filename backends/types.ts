@@ -1,4 +1,4 @@
-// The backend contract (DESIGN.md, "The backend contract"). Backends know nothing of MCP:
+// The backend contract (docs/ARCHITECTURE.md, "Adding a backend"). Backends know nothing of MCP:
 // the registry hands these objects to src/, which turns each into a `spawn_<name>` tool.
 import type { z } from 'zod';
 

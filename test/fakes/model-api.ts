@@ -2,7 +2,7 @@
  * A fake model API on 127.0.0.1 for the integration and contract tests. node:http only.
  *
  * It speaks just enough of four wire protocols for the real vendor CLIs and SDKs to run
- * against it offline (see ../../../shared/reference/fake-api.md and test/contract/FINDINGS.md):
+ * against it offline (see test/fakes/fake-api.md and test/contract/FINDINGS.md):
  *
  *   Anthropic Messages       POST  /v1/messages[?beta=true]                  claude
  *   OpenAI Responses         POST  /v1/responses                             codex

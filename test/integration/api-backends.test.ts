@@ -2,8 +2,9 @@
 // stdio, the real SDKs, and the fake model API (test/fakes/model-api.ts) on 127.0.0.1 at a
 // random port, each backend's base URL pointed at it through POLYSPAWN_<NAME>_BASE_URL.
 // Every case asserts the job's final state, the classified error, how many requests the fake
-// saw, and usage and cost. No assertion on speed except the brief's "cancel within a second";
-// other time bounds are loose and only show that waits happened (retry-after) or were capped.
+// saw, and usage and cost. No assertion on speed except that a cancel ends the request within
+// a second; other time bounds are loose and only show that waits happened (retry-after) or
+// were capped.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import writeFileAtomic from 'write-file-atomic';
-import { DEFAULT_WAIT_S } from '../mcp/tools/wait.js';
+import { DEFAULT_WAIT_S } from '../jobs/table.js';
 import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
 

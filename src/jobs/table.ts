@@ -88,6 +88,12 @@ type Entry = {
 
 export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
 
+/**
+ * How long one wait for jobs lasts unless the caller says: below the strictest common MCP client
+ * cut-off (the SDK client's 60 s default). `polyspawn init` sets the clients' tool time-outs above it.
+ */
+export const DEFAULT_WAIT_S = 50;
+
 // No 0/o/1/l: ids are read aloud and typed by people too.
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 const ID_LENGTH = 6;

@@ -2,6 +2,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { App } from '../app.js';
+import { DEFAULT_WAIT_S } from '../jobs/table.js';
 import { registerAgentSpawnTools } from './tools/agent-spawn.js';
 import { registerDefineAgentTool, registerListAgentsTool, registerRemoveAgentTool } from './tools/agents.js';
 import { registerJobNotifications, registerResources } from './resources.js';
@@ -12,7 +13,7 @@ import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
 import { registerResultTool } from './tools/result.js';
 import { modelsText, registerSpawnTools } from './tools/spawn.js';
-import { DEFAULT_WAIT_S, registerWaitTool } from './tools/wait.js';
+import { registerWaitTool } from './tools/wait.js';
 import { VERSION } from '../lib/version.js';
 
 export function instructions(app: App): string {

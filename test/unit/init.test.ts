@@ -7,7 +7,7 @@ import * as jsonc from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
 import { describe, expect, test } from 'vitest';
 import { CODEX_TOOL_TIMEOUT_S, initCommand, runInit, type FileReport, type ServerCommand } from '../../src/commands/init.js';
-import { DEFAULT_WAIT_S } from '../../src/mcp/tools/wait.js';
+import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
 
 const server: ServerCommand = { command: '/opt/node/bin/node', args: ['/opt/polyspawn/dist/src/cli.js'] };
 

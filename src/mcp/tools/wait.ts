@@ -4,14 +4,12 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
-import { isFinished, type WaitResult } from '../../jobs/table.js';
+import { DEFAULT_WAIT_S, isFinished, type WaitResult } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
 import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult, ToolInputError } from '../views.js';
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
-/** Below the strictest common client cut-off (the SDK client's 60 s default). */
-export const DEFAULT_WAIT_S = 50;
 export const MAX_WAIT_S = 3600;
 const PROGRESS_EVERY_MS = 5000;
 

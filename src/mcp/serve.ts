@@ -1,0 +1,41 @@
+// `polyspawn serve`: MCP on stdio. stdout carries only JSON-RPC, every log line goes to stderr.
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { createApp } from '../app.js';
+import { collectWhenIdle } from '../jobs/idle-gc.js';
+import { killAllGroupsNow } from '../jobs/process/runner.js';
+import { VERSION } from '../lib/version.js';
+import { createServer } from './server.js';
+
+/** The longest the exit waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
+const IAC_FLUSH_MS = 8000;
+
+/** Serves one client until stdin or stdout closes or a signal comes; then ends the agents and the process. */
+export async function serveStdio(log: (message: string) => void): Promise<void> {
+  const app = createApp();
+  const server = createServer(app);
+  collectWhenIdle(app.jobs);
+  let stopping = false;
+  const shutdown = async (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    log(`shutting down (${why}): ending ${app.jobs.counts.running} running and ${app.jobs.counts.queued} queued agents`);
+    // Give each group its grace period, but never hang the exit on it.
+    const deadline = new Promise((r) => setTimeout(r, app.config.killGraceMs + 2000).unref());
+    await Promise.race([app.jobs.shutdown(), deadline]);
+    killAllGroupsNow();
+    // The jobs' final states are in the store; IAC.md gets them before the process ends.
+    await Promise.race([app.iac.close(), new Promise((r) => setTimeout(r, IAC_FLUSH_MS).unref())]);
+    process.exit(0);
+  };
+  process.stdin.once('end', () => void shutdown('stdin closed'));
+  process.stdin.once('close', () => void shutdown('stdin closed'));
+  process.stdout.on('error', () => void shutdown('stdout closed'));
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => void shutdown(signal));
+  process.once('exit', killAllGroupsNow);
+  // The run store's history loads once the client has finished the handshake, so that a
+  // long history never slows start-up (a tool call needing it first loads it at once).
+  server.server.oninitialized = () => app.iac.start();
+  setTimeout(() => app.iac.start(), 2000).unref();
+  await server.connect(new StdioServerTransport());
+  log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
+}

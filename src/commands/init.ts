@@ -44,19 +44,19 @@ const OWN_ENV = ['XDG_CONFIG_HOME', 'XDG_CACHE_HOME'];
  * these are the names polyspawn and the CLIs it runs may need, forwarded when they are set:
  * the API backends' keys, the CLIs' logins, polyspawn's own folders.
  */
-export function codexEnvVars(backends: readonly Backend[]): string[] {
+function codexEnvVars(backends: readonly Backend[]): string[] {
   const keys = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
   const logins = backends.flatMap((b) => (b.kind === 'cli' ? b.loginEnv : []));
   return [...new Set([...keys, ...logins, ...OWN_ENV])];
 }
 
-export type VscodeKeyInput = { env: string; id: string; description: string };
+type VscodeKeyInput = { env: string; id: string; description: string };
 
 /**
  * VS Code prompts for these once (stored in its secret storage), one per API backend, under
  * its first key name; an empty answer skips the backend.
  */
-export function vscodeKeyInputs(backends: readonly Backend[]): VscodeKeyInput[] {
+function vscodeKeyInputs(backends: readonly Backend[]): VscodeKeyInput[] {
   return backends.flatMap((b) => {
     if (b.kind !== 'api') return [];
     const env = b.keyNames[0]!;

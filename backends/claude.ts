@@ -15,6 +15,9 @@ function runCost(result: Record<string, unknown>): number | undefined {
   return typeof total === 'number' ? total : undefined;
 }
 
+/** Set inside a running Claude Code: a claude started with it refuses to run (nested). */
+const REMOVED_ENV = ['CLAUDECODE'];
+
 export const claude: CliBackend = {
   name: 'claude',
   kind: 'cli',
@@ -31,12 +34,16 @@ export const claude: CliBackend = {
   // dontAsk: what is not allowed is denied, without a prompt nobody would answer.
   allowListPermission: 'dontAsk',
   supportsMcpServers: true,
+  loginEnv: ['ANTHROPIC_API_KEY'],
+  removeEnv: REMOVED_ENV,
+  // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB.
+  maxOutputSchemaChars: 64 * 1024,
 
   command(input, settings, { scratchDir }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
     if (input.systemPrompt) args.push('--append-system-prompt', input.systemPrompt);
     if (input.resumeSessionId) args.push('--resume', input.resumeSessionId);
-    const env: Record<string, string | undefined> = { CLAUDECODE: undefined };
+    const env: Record<string, string | undefined> = Object.fromEntries(REMOVED_ENV.map((name) => [name, undefined]));
     if (settings.permission === 'bypassPermissions') {
       args.push('--dangerously-skip-permissions');
       // Claude refuses to skip permissions as root unless told it is sandboxed.

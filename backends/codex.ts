@@ -21,6 +21,7 @@ export const codex: CliBackend = {
   supportsToolLists: false,
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
+  loginEnv: ['OPENAI_API_KEY', 'CODEX_HOME'],
 
   command(input, settings, { scratchDir }) {
     const resuming = input.resumeSessionId !== undefined;

@@ -38,6 +38,7 @@ export const copilot: CliBackend = {
   permissionModes: ['allow-all', 'listed'],
   allowListPermission: 'listed',
   supportsMcpServers: true,
+  loginEnv: ['GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN'],
 
   command(input, settings, { scratchDir }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;

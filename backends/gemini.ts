@@ -12,7 +12,7 @@ import {
 } from './http-policy.js';
 
 /** Explicit, so GOOGLE_GEMINI_BASE_URL in the environment does not silently redirect the key. */
-export const GEMINI_BASE_URL = 'https://generativelanguage.googleapis.com';
+const GEMINI_BASE_URL = 'https://generativelanguage.googleapis.com';
 const VENDOR = 'the Gemini API';
 
 type Part = { text?: unknown; thought?: unknown };
@@ -21,6 +21,8 @@ export const gemini: ApiBackend = {
   name: 'gemini',
   kind: 'api',
   keyNames: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
+  keyLabel: 'Gemini API key',
+  defaultBaseUrl: GEMINI_BASE_URL,
   title: 'Gemini (Google AI API)',
   description:
     "Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.",

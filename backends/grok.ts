@@ -11,7 +11,7 @@ import {
   withPolicy,
 } from './http-policy.js';
 
-export const XAI_BASE_URL = 'https://api.x.ai/v1';
+const XAI_BASE_URL = 'https://api.x.ai/v1';
 const VENDOR = 'x.ai (grok)';
 
 /** The SDK's logger, kept off stdout (which carries only JSON-RPC). */
@@ -44,6 +44,8 @@ export const grok: ApiBackend = {
   name: 'grok',
   kind: 'api',
   keyNames: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
+  keyLabel: 'xAI API key',
+  defaultBaseUrl: XAI_BASE_URL,
   title: 'Grok (xAI API)',
   description:
     "xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.",

@@ -12,7 +12,7 @@ import {
   withPolicy,
 } from './http-policy.js';
 
-export const MISTRAL_BASE_URL = 'https://api.mistral.ai';
+const MISTRAL_BASE_URL = 'https://api.mistral.ai';
 const VENDOR = 'the Mistral API';
 
 /** MISTRAL_DEBUG would make the SDK log every request with console.log, i.e. onto stdout. */
@@ -37,6 +37,8 @@ export const mistral: ApiBackend = {
   name: 'mistral',
   kind: 'api',
   keyNames: ['MISTRAL_API_KEY'],
+  keyLabel: 'Mistral API key',
+  defaultBaseUrl: MISTRAL_BASE_URL,
   title: 'Mistral (Mistral AI API)',
   description:
     "Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.",

@@ -112,6 +112,11 @@ type BackendBase = {
   supportsResume: boolean;
   /** Extra tool input fields beyond the common ones. */
   extraInput?: z.ZodRawShape;
+  /**
+   * The longest output schema (JSON text, in characters) it can be given, where it takes the
+   * schema somewhere bounded (a command-line argument); unset: only the server's own cap.
+   */
+  maxOutputSchemaChars?: number;
 };
 
 export type CliBackend = BackendBase & {
@@ -131,6 +136,16 @@ export type CliBackend = BackendBase & {
   allowListPermission?: string;
   /** Whether the CLI can be given MCP servers for one run (agent definitions' mcp_servers). */
   supportsMcpServers?: boolean;
+  /**
+   * The environment variables the CLI logs in with (keys, tokens, its own config folder): a
+   * client that starts polyspawn with a cleared environment must pass them on (Codex's env_vars).
+   */
+  loginEnv: readonly string[];
+  /**
+   * Variables removed from the CLI's environment wherever polyspawn starts it (command() and
+   * doctor's --version check), e.g. a marker that makes the CLI refuse to run nested.
+   */
+  removeEnv?: readonly string[];
   command(input: SpawnInput, settings: BackendSettings, ctx: { scratchDir: string }): CommandSpec;
   parse(result: CliResult): Outcome;
 };
@@ -153,6 +168,10 @@ export type ApiBackend = BackendBase & {
   kind: 'api';
   /** The names its key goes by, in api_keys.json and the environment, in the order tried. */
   keyNames: readonly string[];
+  /** What its key is called when someone is asked for it (VS Code's password prompt), e.g. "Acme API key". */
+  keyLabel: string;
+  /** The endpoint call() uses when no base URL is configured (doctor shows it). */
+  defaultBaseUrl: string;
   call(input: SpawnInput, ctx: ApiCallContext): Promise<Outcome>;
 };
 

@@ -1,6 +1,6 @@
 // Everything a running polyspawn holds, built once from the environment: config, models
 // table, enabled backends and the job table. The MCP layer and the CLI both start here.
-import { backends as allBackends } from '../backends/registry.js';
+import { backends as registry } from '../backends/registry.js';
 import { secrets } from './lib/redact.js';
 import { configuredSecrets } from './config/keys.js';
 import { createIacRuntime, type IacRuntime } from '../iac/runtime.js';
@@ -13,7 +13,7 @@ import { loadConfig, type Config } from './config/config.js';
 import { createExecutor } from './jobs/execute.js';
 import { JobTable } from './jobs/table.js';
 import { terminateGroup } from './jobs/process/runner.js';
-import { loadModels, modelsFiles, type ModelsTable } from './config/models.js';
+import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
 
 export type App = {
@@ -33,14 +33,16 @@ export type App = {
 
 const stderrLog = (message: string) => process.stderr.write(`polyspawn: ${message}\n`);
 
-export function createApp(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd(), log = stderrLog): App {
+/** `allBackends`: every backend polyspawn offers (the registry; a test may give others). */
+export function createApp(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd(), log = stderrLog, allBackends: readonly Backend[] = registry): App {
   const config = loadConfig(allBackends, env, cwd);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(files);
   config.files.push(...files.slice(1));
   const backends = allBackends.filter((b) => config.backends[b.name]!.enabled);
+  checkDefaultModels(models, backends);
   // Every key polyspawn could hand out is redacted from everything it writes or returns.
-  secrets.addValues(configuredSecrets(allBackends.map((b) => b.name), config, env));
+  secrets.addValues(configuredSecrets(allBackends, config, env));
   const iac = createIacRuntime(config, secrets, log, terminateGroup);
   const nesting = nestingFrom(env);
   const jobs = new JobTable({

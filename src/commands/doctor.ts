@@ -6,20 +6,15 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { sep } from 'node:path';
-import { gemini, GEMINI_BASE_URL } from '../../backends/gemini.js';
-import { grok, XAI_BASE_URL } from '../../backends/grok.js';
-import { mistral, MISTRAL_BASE_URL } from '../../backends/mistral.js';
-import { backends as allBackends } from '../../backends/registry.js';
+import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
 import { checkBackend } from '../config/availability.js';
 import { ConfigError, loadConfig, type Config } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
-import { loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
+import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
 import { VERSION } from '../lib/version.js';
 import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
-
-const DEFAULT_BASE_URLS: Record<string, string> = { [grok.name]: XAI_BASE_URL, [gemini.name]: GEMINI_BASE_URL, [mistral.name]: MISTRAL_BASE_URL };
 
 export const VERSION_TIMEOUT_MS = 5000;
 
@@ -60,11 +55,14 @@ export type DoctorReport = {
   agentProblems: AgentProblem[];
 };
 
-/** Runs `<file> --version` in its own process group, stdin closed; kills the group on time-out. */
-export function checkVersion(file: string, env: NodeJS.ProcessEnv, timeoutMs = VERSION_TIMEOUT_MS): Promise<VersionCheck> {
+/**
+ * Runs `<file> --version` in its own process group, stdin closed, without the variables named in
+ * `removeEnv` (as a job would run it); kills the group on time-out.
+ */
+export function checkVersion(file: string, env: NodeJS.ProcessEnv, timeoutMs = VERSION_TIMEOUT_MS, removeEnv: readonly string[] = []): Promise<VersionCheck> {
   return new Promise((resolve) => {
     const childEnv = { ...env };
-    delete childEnv.CLAUDECODE; // nested claude refuses to start
+    for (const name of removeEnv) delete childEnv[name];
     let out = '';
     let err = '';
     let timedOut = false;
@@ -102,19 +100,19 @@ async function checkOne(backend: Backend, config: Config, models: ModelsTable | 
     return { ...base, usable: false, detail: `disabled (POLYSPAWN_${upper}_ENABLED or backends.${backend.name}.enabled in the config)` };
   }
   if (backend.kind === 'api') {
-    const baseUrl = settings.baseUrl ?? DEFAULT_BASE_URLS[backend.name];
-    const urlNote = baseUrl ? `; base URL ${baseUrl}${settings.baseUrl ? '' : ' (default)'}` : '';
-    const key = findApiKey(backend.name, config, env);
+    const baseUrl = settings.baseUrl ?? backend.defaultBaseUrl;
+    const key = findApiKey(backend, config, env);
     if (!key.found) {
       // The key files are listed below the table: the sentence here says only what to set.
-      return { ...base, usable: false, ...(baseUrl ? { baseUrl } : {}), detail: key.summary };
+      return { ...base, usable: false, baseUrl, detail: key.summary };
     }
-    return { ...base, usable: true, keySource: key.source, ...(baseUrl ? { baseUrl } : {}), detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}` };
+    const urlNote = `; base URL ${baseUrl}${settings.baseUrl ? '' : ' (default)'}`;
+    return { ...base, usable: true, keySource: key.source, baseUrl, detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}` };
   }
   const availability = checkBackend(backend, settings, env, config);
   if (!availability.usable) return { ...base, usable: false, detail: availability.detail };
   const path = availability.detail;
-  const version = await checkVersion(path, env, timeoutMs);
+  const version = await checkVersion(path, env, timeoutMs, backend.removeEnv);
   if (version.ok) return { ...base, usable: true, path, version, detail: `${path}, ${version.version}` };
   if (version.timedOut) return { ...base, usable: true, path, version, detail: `${path}; ${version.problem} (a first run may still be unpacking: try again)` };
   return {
@@ -126,10 +124,17 @@ async function checkOne(backend: Backend, config: Config, models: ModelsTable | 
   };
 }
 
-export async function collectDoctor(env: NodeJS.ProcessEnv, cwd: string, options: { versionTimeoutMs?: number } = {}): Promise<DoctorReport> {
+export async function collectDoctor(
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  options: { versionTimeoutMs?: number; /** Every backend polyspawn offers (default: the registry). */ backends?: readonly Backend[] } = {},
+): Promise<DoctorReport> {
+  const allBackends = options.backends ?? registry;
   const config = loadConfig(allBackends, env, cwd);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(files);
+  // The server would refuse to start without them: said as the configuration error it is.
+  checkDefaultModels(models, allBackends.filter((b) => config.backends[b.name]!.enabled));
   const backends = await Promise.all(allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)));
   let runs = 0;
   try {

@@ -17,6 +17,8 @@ import { fileURLToPath } from 'node:url';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import writeFileAtomic from 'write-file-atomic';
+import { backends as registry } from '../../backends/registry.js';
+import type { Backend } from '../../backends/types.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
 import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
@@ -34,24 +36,33 @@ export type ServerCommand = { command: string; args: string[] };
 export const CODEX_TOOL_TIMEOUT_S = 300;
 /** Codex gives a server 10 s to start by default; `npx` fetching the package can take longer. */
 export const CODEX_STARTUP_TIMEOUT_S = 30;
+/** polyspawn's own folders: its config (user config.json, models.json, api_keys.json) and its code cache. */
+const OWN_ENV = ['XDG_CONFIG_HOME', 'XDG_CACHE_HOME'];
+
 /**
  * Codex starts MCP servers with a cleared environment (HOME, PATH, USER and a few more):
- * these are the names polyspawn and the CLIs it runs may need, forwarded when they are set.
+ * these are the names polyspawn and the CLIs it runs may need, forwarded when they are set:
+ * the API backends' keys, the CLIs' logins, polyspawn's own folders.
  */
-export const CODEX_ENV_VARS = [
-  'XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY',
-  'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY',
-  'MISTRAL_API_KEY',
-  'ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'CODEX_HOME', 'GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN',
-  'XDG_CONFIG_HOME', 'XDG_CACHE_HOME',
-];
+function codexEnvVars(backends: readonly Backend[]): string[] {
+  const keys = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
+  const logins = backends.flatMap((b) => (b.kind === 'cli' ? b.loginEnv : []));
+  return [...new Set([...keys, ...logins, ...OWN_ENV])];
+}
 
-/** VS Code prompts for these once (stored in its secret storage); an empty answer skips the backend. */
-export const VSCODE_KEY_INPUTS = [
-  { env: 'XAI_API_KEY', id: 'xai-api-key', description: 'xAI API key for spawn_grok (leave empty to skip grok)' },
-  { env: 'GEMINI_API_KEY', id: 'gemini-api-key', description: 'Gemini API key for spawn_gemini (leave empty to skip gemini)' },
-  { env: 'MISTRAL_API_KEY', id: 'mistral-api-key', description: 'Mistral API key for spawn_mistral (leave empty to skip mistral)' },
-] as const;
+type VscodeKeyInput = { env: string; id: string; description: string };
+
+/**
+ * VS Code prompts for these once (stored in its secret storage), one per API backend, under
+ * its first key name; an empty answer skips the backend.
+ */
+function vscodeKeyInputs(backends: readonly Backend[]): VscodeKeyInput[] {
+  return backends.flatMap((b) => {
+    if (b.kind !== 'api') return [];
+    const env = b.keyNames[0]!;
+    return [{ env, id: env.toLowerCase().replace(/_/g, '-'), description: `${b.keyLabel} for spawn_${b.name} (leave empty to skip ${b.name})` }];
+  });
+}
 
 export type FileAction = 'created' | 'updated' | 'unchanged' | 'kept' | 'refused';
 
@@ -189,9 +200,10 @@ export function mergeClaudeSettings(text: string, file = '.claude/settings.local
   return { text: out, details };
 }
 
-export function mergeVscodeMcpJson(text: string, server: ServerCommand, file = '.vscode/mcp.json'): Merge {
+export function mergeVscodeMcpJson(text: string, server: ServerCommand, backends: readonly Backend[], file = '.vscode/mcp.json'): Merge {
+  const keyInputs = vscodeKeyInputs(backends);
   const env: Record<string, string> = { POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' };
-  for (const input of VSCODE_KEY_INPUTS) env[input.env] = `\${input:${input.id}}`;
+  for (const input of keyInputs) env[input.env] = `\${input:${input.id}}`;
   const merged = mergeServer(text, file, 'servers', { type: 'stdio', command: server.command, args: server.args, env }, true);
   let out = merged.text;
   const details = [...merged.details];
@@ -199,7 +211,7 @@ export function mergeVscodeMcpJson(text: string, server: ServerCommand, file = '
   const inputs = root.inputs;
   if (inputs !== undefined && !Array.isArray(inputs)) throw new Refusal(`${file}: "inputs" is not a list: fix it, then run init again`);
   const ids = new Set((inputs ?? []).map((i) => (isObject(i) ? i.id : undefined)));
-  const missing = VSCODE_KEY_INPUTS.filter((input) => !ids.has(input.id)).map((input) => ({
+  const missing = keyInputs.filter((input) => !ids.has(input.id)).map((input) => ({
     type: 'promptString',
     id: input.id,
     description: input.description,
@@ -219,11 +231,11 @@ export function mergeVscodeMcpJson(text: string, server: ServerCommand, file = '
 
 // --- TOML ------------------------------------------------------------------------------------
 
-export function codexTable(server: ServerCommand): string {
+export function codexTable(server: ServerCommand, backends: readonly Backend[]): string {
   const table = {
     command: server.command,
     args: server.args,
-    env_vars: CODEX_ENV_VARS,
+    env_vars: codexEnvVars(backends),
     startup_timeout_sec: CODEX_STARTUP_TIMEOUT_S,
     tool_timeout_sec: CODEX_TOOL_TIMEOUT_S,
   };
@@ -236,7 +248,7 @@ export function codexTable(server: ServerCommand): string {
 }
 
 /** Appends [mcp_servers.agents] to a Codex config, or says why it does not. Never rewrites a byte. */
-export function mergeCodexToml(text: string, server: ServerCommand, file = 'config.toml'): Merge & { kept?: boolean } {
+export function mergeCodexToml(text: string, server: ServerCommand, backends: readonly Backend[], file = 'config.toml'): Merge & { kept?: boolean } {
   let parsed: Record<string, unknown>;
   try {
     parsed = parseToml(text) as Record<string, unknown>;
@@ -262,12 +274,12 @@ export function mergeCodexToml(text: string, server: ServerCommand, file = 'conf
   }
   const eol = text.includes('\r\n') ? '\r\n' : '\n';
   const separator = text === '' ? '' : text.endsWith('\n') ? eol : eol + eol;
-  const out = text + separator + codexTable(server).replace(/\n/g, eol);
+  const out = text + separator + codexTable(server, backends).replace(/\n/g, eol);
   try {
     parseToml(out);
   } catch {
     // e.g. mcp_servers written as an inline table, which a [mcp_servers.agents] table cannot extend.
-    throw new Refusal(`${file}: a [mcp_servers.${SERVER_KEY}] table cannot be added to how this file writes mcp_servers: add it by hand:\n${codexTable(server)}`);
+    throw new Refusal(`${file}: a [mcp_servers.${SERVER_KEY}] table cannot be added to how this file writes mcp_servers: add it by hand:\n${codexTable(server, backends)}`);
   }
   return { text: out, details: [`added [mcp_servers.${SERVER_KEY}]: ${commandLine(server)} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`] };
 }
@@ -281,22 +293,25 @@ export type InitOptions = {
   server: ServerCommand;
   /** Where Codex keeps config.toml. */
   codexHome: string;
+  /** The backends whose keys and logins the configuration passes on (default: the registry). */
+  backends?: readonly Backend[];
 };
 
 type Target = { client: Client; file: string; merge: (text: string, shown: string) => Merge & { kept?: boolean } };
 
 /** Reads, merges and writes each client's files; a file that cannot be merged is left untouched. */
 export function runInit(options: InitOptions): FileReport[] {
+  const backends = options.backends ?? registry;
   const targets: Target[] = [];
   if (options.clients.includes('claude')) {
     targets.push({ client: 'claude', file: join(options.dir, '.mcp.json'), merge: (t, f) => mergeClaudeMcpJson(t, options.server, f) });
     targets.push({ client: 'claude', file: join(options.dir, '.claude', 'settings.local.json'), merge: (t, f) => mergeClaudeSettings(t, f) });
   }
   if (options.clients.includes('vscode')) {
-    targets.push({ client: 'vscode', file: join(options.dir, '.vscode', 'mcp.json'), merge: (t, f) => mergeVscodeMcpJson(t, options.server, f) });
+    targets.push({ client: 'vscode', file: join(options.dir, '.vscode', 'mcp.json'), merge: (t, f) => mergeVscodeMcpJson(t, options.server, backends, f) });
   }
   if (options.clients.includes('codex')) {
-    targets.push({ client: 'codex', file: join(options.codexHome, 'config.toml'), merge: (t, f) => mergeCodexToml(t, options.server, f) });
+    targets.push({ client: 'codex', file: join(options.codexHome, 'config.toml'), merge: (t, f) => mergeCodexToml(t, options.server, backends, f) });
   }
   return targets.map((target) => applyTarget(target, options.dir));
 }

@@ -22,7 +22,7 @@ export function checkBackend(
 ): Availability {
   if (backend.kind === 'api') {
     // Read on every check, so a key added while the server runs is picked up by the next spawn.
-    const key = findApiKey(backend.name, dirs, env);
+    const key = findApiKey(backend, dirs, env);
     if (!key.found) return { usable: false, detail: key.detail, summary: key.summary };
     return { usable: true, detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}` };
   }

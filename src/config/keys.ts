@@ -4,15 +4,9 @@
 // set further down. Only key *sources* (a name and a file) ever leave this module, never values.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { backends } from '../../backends/registry.js';
+import type { ApiBackend, Backend } from '../../backends/types.js';
 
 export const KEYS_FILE = 'api_keys.json';
-
-/** The names a key goes by, as JSON keys in api_keys.json and as environment variables. */
-export function keyNames(backend: string): readonly string[] {
-  const declared = backends.find((b) => b.name === backend);
-  return declared?.kind === 'api' ? declared.keyNames : [`${backend.toUpperCase()}_API_KEY`];
-}
 
 export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): string[] {
   return [join(dirs.projectDir, KEYS_FILE), join(dirs.userConfigDir, KEYS_FILE)];
@@ -51,11 +45,11 @@ function readKeysFile(path: string): FileRead {
 const usable = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
 
 export function findApiKey(
-  backend: string,
+  backend: Pick<ApiBackend, 'keyNames'>,
   dirs: { projectDir: string; userConfigDir: string },
   env: NodeJS.ProcessEnv = process.env,
 ): KeyLookup {
-  const names = keyNames(backend);
+  const names = backend.keyNames;
   const files = keyFiles(dirs);
   const problems: string[] = [];
   for (const file of files) {
@@ -88,20 +82,22 @@ export function findApiKey(
 const SECRET_ENV = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|AUTH)(?:_|$)/i;
 
 /**
- * Every API key polyspawn could hand to a backend or a CLI: each backend's key as findApiKey
- * finds it, every string value in the api_keys.json files, and the environment's variables
- * whose names say they hold a key, token or secret.
+ * Every API key polyspawn could hand to a backend or a CLI: each API backend's key as
+ * findApiKey finds it (and under every name it goes by in the environment), every string value
+ * in the api_keys.json files, and the environment's variables whose names say they hold a key,
+ * token or secret (which covers the CLIs' logins).
  */
 export function configuredSecrets(
-  backendNames: readonly string[],
+  backends: readonly Backend[],
   dirs: { projectDir: string; userConfigDir: string },
   env: NodeJS.ProcessEnv = process.env,
 ): string[] {
   const values: string[] = [];
-  for (const name of backendNames) {
-    const found = findApiKey(name, dirs, env);
+  for (const backend of backends) {
+    if (backend.kind !== 'api') continue;
+    const found = findApiKey(backend, dirs, env);
     if (found.found) values.push(found.key);
-    for (const n of keyNames(name)) if (env[n]) values.push(env[n]!);
+    for (const n of backend.keyNames) if (env[n]) values.push(env[n]!);
   }
   for (const file of keyFiles(dirs)) {
     try {

@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import type { BackendModels, Usage } from '../../backends/types.js';
+import type { Backend, BackendModels, Usage } from '../../backends/types.js';
 import { ConfigError, describeZodError, readJsonFile } from './config.js';
 
 const priceSchema = z.object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() }).strict();
@@ -45,6 +45,20 @@ export function loadModels(files: string[]): ModelsTable {
     }
   }
   return table;
+}
+
+/**
+ * Every backend given must have a default model in the table (its spawn tool names it, and a
+ * spawn without a model runs it): a ConfigError that says where to add the missing ones.
+ */
+export function checkDefaultModels(table: ModelsTable, backends: readonly Backend[]): void {
+  const missing = backends.filter((b) => !table[b.name]?.default).map((b) => b.name);
+  if (!missing.length) return;
+  const entries = missing.map((name) => `"${name}": { "default": "<model>" }`).join(', ');
+  throw new ConfigError(
+    `no default model for ${missing.join(', ')}: add ${entries} to backends/models.json (shipped with the backends), ` +
+      `or to a models.json override (see README, "Models")`,
+  );
 }
 
 /** The model to run: the backend's default, an alias, or a model the table knows. */

@@ -82,7 +82,7 @@ export async function executeApi(
   control.onOutputTail((maxChars) => lines.join('\n').slice(-maxChars));
 
   const settings = config.backends[backend.name]!;
-  const key = findApiKey(backend.name, config, env);
+  const key = findApiKey(backend, config, env);
   if (!key.found) {
     // The spawn tool refuses this up front; a key removed while the job was queued lands here.
     log(`no request sent: ${key.detail}`);

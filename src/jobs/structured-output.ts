@@ -20,8 +20,12 @@ const require = createRequire(import.meta.url);
 
 export type JsonSchema = Record<string, unknown>;
 
-/** The largest schema accepted (it travels on claude's command line). */
-export const MAX_SCHEMA_CHARS = 64 * 1024;
+/**
+ * The largest schema any backend accepts: it is appended to the prompt and kept, compiled, in
+ * the cache below, so both stay bounded. A backend that takes the schema somewhere smaller (a
+ * command-line argument) declares its own, lower maxOutputSchemaChars.
+ */
+export const MAX_SCHEMA_CHARS = 256 * 1024;
 const MAX_ERRORS = 12;
 const MAX_ANSWER_IN_FEEDBACK = 20_000;
 
@@ -69,10 +73,15 @@ export function compileSchema(schema: unknown): { validate: ValidateFunction } |
   }
 }
 
-/** Why `schema` cannot be used, or undefined when it can. */
-export function schemaProblem(schema: unknown): string | undefined {
+/** Why `schema` cannot be given to `backend` (with none: to any), or undefined when it can. */
+export function schemaProblem(schema: unknown, backend?: Backend): string | undefined {
   const result = compileSchema(schema);
-  return 'error' in result ? result.error : undefined;
+  if ('error' in result) return result.error;
+  const max = backend?.maxOutputSchemaChars;
+  if (backend && max !== undefined && JSON.stringify(schema).length > max) {
+    return `the output schema is longer than ${max} characters, the most ${backend.name} takes: simplify it`;
+  }
+  return undefined;
 }
 
 export function formatErrors(errors: ErrorObject[] | null | undefined): string {

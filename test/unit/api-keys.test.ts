@@ -7,7 +7,7 @@ import { gemini } from '../../backends/gemini.js';
 import { grok } from '../../backends/grok.js';
 import { mistral } from '../../backends/mistral.js';
 import { checkBackend } from '../../src/config/availability.js';
-import { findApiKey, keyNames } from '../../src/config/keys.js';
+import { findApiKey } from '../../src/config/keys.js';
 
 function dirs(files: { project?: unknown; user?: unknown } = {}) {
   const root = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
@@ -22,32 +22,31 @@ function dirs(files: { project?: unknown; user?: unknown } = {}) {
 
 describe('findApiKey', () => {
   test('the aliases, in order', () => {
-    expect(keyNames('grok')).toEqual(['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY']);
-    expect(keyNames('gemini')).toEqual(['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY']);
-    expect(keyNames('mistral')).toEqual(['MISTRAL_API_KEY']);
-    expect(keyNames('other')).toEqual(['OTHER_API_KEY']);
+    expect(grok.keyNames).toEqual(['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY']);
+    expect(gemini.keyNames).toEqual(['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY']);
+    expect(mistral.keyNames).toEqual(['MISTRAL_API_KEY']);
   });
 
   test('project file, then user file, then environment', () => {
     const both = dirs({ project: { XAI_API_KEY: 'p' }, user: { XAI_API_KEY: 'u' } });
-    expect(findApiKey('grok', both, { XAI_API_KEY: 'e' })).toMatchObject({ found: true, key: 'p', source: `XAI_API_KEY in ${join(both.projectDir, 'api_keys.json')}` });
+    expect(findApiKey(grok, both, { XAI_API_KEY: 'e' })).toMatchObject({ found: true, key: 'p', source: `XAI_API_KEY in ${join(both.projectDir, 'api_keys.json')}` });
     const user = dirs({ user: { GROK_API_KEY: 'u' } });
-    expect(findApiKey('grok', user, { XAI_API_KEY: 'e' })).toMatchObject({ key: 'u', name: 'GROK_API_KEY' });
-    expect(findApiKey('grok', dirs(), { X_API_KEY: 'e' })).toMatchObject({ key: 'e', source: 'env X_API_KEY' });
+    expect(findApiKey(grok, user, { XAI_API_KEY: 'e' })).toMatchObject({ key: 'u', name: 'GROK_API_KEY' });
+    expect(findApiKey(grok, dirs(), { X_API_KEY: 'e' })).toMatchObject({ key: 'e', source: 'env X_API_KEY' });
   });
 
   test('an empty or blank value never hides a key set further down', () => {
     const d = dirs({ project: { GEMINI_API_KEY: '' }, user: { GEMINI_API_KEY: '   ' } });
-    expect(findApiKey('gemini', d, { GEMINI_API_KEY: '', GOOGLE_API_KEY: ' g ' })).toMatchObject({ found: true, key: 'g', source: 'env GOOGLE_API_KEY' });
+    expect(findApiKey(gemini, d, { GEMINI_API_KEY: '', GOOGLE_API_KEY: ' g ' })).toMatchObject({ found: true, key: 'g', source: 'env GOOGLE_API_KEY' });
   });
 
   test('within one place the first alias wins', () => {
-    expect(findApiKey('gemini', dirs(), { GOOGLE_AI_KEY: 'c', GEMINI_API_KEY: 'a' })).toMatchObject({ key: 'a' });
+    expect(findApiKey(gemini, dirs(), { GOOGLE_AI_KEY: 'c', GEMINI_API_KEY: 'a' })).toMatchObject({ key: 'a' });
   });
 
   test('missing: one sentence naming every place and name tried', () => {
     const d = dirs();
-    const r = findApiKey('grok', d, {});
+    const r = findApiKey(grok, d, {});
     expect(r.found).toBe(false);
     if (r.found) return;
     expect(r.detail).toBe(
@@ -59,7 +58,7 @@ describe('findApiKey', () => {
 
   test('a broken file is reported, without echoing its content (it holds keys)', () => {
     const d = dirs({ project: '{"MISTRAL_API_KEY": "sk-secret-value",', user: { MISTRAL_API_KEY: 42 } });
-    const r = findApiKey('mistral', d, {});
+    const r = findApiKey(mistral, d, {});
     expect(r.found).toBe(false);
     if (r.found) return;
     expect(r.detail).toContain(`${join(d.projectDir, 'api_keys.json')} is not valid JSON`);
@@ -67,7 +66,7 @@ describe('findApiKey', () => {
     expect(r.detail).toContain('is not a string');
     expect(r.detail).not.toContain('sk-secret-value');
     // ...and a broken file does not stop the environment from being used.
-    expect(findApiKey('mistral', d, { MISTRAL_API_KEY: 'm' })).toMatchObject({ key: 'm' });
+    expect(findApiKey(mistral, d, { MISTRAL_API_KEY: 'm' })).toMatchObject({ key: 'm' });
   });
 });
 
@@ -79,7 +78,7 @@ describe('availability of API backends', () => {
     for (const backend of [grok, gemini, mistral]) {
       const missing = checkBackend(backend, settings, {}, d);
       expect(missing.usable).toBe(false);
-      expect(missing.detail).toContain(keyNames(backend.name)[0]!);
+      expect(missing.detail).toContain(backend.keyNames[0]!);
     }
     const ok = checkBackend(grok, { ...settings, baseUrl: 'http://127.0.0.1:1/v1' }, { GROK_API_KEY: 'secret-grok-key' }, d);
     expect(ok).toEqual({ usable: true, detail: 'HTTP API, key from env GROK_API_KEY, base URL http://127.0.0.1:1/v1' });

@@ -5,6 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { REDACTED, Redactor } from '../../src/lib/redact.js';
+import { claude } from '../../backends/claude.js';
+import { grok } from '../../backends/grok.js';
+import { mistral } from '../../backends/mistral.js';
 import { configuredSecrets } from '../../src/config/keys.js';
 import { guardExecutor, redactPage, scrubDir, scrubFile } from '../../iac/scrub.js';
 import type { Executor } from '../../src/jobs/table.js';
@@ -51,7 +54,7 @@ describe('Redactor', () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
     writeFileSync(join(dir, 'api_keys.json'), JSON.stringify({ XAI_API_KEY: 'xai-file-value-123456', SOMETHING_ELSE: 'another-file-secret' }));
     const env = { MISTRAL_API_KEY: MISTRAL, GITHUB_TOKEN: 'gh-token-value-xyz', HOME: '/root', PATH: '/usr/bin' };
-    const values = configuredSecrets(['grok', 'mistral', 'claude'], { projectDir: dir, userConfigDir: join(dir, 'none') }, env);
+    const values = configuredSecrets([grok, mistral, claude], { projectDir: dir, userConfigDir: join(dir, 'none') }, env);
     expect(values).toEqual(expect.arrayContaining(['xai-file-value-123456', 'another-file-secret', MISTRAL, 'gh-token-value-xyz']));
     expect(values).not.toContain('/root');
     expect(values).not.toContain('/usr/bin');

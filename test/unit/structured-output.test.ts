@@ -7,7 +7,7 @@ import { backends } from '../../backends/registry.js';
 import type { Outcome } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import type { ExecutionResult, Executor, JobRecord } from '../../src/jobs/table.js';
-import { checkAnswer, compileSchema, extractJson, schemaProblem, withStructuredOutput } from '../../src/jobs/structured-output.js';
+import { checkAnswer, compileSchema, extractJson, MAX_SCHEMA_CHARS, schemaProblem, withStructuredOutput } from '../../src/jobs/structured-output.js';
 
 const schema = { type: 'object', properties: { name: { type: 'string' }, n: { type: 'integer' } }, required: ['name'], additionalProperties: false };
 const validate = () => {
@@ -65,6 +65,15 @@ describe('validating', () => {
     if ('error' in email) throw new Error(email.error);
     expect(email.validate('a@b.co')).toBe(true);
     expect(email.validate('nope')).toBe(false);
+  });
+
+  test("a size limit: a backend's own where it declares one (claude's command line), else the server's cap", () => {
+    const sized = (chars: number) => ({ type: 'object', description: 'x'.repeat(chars) });
+    const byName = (name: string) => backends.find((b) => b.name === name)!;
+    expect(schemaProblem(sized(70_000), byName('claude'))).toBe('the output schema is longer than 65536 characters, the most claude takes: simplify it');
+    expect(schemaProblem(sized(70_000), byName('codex'))).toBeUndefined();
+    expect(schemaProblem(sized(70_000))).toBeUndefined();
+    expect(schemaProblem(sized(300_000), byName('codex'))).toBe(`the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it`);
   });
 });
 

@@ -85,7 +85,8 @@ export const frontmatterSchema = z
   .object({
     name: z.string().optional(),
     description: z.string({ error: (i) => (i.input === undefined ? 'is required: say when the orchestrator should use this agent' : 'must be text') }).max(MAX_DESCRIPTION_CHARS),
-    backend: z.string({ error: (i) => (i.input === undefined ? 'is required: one of the backends (claude, codex, copilot, grok, gemini, mistral)' : 'must be text') }),
+    // Missing: checkDefinition's error map names the backends there are.
+    backend: z.string({ error: (i) => (i.input === undefined ? undefined : 'must be text') }),
     model: z.string().min(1).max(200).optional(),
     timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
     permission: z.string().min(1).max(100).optional(),
@@ -123,7 +124,9 @@ export function checkDefinition(
   const problems: string[] = [];
   const bad = nameProblem(name, ctx.backends);
   if (bad) problems.push(bad);
-  const parsed = frontmatterSchema.safeParse(raw ?? {});
+  const parsed = frontmatterSchema.safeParse(raw ?? {}, {
+    error: (i) => (i.path?.[0] === 'backend' && i.input === undefined ? `is required: one of the backends (${ctx.backends.map((b) => b.name).join(', ')})` : undefined),
+  });
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = issue.path.length ? issue.path.join('.') : 'frontmatter';
@@ -165,7 +168,7 @@ export function checkDefinition(
     }
   }
   if (fm.output_schema !== undefined) {
-    const problem = schemaProblem(fm.output_schema);
+    const problem = schemaProblem(fm.output_schema, backend);
     if (problem) problems.push(`output_schema: ${problem}`);
   }
   if (problems.length) return { problems };

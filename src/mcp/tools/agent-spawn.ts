@@ -100,7 +100,7 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
       if (!availability.usable) throw new ToolInputError(`spawn_${definition.name} cannot run here: its backend ${backend.name} is not usable: ${availability.detail}`);
       const resolved = resolveModel(app.models, backend.name, definition.model ?? model);
       if ('error' in resolved) throw new ToolInputError(resolved.error);
-      const outputSchema = definition.outputSchema ?? checkOutputSchema(output_schema);
+      const outputSchema = definition.outputSchema ?? checkOutputSchema(output_schema, backend);
       const request: JobRequest = {
         backend: backend.name,
         model: resolved.model,

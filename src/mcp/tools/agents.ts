@@ -7,6 +7,7 @@ import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import type { Backend } from '../../../backends/types.js';
 import {
   AGENT_FILE,
   checkDefinition,
@@ -115,33 +116,40 @@ const mcpServerInput = z.union([
 
 // The compact tools/list (src/tool-list.ts) says less than the full list and the README: the
 // briefs below. The server validates with the full schema, and checkDefinition names every
-// problem (a wrong backend, permission mode or MCP server shape) in its error.
-const defineInput = z
-  .object({
-    name: brief(z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'), ''),
-    description: brief(z.string().max(2000).describe('When the orchestrator should use this agent'), 'When to use it'),
-    backend: brief(z.string().describe('claude, codex, copilot, grok, gemini or mistral'), 'claude|codex|copilot|grok|gemini|mistral'),
-    system_prompt: brief(z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"), ''),
-    model: brief(z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'), ''),
-    timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
-    permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
-    allow: brief(z.array(z.string()).optional().describe('Tools it may use (claude, copilot)'), ''),
-    deny: brief(z.array(z.string()).optional().describe('Tools it may not use (claude, copilot)'), ''),
-    mcp_servers: brief(z.record(z.string(), mcpServerInput).optional().describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'), {
-      type: 'object',
-      description: '{name: {command,args,env}|{url,headers}}',
-    }),
-    session: brief(z.boolean().optional().describe('Continue its previous conversation on every call'), 'Each call continues the last conversation'),
-    allowed_callers: brief(z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'), ''),
-    output_schema: brief(z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'), ''),
-    allow_nesting: brief(
-      z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional().describe('Let the agent start agents of its own (true, or how many levels)'),
-      '',
-    ),
-    scope: brief(scopeField.optional().describe('"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project'), ''),
-    replace: brief(z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'), ''),
-  })
-  .strict();
+// problem (a wrong backend, permission mode or MCP server shape) in its error. The backends
+// named are the app's (never a list written here).
+function defineInput(backends: readonly Backend[]) {
+  const names = backends.map((b) => b.name);
+  const listed = names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names.at(-1)}` : (names[0] ?? '');
+  const toolLists = backends.filter((b) => b.kind === 'cli' && b.supportsToolLists).map((b) => b.name);
+  const which = toolLists.length ? ` (${toolLists.join(', ')})` : '';
+  return z
+    .object({
+      name: brief(z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'), ''),
+      description: brief(z.string().max(2000).describe('When the orchestrator should use this agent'), 'When to use it'),
+      backend: brief(z.string().describe(listed), names.join('|')),
+      system_prompt: brief(z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"), ''),
+      model: brief(z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'), ''),
+      timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
+      permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
+      allow: brief(z.array(z.string()).optional().describe(`Tools it may use${which}`), ''),
+      deny: brief(z.array(z.string()).optional().describe(`Tools it may not use${which}`), ''),
+      mcp_servers: brief(z.record(z.string(), mcpServerInput).optional().describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'), {
+        type: 'object',
+        description: '{name: {command,args,env}|{url,headers}}',
+      }),
+      session: brief(z.boolean().optional().describe('Continue its previous conversation on every call'), 'Each call continues the last conversation'),
+      allowed_callers: brief(z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'), ''),
+      output_schema: brief(z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'), ''),
+      allow_nesting: brief(
+        z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional().describe('Let the agent start agents of its own (true, or how many levels)'),
+        '',
+      ),
+      scope: brief(scopeField.optional().describe('"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project'), ''),
+      replace: brief(z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'), ''),
+    })
+    .strict();
+}
 
 export function registerDefineAgentTool(server: McpServer, app: App): void {
   server.registerTool(
@@ -150,7 +158,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       title: 'Define a named agent',
       description:
         'Save a reusable agent for a role you delegate often (a backend with its own system prompt, model and rules): it becomes the tool spawn_<name>. replace: true changes one.',
-      inputSchema: defineInput,
+      inputSchema: defineInput(app.agents.ctx.backends),
       outputSchema: z.object({
         name: z.string(),
         tool: z.string(),

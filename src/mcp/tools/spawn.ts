@@ -8,7 +8,7 @@ import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
 import { isFinished } from '../../jobs/table.js';
 import { resolveModel } from '../../config/models.js';
-import { compileSchema, type JsonSchema } from '../../jobs/structured-output.js';
+import { schemaProblem, type JsonSchema } from '../../jobs/structured-output.js';
 import { brief } from '../tool-list.js';
 import { fullResult, jobResultSchema, toolResult, ToolInputError } from '../views.js';
 import { MAX_WAIT_S, waitWithProgress } from './wait.js';
@@ -59,11 +59,11 @@ export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
 export const extraFields = (backend: Backend): z.ZodRawShape =>
   Object.fromEntries(Object.entries(backend.extraInput ?? {}).map(([key, schema]) => [key, brief(schema as z.ZodType, '')]));
 
-/** A caller's output_schema, checked: a compilable JSON Schema, or a ToolInputError. */
-export function checkOutputSchema(schema: unknown): JsonSchema | undefined {
+/** A caller's output_schema, checked: a compilable JSON Schema the backend can take, or a ToolInputError. */
+export function checkOutputSchema(schema: unknown, backend: Backend): JsonSchema | undefined {
   if (schema === undefined) return undefined;
-  const compiled = compileSchema(schema);
-  if ('error' in compiled) throw new ToolInputError(`output_schema: ${compiled.error}`);
+  const problem = schemaProblem(schema, backend);
+  if (problem) throw new ToolInputError(`output_schema: ${problem}`);
   return schema as JsonSchema;
 }
 
@@ -144,7 +144,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         if (!availability.usable) throw new ToolInputError(`spawn_${backend.name} cannot run here: ${availability.detail}`);
         const resolved = resolveModel(app.models, backend.name, model);
         if ('error' in resolved) throw new ToolInputError(resolved.error);
-        const outputSchema = checkOutputSchema(output_schema);
+        const outputSchema = checkOutputSchema(output_schema, backend);
         const resumeSessionId = resolveResume(app, backend, resume);
         // The session's running totals after its newest turn; after a restart only the stored
         // record of the agent named in `resume` is at hand.

@@ -4,9 +4,9 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createApp } from './app.js';
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
-import { ConfigError } from './config/config.js';
 import { collectWhenIdle } from './jobs/idle-gc.js';
 import { killAllGroupsNow } from './jobs/process/runner.js';
+import { commandFailure } from './lib/errors.js';
 import { createServer } from './mcp/server.js';
 import { VERSION } from './lib/version.js';
 
@@ -69,6 +69,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  log(error instanceof ConfigError ? `configuration error: ${error.message}` : String((error as Error)?.stack ?? error));
-  process.exit(1);
+  const failure = commandFailure(error);
+  log(failure?.message ?? String((error as Error)?.stack ?? error));
+  process.exit(failure?.exitCode ?? 1);
 });

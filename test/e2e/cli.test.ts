@@ -132,6 +132,21 @@ describe('polyspawn run', () => {
     expect(failed.stderr).toMatch(/agent \w+ \(copilot, \S+\) failed after/);
   });
 
+  test('--resume in a later process: the turn is billed its own tokens, not the whole session\'s', () => {
+    const p = project();
+    const first = p.cli(['run', 'codex', '--json', 'first turn']);
+    expect(first.status, first.stderr).toBe(0);
+    const earlier = JSON.parse(first.stdout);
+    expect(earlier.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+    // Another process: the first agent is known only from the run store. Codex reports the
+    // thread's running totals: 30 in / 20 out after both turns.
+    const second = p.cli(['run', 'codex', '--json', '--resume', earlier.agent_id, 'second turn [[cli:usage:30:20]]']);
+    expect(second.status, second.stderr).toBe(0);
+    const resumed = JSON.parse(second.stdout);
+    expect(resumed.session_id).toBe(earlier.session_id);
+    expect(resumed.usage).toMatchObject({ input_tokens: 18, output_tokens: 13 });
+  });
+
   test('an API backend, against the fake model API: same output, the key never printed', async () => {
     const api = await startFakeModelApi();
     try {

@@ -2,7 +2,7 @@
 // The `polyspawn` command: its arguments, then `serve` (the default: MCP on stdio, src/mcp/serve.ts)
 // or a terminal command (src/commands/).
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
-import { ConfigError } from './config/config.js';
+import { commandFailure } from './lib/errors.js';
 import { VERSION } from './lib/version.js';
 import { serveStdio } from './mcp/serve.js';
 
@@ -33,6 +33,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  log(error instanceof ConfigError ? `configuration error: ${error.message}` : String((error as Error)?.stack ?? error));
-  process.exit(1);
+  const failure = commandFailure(error);
+  log(failure?.message ?? String((error as Error)?.stack ?? error));
+  process.exit(failure?.exitCode ?? 1);
 });

@@ -10,11 +10,12 @@ import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
 import { checkBackend } from '../config/availability.js';
-import { ConfigError, loadConfig, type Config } from '../config/config.js';
+import { loadConfig, type Config } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
 import { VERSION } from '../lib/version.js';
-import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
+import { InputError } from '../lib/errors.js';
+import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
 
 export const VERSION_TIMEOUT_MS = 5000;
 
@@ -204,14 +205,12 @@ Exit code 0 when at least one backend is usable, 1 when none is (or the config i
 export async function doctorCommand(argv: string[], io: CommandIo): Promise<number> {
   const { values, positionals } = parseCommandArgs(argv, { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } });
   if (values.help) return void io.stdout.write(DOCTOR_USAGE), 0;
-  if (positionals.length) throw new UsageError(`doctor takes no arguments (got ${positionals.join(' ')})`);
+  if (positionals.length) throw new InputError(`doctor takes no arguments (got ${positionals.join(' ')})`);
   let report: DoctorReport;
   try {
     report = await collectDoctor(io.env, io.cwd);
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    io.stderr.write(`polyspawn doctor: configuration error: ${error.message}\n`);
-    return 1;
+    return reportFailure(io, 'doctor', error);
   }
   io.stdout.write(values.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctor(report));
   return report.usable > 0 ? 0 : 1;

@@ -1,9 +1,9 @@
 // The terminal commands beside `serve`, for src/cli.ts to dispatch to. Each returns its exit code;
-// a UsageError prints its message and the command's usage, with exit code 2.
+// an error it ends with is reported as src/lib/errors.ts says (an InputError: with the usage, exit 2).
 //
 // Each command's module loads when that command runs: `serve`, which MCP clients start for every
 // session, never evaluates them nor what only they use (jsonc-parser, smol-toml, ...).
-import { UsageError, type CommandIo } from './io.js';
+import { reportFailure, type CommandIo } from './io.js';
 
 type Loaded = { usage: string; run: (argv: string[], io: CommandIo) => Promise<number> };
 type Command = { summary: string; load: () => Promise<Loaded> };
@@ -23,10 +23,6 @@ export async function runNamedCommand(name: string, argv: string[], io: CommandI
   try {
     return await command.run(argv, io);
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    io.stderr.write(`polyspawn ${name}: ${error.message}\n\n${command.usage}`);
-    return 2;
+    return reportFailure(io, name, error, command.usage);
   }
 }
-
-export { UsageError, type CommandIo };

@@ -20,7 +20,8 @@ import writeFileAtomic from 'write-file-atomic';
 import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
-import { parseCommandArgs, UsageError, type CommandIo } from './io.js';
+import { InputError } from '../lib/errors.js';
+import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
@@ -393,12 +394,12 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return void io.stdout.write(INIT_USAGE), 0;
-  if (positionals.length > 1) throw new UsageError(`init takes one folder, not ${positionals.length}: ${positionals.join(' ')}`);
+  if (positionals.length > 1) throw new InputError(`init takes one folder, not ${positionals.length}: ${positionals.join(' ')}`);
   const dir = resolve(io.cwd, positionals[0] ?? '.');
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`${dir} is not a folder: create it first, or name your project's folder`);
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new InputError(`${dir} is not a folder: create it first, or name your project's folder`);
   const chosen = CLIENTS.filter((c) => values[c]);
   const cli = options.cli ?? installedCli();
-  if (!values.npx && !existsSync(cli)) throw new UsageError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
+  if (!values.npx && !existsSync(cli)) throw new InputError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
   const server: ServerCommand = values.npx ? { command: 'npx', args: ['-y', 'polyspawn'] } : { command: process.execPath, args: [cli] };
   const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
   const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });

@@ -2,6 +2,7 @@
 // Commands never touch process.stdout themselves, so tests hand them in-memory streams and
 // the server's own stdout stays JSON-RPC only.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { commandFailure, InputError } from '../lib/errors.js';
 
 export type OutStream = {
   write(chunk: string): unknown;
@@ -18,16 +19,24 @@ export type CommandIo = {
   cwd: string;
 };
 
-/** A mistake in how a command was called: printed with the command's usage, exit code 2. */
-export class UsageError extends Error {}
-
-/** node:util's parseArgs, with its errors turned into UsageErrors that say what to do. */
+/** node:util's parseArgs, with its errors turned into InputErrors that say what to do. */
 export function parseCommandArgs<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, allowPositionals = true) {
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
+    throw new InputError((error as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
   }
+}
+
+/**
+ * Prints how `error` ended the command `name` (src/lib/errors.ts: the sentence, then `usage`
+ * when it calls for it) and returns the exit code. An error raised by mistake is thrown on.
+ */
+export function reportFailure(io: CommandIo, name: string, error: unknown, usage = ''): number {
+  const failure = commandFailure(error);
+  if (!failure) throw error;
+  io.stderr.write(`polyspawn ${name}: ${failure.message}\n${failure.withUsage && usage ? `\n${usage}` : ''}`);
+  return failure.exitCode;
 }
 
 /** Pads columns to their widest cell; the last column is never padded. */

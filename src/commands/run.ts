@@ -4,14 +4,15 @@
 // answer on stdout, one summary line on stderr. Ctrl-C cancels the job (its whole process
 // group, as the server's `cancel` does) and exits 130; a second Ctrl-C kills at once.
 import { resolve } from 'node:path';
+import { backends as registry } from '../../backends/registry.js';
 import { createApp, type App } from '../app.js';
+import { spawnJob } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
-import { resolveModel } from '../config/models.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
-import { resolveCwd, resolveResume } from '../mcp/tools/spawn.js';
-import { fullResult, ToolInputError } from '../mcp/views.js';
+import { InputError } from '../lib/errors.js';
+import { fullResult } from '../mcp/views.js';
 import { duration } from '../../iac/render.js';
-import { parseCommandArgs, UsageError, type CommandIo, type OutStream } from './io.js';
+import { parseCommandArgs, type CommandIo, type OutStream } from './io.js';
 
 /** The longest the exit waits for IAC.md to be written. */
 const IAC_FLUSH_MS = 8000;
@@ -117,12 +118,15 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   });
   if (values.help) return void io.stdout.write(RUN_USAGE), 0;
   const [name, ...words] = positionals;
-  if (!name) throw new UsageError('name a backend, e.g. `polyspawn run codex "explain src/app.ts"` (`polyspawn doctor` lists them)');
-  if (words.length === 0) throw new UsageError(`give ${name} a prompt: as arguments, or "-" to read it from stdin`);
+  if (!name) {
+    const names = registry.map((b) => b.name);
+    throw new InputError(`name a backend (${names.join(', ')}), e.g. \`polyspawn run ${names[0]} "explain src/app.ts"\` (\`polyspawn doctor\` says which work here)`);
+  }
+  if (words.length === 0) throw new InputError(`give ${name} a prompt: as arguments, or "-" to read it from stdin`);
   const prompt = words.length === 1 && words[0] === '-' ? await readAll(io.stdin) : words.join(' ');
-  if (prompt.trim() === '') throw new UsageError('the prompt is empty: say what the agent should do');
+  if (prompt.trim() === '') throw new InputError('the prompt is empty: say what the agent should do');
   const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
-  if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1)) throw new UsageError(`--timeout takes whole seconds, not "${values.timeout}"`);
+  if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1)) throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
 
   let progress: ProgressLine | undefined;
   const log = (message: string): boolean => {
@@ -136,37 +140,20 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const backend = app.backends.find((b) => b.name === name);
   if (!backend) {
     const disabled = app.config.backends[name] ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)` : '';
-    throw new UsageError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
+    throw new InputError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
   }
-  const availability = app.availability(backend);
-  if (!availability.usable) {
-    io.stderr.write(`polyspawn: ${name} cannot run here: ${availability.detail}\n`);
-    return 1;
-  }
-  const model = resolveModel(app.models, backend.name, values.model);
-  if ('error' in model) throw new UsageError(model.error);
-  let cwd: string;
-  let resumeSessionId: string | undefined;
-  try {
-    cwd = resolveCwd(app, values.cwd === undefined ? undefined : resolve(io.cwd, values.cwd));
-    resumeSessionId = resolveResume(app, backend, values.resume);
-  } catch (error) {
-    if (error instanceof ToolInputError) throw new UsageError(error.message);
-    throw error;
-  }
-  app.iac.start();
-  const previousSessionTotals = resumeSessionId ? app.jobs.latestInSession(backend.name, resumeSessionId)?.outcome?.sessionTotals : undefined;
-  const job = app.jobs.submit({
-    backend: backend.name,
-    model: model.model,
+  const job = spawnJob(app, {
+    backend,
+    label: backend.name,
     prompt,
-    cwd,
-    timeoutS: timeoutS ?? app.config.timeoutS,
-    ...(values['system-prompt'] ? { systemPrompt: values['system-prompt'] } : {}),
-    ...(resumeSessionId ? { resumeSessionId } : {}),
-    ...(previousSessionTotals ? { previousSessionTotals } : {}),
-    extra: {},
+    model: values.model,
+    cwd: values.cwd === undefined ? undefined : resolve(io.cwd, values.cwd),
+    systemPrompt: values['system-prompt'],
+    resume: values.resume,
+    timeoutS,
   });
+  // After the checks: a mistaken command line leaves the run store alone.
+  app.iac.start();
 
   progress = new ProgressLine(io.stdout, () => progressText(job, Date.now()));
   progress.start();

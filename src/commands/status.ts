@@ -6,7 +6,8 @@ import { secrets } from '../lib/redact.js';
 import { duration, time } from '../../iac/render.js';
 import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
 import { loadConfig } from '../config/config.js';
-import { cell, parseCommandArgs, textTable, UsageError, type CommandIo } from './io.js';
+import { InputError } from '../lib/errors.js';
+import { cell, parseCommandArgs, textTable, type CommandIo } from './io.js';
 
 export const DEFAULT_STATUS_LIMIT = 10;
 
@@ -79,9 +80,9 @@ export async function statusCommand(argv: string[], io: CommandIo): Promise<numb
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return void io.stdout.write(STATUS_USAGE), 0;
-  if (positionals.length) throw new UsageError(`status takes no arguments (got ${positionals.join(' ')})`);
+  if (positionals.length) throw new InputError(`status takes no arguments (got ${positionals.join(' ')})`);
   const limit = values.limit === undefined ? DEFAULT_STATUS_LIMIT : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 0) throw new UsageError(`--limit must be a whole number of agents, not "${values.limit}"`);
+  if (!Number.isInteger(limit) || limit < 0) throw new InputError(`--limit must be a whole number of agents, not "${values.limit}"`);
   const config = loadConfig(allBackends, io.env, io.cwd);
   const store = new RunStore({ stateDir: config.stateDir, redactor: secrets, identity: selfIdentity() });
   const status = collectStatus(store, limit);

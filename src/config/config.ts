@@ -5,6 +5,7 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Backend, BackendSettings } from '../../backends/types.js';
+import { ConfigError } from '../lib/errors.js';
 
 export type Config = {
   projectDir: string;
@@ -52,8 +53,6 @@ const fileSchema = z
   .strict();
 
 type FileConfig = z.infer<typeof fileSchema>;
-
-export class ConfigError extends Error {}
 
 export function userConfigDir(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_CONFIG_HOME || (process.platform === 'win32' && env.APPDATA) || join(homedir(), '.config');

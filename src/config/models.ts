@@ -5,7 +5,8 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { Backend, BackendModels, Usage } from '../../backends/types.js';
-import { ConfigError, describeZodError, readJsonFile } from './config.js';
+import { ConfigError } from '../lib/errors.js';
+import { describeZodError, readJsonFile } from './config.js';
 
 const priceSchema = z.object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() }).strict();
 const entrySchema = z

@@ -1,6 +1,7 @@
 // How jobs look in tool results: one summary shape and one full shape, shared by every tool,
 // with the zod schemas the tools declare as their output schemas.
 import { z } from 'zod';
+import { InputError } from '../lib/errors.js';
 import { taskLine } from '../lib/text.js';
 import { secrets } from '../lib/redact.js';
 import type { App } from '../app.js';
@@ -86,11 +87,8 @@ export function toolResult<T extends Record<string, unknown>>(structured: T) {
   return { structuredContent: structured, content: [{ type: 'text' as const, text: JSON.stringify(structured) }] };
 }
 
-/** Throwing from a tool handler gives the caller an isError result carrying this message. */
-export class ToolInputError extends Error {}
-
 export function findJob(app: App, id: string): JobRecord {
   const job = app.jobs.get(id);
-  if (!job) throw new ToolInputError(`no agent with id "${id}": call \`list\` to see the ids of current and recent agents`);
+  if (!job) throw new InputError(`no agent with id "${id}": call \`list\` to see the ids of current and recent agents`);
   return job;
 }

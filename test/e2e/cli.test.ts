@@ -52,7 +52,7 @@ describe('polyspawn --help and wrong usage', () => {
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toContain('unknown command "frobnicate"');
     const cases: [string[], RegExp][] = [
-      [['run'], /name a backend, e\.g\. `polyspawn run codex/],
+      [['run'], /name a backend \(claude, codex, copilot, grok, gemini, mistral\), e\.g\. `polyspawn run claude/],
       [['run', 'codex'], /give codex a prompt: as arguments, or "-" to read it from stdin/],
       [['run', 'nope', 'hi'], /no backend "nope": use one of claude, codex, copilot, grok, gemini, mistral/],
       [['run', 'codex', '--model', 'gpt-0', 'hi'], /unknown model "gpt-0" for codex: use one of/],
@@ -130,6 +130,21 @@ describe('polyspawn run', () => {
     expect(failed.stdout).toBe('');
     expect(failed.stderr).toMatch(/polyspawn: copilot .*401/);
     expect(failed.stderr).toMatch(/agent \w+ \(copilot, \S+\) failed after/);
+  });
+
+  test('--resume in a later process: the turn is billed its own tokens, not the whole session\'s', () => {
+    const p = project();
+    const first = p.cli(['run', 'codex', '--json', 'first turn']);
+    expect(first.status, first.stderr).toBe(0);
+    const earlier = JSON.parse(first.stdout);
+    expect(earlier.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
+    // Another process: the first agent is known only from the run store. Codex reports the
+    // thread's running totals: 30 in / 20 out after both turns.
+    const second = p.cli(['run', 'codex', '--json', '--resume', earlier.agent_id, 'second turn [[cli:usage:30:20]]']);
+    expect(second.status, second.stderr).toBe(0);
+    const resumed = JSON.parse(second.stdout);
+    expect(resumed.session_id).toBe(earlier.session_id);
+    expect(resumed.usage).toMatchObject({ input_tokens: 18, output_tokens: 13 });
   });
 
   test('an API backend, against the fake model API: same output, the key never printed', async () => {

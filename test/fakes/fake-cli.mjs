@@ -27,6 +27,8 @@
 //   [[cli:echo-env:NAME]]   the answer text is the value of env NAME ('' when unset)
 //   [[cli:stderr:TEXT]]     write TEXT (and a newline) to stderr
 //   [[cli:exit:N]]          exit code N after the normal output
+//   [[cli:usage:IN:OUT]]    codex: report IN input and OUT output tokens (codex reports the
+//                           thread's running totals, so a resumed turn's include the turns before)
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
@@ -201,6 +203,7 @@ function codex(answer, failed) {
   let threadId = randomUUID();
   if (positionals[0] === 'resume' && positionals[1] && positionals[1] !== '-') threadId = positionals[1];
   const json = args.includes('--json');
+  const [tokensIn, tokensOut] = (valueOf('usage') ?? '12:7').split(':').map(Number);
   const message = 'unexpected status 401 Unauthorized: fake error 401, url: http://127.0.0.1:9/v1/responses';
   const events = failed
     ? [
@@ -213,7 +216,7 @@ function codex(answer, failed) {
         { type: 'thread.started', thread_id: threadId },
         { type: 'turn.started' },
         { type: 'item.completed', item: { id: 'item_0', type: 'agent_message', text: answer } },
-        { type: 'turn.completed', usage: { input_tokens: 12, cached_input_tokens: 0, cache_write_input_tokens: 0, output_tokens: 7, reasoning_output_tokens: 0 } },
+        { type: 'turn.completed', usage: { input_tokens: tokensIn, cached_input_tokens: 0, cache_write_input_tokens: 0, output_tokens: tokensOut, reasoning_output_tokens: 0 } },
       ];
   const lastMessageFile = option(['--output-last-message', '-o']);
   if (lastMessageFile && !failed) writeFileSync(lastMessageFile, answer);

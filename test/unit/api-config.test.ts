@@ -7,7 +7,8 @@ import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { backends } from '../../backends/registry.js';
 import { mistralText } from '../../backends/mistral.js';
-import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/lib/errors.js';
 import { policyKnobs } from '../../src/jobs/execute-api.js';
 import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/config/models.js';
 

@@ -15,7 +15,7 @@ import type { ApiBackend, CliBackend } from '../../backends/types.js';
 import { createApp, type App } from '../../src/app.js';
 import { collectDoctor, formatDoctor } from '../../src/commands/doctor.js';
 import { runInit } from '../../src/commands/init.js';
-import { ConfigError } from '../../src/config/config.js';
+import { ConfigError } from '../../src/lib/errors.js';
 import { configuredSecrets } from '../../src/config/keys.js';
 import { checkDefinition } from '../../src/jobs/agents/definitions.js';
 import { schemaProblem } from '../../src/jobs/structured-output.js';

@@ -9,14 +9,13 @@
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { Backend } from '../../../backends/types.js';
-import { agentRun, type AgentDefinition } from '../../jobs/agents/definitions.js';
+import type { AgentDefinition } from '../../jobs/agents/definitions.js';
 import type { App } from '../../app.js';
-import { isFinished, type JobRecord, type JobRequest } from '../../jobs/table.js';
-import { resolveModel } from '../../config/models.js';
+import { spawnJob } from '../../jobs/spawn.js';
+import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
-import { checkOutputSchema, cwdField, extraFields, modelField, outputSchemaField, promptField, resolveCwd, resolveResume, resumeField, timeoutField, waitField } from './spawn.js';
-import { fullResult, jobResultSchema, toolResult, ToolInputError } from '../views.js';
-import { waitWithProgress } from './wait.js';
+import { cwdField, extraFields, modelField, outputSchemaField, promptField, resumeField, spawnedResult, timeoutField, waitField } from './spawn.js';
+import { jobResultSchema } from '../views.js';
 
 /** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
 export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {
@@ -95,39 +94,20 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
     async (args, extra) => {
       const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ...rest } = args as AgentArgs;
       const client = server.server.getClientVersion()?.name;
-      if (!callerAllowed(definition, client)) throw new ToolInputError(callerRefusal(definition, client));
-      const availability = app.availability(backend);
-      if (!availability.usable) throw new ToolInputError(`spawn_${definition.name} cannot run here: its backend ${backend.name} is not usable: ${availability.detail}`);
-      const resolved = resolveModel(app.models, backend.name, definition.model ?? model);
-      if ('error' in resolved) throw new ToolInputError(resolved.error);
-      const outputSchema = definition.outputSchema ?? checkOutputSchema(output_schema, backend);
-      const request: JobRequest = {
-        backend: backend.name,
-        model: resolved.model,
+      if (!callerAllowed(definition, client)) throw new InputError(callerRefusal(definition, client));
+      const job = spawnJob(app, {
+        backend,
+        label: `spawn_${definition.name}`,
         prompt,
-        cwd: resolveCwd(app, cwd),
-        timeoutS: timeout_s ?? definition.timeoutS ?? app.config.timeoutS,
-        systemPrompt: definition.systemPrompt,
-        agent: agentRun(definition, backend),
-        ...(outputSchema ? { outputSchema } : {}),
+        model,
+        cwd,
+        resume,
+        timeoutS: timeout_s,
+        outputSchema: output_schema,
         extra: rest,
-      };
-      let job: JobRecord;
-      if (definition.session) {
-        job = app.sessions.submit({ ...request, agent: request.agent! }, new_session === true);
-      } else {
-        const resumeSessionId = resolveResume(app, backend, resume);
-        const previousSessionTotals = resumeSessionId
-          ? (app.jobs.latestInSession(backend.name, resumeSessionId) ?? app.jobs.get(resume!))?.outcome?.sessionTotals
-          : undefined;
-        job = app.jobs.submit({
-          ...request,
-          ...(resumeSessionId ? { resumeSessionId } : {}),
-          ...(previousSessionTotals ? { previousSessionTotals } : {}),
-        });
-      }
-      if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);
-      return toolResult(fullResult(app, job));
+        agent: { definition, newSession: new_session },
+      });
+      return spawnedResult(app, job, wait_s, extra);
     },
   );
 }

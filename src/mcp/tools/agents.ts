@@ -22,7 +22,8 @@ import { MAX_DEPTH } from '../../jobs/agents/nesting.js';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
-import { toolResult, ToolInputError } from '../views.js';
+import { toolResult } from '../views.js';
+import { InputError } from '../../lib/errors.js';
 import { makeDirs, writeAtomic } from '../../lib/fs.js';
 
 const scopeField = z.enum(['project', 'user']);
@@ -176,19 +177,19 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       const frontmatter: Frontmatter = { name, ...settings } as Frontmatter;
       // The same checks as a file on disk, before anything is written.
       const checked = checkDefinition(name, frontmatter, system_prompt, { scope, file }, app.agents.ctx);
-      if ('problems' in checked) throw new ToolInputError(`agent "${name}" not defined: ${checked.problems.join('; ')}`);
+      if ('problems' in checked) throw new InputError(`agent "${name}" not defined: ${checked.problems.join('; ')}`);
       const replaced = existsSync(file);
-      if (replaced && !replace) throw new ToolInputError(`agent "${name}" already exists in ${file}: pass replace: true to overwrite it, or choose another name`);
+      if (replaced && !replace) throw new InputError(`agent "${name}" already exists in ${file}: pass replace: true to overwrite it, or choose another name`);
       const text = renderAgentFile(frontmatter, system_prompt);
       try {
         makeDirs(dirname(file));
         writeAtomic(file, text);
       } catch (error) {
-        throw new ToolInputError(`could not write ${file}: ${(error as Error).message}`);
+        throw new InputError(`could not write ${file}: ${(error as Error).message}`);
       }
       // What was written must load as what was checked.
       const loaded = loadAgentFile(name, file, scope, app.agents.ctx);
-      if ('problem' in loaded) throw new ToolInputError(`wrote ${file}, but it does not load: ${loaded.problem.problem}`);
+      if ('problem' in loaded) throw new InputError(`wrote ${file}, but it does not load: ${loaded.problem.problem}`);
       app.agents.reload();
       const inEffect = app.agents.agents.get(name);
       const note =
@@ -219,12 +220,12 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
     },
     async ({ name, scope }) => {
       const bad = nameProblem(name, app.agents.ctx.backends);
-      if (bad) throw new ToolInputError(bad);
+      if (bad) throw new InputError(bad);
       const candidates: AgentScope[] = scope ? [scope] : ['project', 'user'];
       const found = candidates.map((s) => ({ scope: s, file: join(folderOf(app, s), name, AGENT_FILE) })).find((c) => existsSync(c.file));
       if (!found) {
         const elsewhere = scope && (['project', 'user'] as const).find((s) => s !== scope && existsSync(join(folderOf(app, s), name, AGENT_FILE)));
-        throw new ToolInputError(
+        throw new InputError(
           `no agent "${name}" in the ${scope ? `${scope} folder` : 'project or user folders'}${elsewhere ? `; there is one in the ${elsewhere} folder: pass scope "${elsewhere}"` : ': call list_agents to see the names'}`,
         );
       }
@@ -233,7 +234,7 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
         const folder = dirname(found.file);
         if (readdirSync(folder).length === 0) rmdirSync(folder);
       } catch (error) {
-        throw new ToolInputError(`could not remove ${found.file}: ${(error as Error).message}`);
+        throw new InputError(`could not remove ${found.file}: ${(error as Error).message}`);
       }
       app.sessions.reset(name);
       app.agents.reload();

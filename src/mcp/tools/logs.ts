@@ -10,7 +10,8 @@ import type { App } from '../../app.js';
 import { readAt } from '../../jobs/process/log-reader.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
-import { findJob, toolResult, ToolInputError } from '../views.js';
+import { findJob, toolResult } from '../views.js';
+import { InputError } from '../../lib/errors.js';
 
 export const DEFAULT_LOG_BYTES = 64 * 1024;
 export const MAX_LOG_BYTES = 1024 * 1024;
@@ -93,7 +94,7 @@ export function registerLogsTool(server: McpServer, app: App): void {
     },
     async ({ agent_id, stream, offset, limit, tail }) => {
       const job = findJob(app, agent_id);
-      if (tail !== undefined && offset !== undefined) throw new ToolInputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
+      if (tail !== undefined && offset !== undefined) throw new InputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
       const which = stream ?? 'stdout';
       const page = readLogPage(runFolder(app.config.stateDir, job.id)[which], {
         ...(offset !== undefined ? { offset } : {}),

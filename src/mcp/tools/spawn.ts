@@ -1,20 +1,17 @@
-// spawn_<backend>: one tool per enabled backend. Queues a job and returns its id at once
-// (or, with wait_s, its result when it finishes in time).
-import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+// spawn_<backend>: one tool per enabled backend. Queues a job (the spawn use case,
+// src/jobs/spawn.ts) and returns its id at once (or, with wait_s, its result when it finishes
+// in time).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
-import { isFinished } from '../../jobs/table.js';
-import { resolveModel } from '../../config/models.js';
-import { schemaProblem, type JsonSchema } from '../../jobs/structured-output.js';
+import { spawnJob } from '../../jobs/spawn.js';
+import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { fullResult, jobResultSchema, toolResult, ToolInputError } from '../views.js';
-import { MAX_WAIT_S, waitWithProgress } from './wait.js';
+import { fullResult, jobResultSchema, toolResult } from '../views.js';
+import { MAX_WAIT_S, waitWithProgress, type Extra } from './wait.js';
 
 const MAX_PROMPT_CHARS = 2_000_000;
-const JOB_ID = /^[a-z2-9]{6}$/;
 
 /** A backend's models, as the full schema and the server's instructions say them. */
 export const modelsText = (models: BackendModels) => {
@@ -59,14 +56,6 @@ export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
 export const extraFields = (backend: Backend): z.ZodRawShape =>
   Object.fromEntries(Object.entries(backend.extraInput ?? {}).map(([key, schema]) => [key, brief(schema as z.ZodType, '')]));
 
-/** A caller's output_schema, checked: a compilable JSON Schema the backend can take, or a ToolInputError. */
-export function checkOutputSchema(schema: unknown, backend: Backend): JsonSchema | undefined {
-  if (schema === undefined) return undefined;
-  const problem = schemaProblem(schema, backend);
-  if (problem) throw new ToolInputError(`output_schema: ${problem}`);
-  return schema as JsonSchema;
-}
-
 function inputSchema(backend: Backend, app: App) {
   return z
     .object({
@@ -84,6 +73,12 @@ function inputSchema(backend: Backend, app: App) {
     .strict();
 }
 
+/** A spawn tool's answer: the job at once, or its result once it finishes within wait_s. */
+export async function spawnedResult(app: App, job: JobRecord, waitS: number | undefined, extra: Extra) {
+  if (waitS && !isFinished(job.state)) await waitWithProgress(app, [job.id], waitS, 'all', extra);
+  return toolResult(fullResult(app, job));
+}
+
 type SpawnArgs = {
   prompt: string;
   model?: string;
@@ -95,34 +90,6 @@ type SpawnArgs = {
   output_schema?: Record<string, unknown>;
   [extra: string]: unknown;
 };
-
-export function resolveCwd(app: App, cwd: string | undefined): string {
-  const dir = resolve(app.config.projectDir, cwd ?? '.');
-  let isDir = false;
-  try {
-    isDir = statSync(dir).isDirectory();
-  } catch {
-    // reported below
-  }
-  if (!isDir) throw new ToolInputError(`cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${app.config.projectDir}`);
-  return dir;
-}
-
-export function resolveResume(app: App, backend: Backend, resume: string | undefined): string | undefined {
-  if (resume === undefined) return undefined;
-  const earlier = app.jobs.get(resume);
-  if (earlier) {
-    if (earlier.backend !== backend.name) {
-      throw new ToolInputError(`agent ${resume} ran on ${earlier.backend}, not ${backend.name}: resume it with spawn_${earlier.backend}`);
-    }
-    const session = earlier.outcome?.sessionId;
-    if (!session) throw new ToolInputError(`agent ${resume} has no session to resume yet (state: ${earlier.state}): wait for it to finish`);
-    return session;
-  }
-  if (JOB_ID.test(resume)) throw new ToolInputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);
-  if (/\s/.test(resume)) throw new ToolInputError('resume must be an agent_id or a session_id, without spaces');
-  return resume;
-}
 
 export function registerSpawnTools(server: McpServer, app: App): void {
   for (const backend of app.backends) {
@@ -140,31 +107,19 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
         const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ...rest } = args as SpawnArgs;
-        const availability = app.availability(backend);
-        if (!availability.usable) throw new ToolInputError(`spawn_${backend.name} cannot run here: ${availability.detail}`);
-        const resolved = resolveModel(app.models, backend.name, model);
-        if ('error' in resolved) throw new ToolInputError(resolved.error);
-        const outputSchema = checkOutputSchema(output_schema, backend);
-        const resumeSessionId = resolveResume(app, backend, resume);
-        // The session's running totals after its newest turn; after a restart only the stored
-        // record of the agent named in `resume` is at hand.
-        const previousSessionTotals = resumeSessionId
-          ? (app.jobs.latestInSession(backend.name, resumeSessionId) ?? app.jobs.get(resume!))?.outcome?.sessionTotals
-          : undefined;
-        const job = app.jobs.submit({
-          backend: backend.name,
-          model: resolved.model,
+        const job = spawnJob(app, {
+          backend,
+          label: `spawn_${backend.name}`,
           prompt,
-          cwd: resolveCwd(app, cwd),
-          timeoutS: timeout_s ?? app.config.timeoutS,
-          ...(system_prompt ? { systemPrompt: system_prompt } : {}),
-          ...(resumeSessionId ? { resumeSessionId } : {}),
-          ...(previousSessionTotals ? { previousSessionTotals } : {}),
-          ...(outputSchema ? { outputSchema } : {}),
+          model,
+          cwd,
+          systemPrompt: system_prompt,
+          resume,
+          timeoutS: timeout_s,
+          outputSchema: output_schema,
           extra: rest,
         });
-        if (wait_s && !isFinished(job.state)) await waitWithProgress(app, [job.id], wait_s, 'all', extra);
-        return toolResult(fullResult(app, job));
+        return spawnedResult(app, job, wait_s, extra);
       },
     );
   }

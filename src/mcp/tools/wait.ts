@@ -6,7 +6,8 @@ import { z } from 'zod';
 import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished, type WaitResult } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult, ToolInputError } from '../views.js';
+import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult } from '../views.js';
+import { InputError } from '../../lib/errors.js';
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -65,7 +66,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
     async ({ agent_ids, timeout_s, return_when }, extra) => {
       const ids = agent_ids ? [...new Set(agent_ids)] : app.jobs.all().filter((j) => !isFinished(j.state)).map((j) => j.id);
       for (const id of ids) findJob(app, id);
-      if (agent_ids && ids.length === 0) throw new ToolInputError('agent_ids is empty: pass ids from spawn_* or omit it');
+      if (agent_ids && ids.length === 0) throw new InputError('agent_ids is empty: pass ids from spawn_* or omit it');
       const { finished, pending } = await waitWithProgress(app, ids, timeout_s ?? DEFAULT_WAIT_S, return_when ?? 'all', extra);
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),

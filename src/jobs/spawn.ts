@@ -1,0 +1,123 @@
+// The spawn use case, the one path of spawn_<backend>, spawn_<agent> and `polyspawn run`: check
+// that the backend can run here, resolve the model, the output schema, the folder and the
+// session to resume, and submit the job. Waiting for it is the caller's (the MCP tools send
+// progress notifications, `run` draws its live line).
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Backend } from '../../backends/types.js';
+import type { Availability } from '../config/availability.js';
+import type { Config } from '../config/config.js';
+import { resolveModel, type ModelsTable } from '../config/models.js';
+import { InputError, SetupError } from '../lib/errors.js';
+import { agentRun, type AgentDefinition } from './agents/definitions.js';
+import type { AgentSessions } from './agents/sessions.js';
+import { schemaProblem, type JsonSchema } from './structured-output.js';
+import type { JobRecord, JobRequest, JobTable } from './table.js';
+
+const JOB_ID = /^[a-z2-9]{6}$/;
+
+/** What spawning needs of the app (src/app.ts's App is one). */
+export type SpawnContext = {
+  config: Pick<Config, 'projectDir' | 'timeoutS'>;
+  models: ModelsTable;
+  jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
+  sessions: Pick<AgentSessions, 'submit'>;
+  availability(backend: Backend): Availability;
+};
+
+export type SpawnRequest = {
+  backend: Backend;
+  /** What the messages call this spawn: the tool (spawn_codex, spawn_reviewer), or the backend from a terminal. */
+  label: string;
+  prompt: string;
+  /** A model name or alias (default: the backend's default). */
+  model?: string;
+  /** The folder to work in, absolute or relative to the project (default: the project). */
+  cwd?: string;
+  systemPrompt?: string;
+  /** An earlier agent_id of this backend, or a session id, to continue. */
+  resume?: string;
+  timeoutS?: number;
+  /** The caller's JSON Schema for the answer, unchecked. */
+  outputSchema?: unknown;
+  /** The backend's own inputs (Backend.extraInput). */
+  extra?: Record<string, unknown>;
+  /**
+   * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
+   * output schema and timeout where it sets them; a session agent continues its conversation
+   * (newSession: starts over) and takes no `resume`.
+   */
+  agent?: { definition: AgentDefinition; newSession?: boolean };
+};
+
+/** Checks the request and submits its job; an InputError or SetupError says what to change. */
+export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
+  const { backend, agent } = request;
+  const definition = agent?.definition;
+  const availability = ctx.availability(backend);
+  if (!availability.usable) {
+    throw new SetupError(`${request.label} cannot run here: ${definition ? `its backend ${backend.name} is not usable: ` : ''}${availability.detail}`);
+  }
+  const model = resolveModel(ctx.models, backend.name, definition?.model ?? request.model);
+  if ('error' in model) throw new InputError(model.error);
+  const outputSchema = definition?.outputSchema ?? checkOutputSchema(request.outputSchema, backend);
+  const systemPrompt = definition ? definition.systemPrompt : request.systemPrompt;
+  const job: JobRequest = {
+    backend: backend.name,
+    model: model.model,
+    prompt: request.prompt,
+    cwd: resolveCwd(ctx.config.projectDir, request.cwd),
+    timeoutS: request.timeoutS ?? definition?.timeoutS ?? ctx.config.timeoutS,
+    ...(systemPrompt ? { systemPrompt } : {}),
+    ...(definition ? { agent: agentRun(definition, backend) } : {}),
+    ...(outputSchema ? { outputSchema } : {}),
+    extra: request.extra ?? {},
+  };
+  // A session agent's turns run one at a time, each continuing the one before.
+  if (definition?.session) return ctx.sessions.submit({ ...job, agent: job.agent! }, agent!.newSession === true);
+  return ctx.jobs.submit({ ...job, ...resumeOf(ctx.jobs, backend, request.resume) });
+}
+
+/** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */
+function checkOutputSchema(schema: unknown, backend: Backend): JsonSchema | undefined {
+  if (schema === undefined) return undefined;
+  const problem = schemaProblem(schema, backend);
+  if (problem) throw new InputError(`output_schema: ${problem}`);
+  return schema as JsonSchema;
+}
+
+function resolveCwd(projectDir: string, cwd: string | undefined): string {
+  const dir = resolve(projectDir, cwd ?? '.');
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!isDir) throw new InputError(`cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${projectDir}`);
+  return dir;
+}
+
+/**
+ * The session `resume` names (an agent_id of this backend, or a session id), and its running
+ * token totals after its newest turn, so that the new turn is billed only its own tokens: the
+ * newest turn in the job table, else (after a restart) the stored record of the agent named.
+ */
+function resumeOf(jobs: SpawnContext['jobs'], backend: Backend, resume: string | undefined): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals'> {
+  if (resume === undefined) return {};
+  const earlier = jobs.get(resume);
+  let sessionId = resume;
+  if (earlier) {
+    if (earlier.backend !== backend.name) {
+      throw new InputError(`agent ${resume} ran on ${earlier.backend}, not ${backend.name}: resume it with spawn_${earlier.backend}`);
+    }
+    if (!earlier.outcome?.sessionId) throw new InputError(`agent ${resume} has no session to resume yet (state: ${earlier.state}): wait for it to finish`);
+    sessionId = earlier.outcome.sessionId;
+  } else if (JOB_ID.test(resume)) {
+    throw new InputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);
+  } else if (/\s/.test(resume)) {
+    throw new InputError('resume must be an agent_id or a session_id, without spaces');
+  }
+  const totals = (jobs.latestInSession(backend.name, sessionId) ?? earlier)?.outcome?.sessionTotals;
+  return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}) };
+}

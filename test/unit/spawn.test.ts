@@ -1,0 +1,136 @@
+// The spawn use case (src/jobs/spawn.ts) against a real job table and a fake run store, and the
+// errors module's mapping to exit codes (src/lib/errors.ts).
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { backends } from '../../backends/registry.js';
+import type { Usage } from '../../backends/types.js';
+import { loadModels, shippedModelsFile } from '../../src/config/models.js';
+import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
+import { spawnJob, type SpawnContext } from '../../src/jobs/spawn.js';
+import { JobTable, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
+import { commandFailure, ConfigError, InputError, SetupError } from '../../src/lib/errors.js';
+
+const backend = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
+const other = backends.find((b) => b !== backend && b.kind === 'cli')!;
+const models = loadModels([shippedModelsFile]);
+const totals = (inputTokens: number, outputTokens: number): Usage => ({ inputTokens, outputTokens, cachedInputTokens: 0 });
+
+/** A job of an earlier process, as the run store holds it. */
+const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backend.name): JobRecord => ({
+  id,
+  backend: on,
+  model: 'm',
+  prompt: 'earlier',
+  cwd: '/',
+  timeoutS: 10,
+  extra: {},
+  state: 'succeeded',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  outcome: { ok: true, text: '', sessionId, sessionTotals, costSource: 'unknown' },
+});
+
+function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
+  const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
+  const history = new Map((options.history ?? []).map((r) => [r.id, r]));
+  // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
+  const jobs = new JobTable({
+    concurrency: 4,
+    execute: async (job) => {
+      const [, sessionId, inputTokens, outputTokens] = job.prompt.split(':');
+      return { state: 'succeeded', outcome: { ok: true, text: '', sessionId, sessionTotals: totals(Number(inputTokens), Number(outputTokens)), costSource: 'unknown' } };
+    },
+    // The store's summaries carry no session: after a restart only get() finds the totals.
+    history: { get: (id) => history.get(id), finished: () => [...history.values()].map(({ outcome, ...rest }) => ({ ...rest, outcome: { ...outcome!, sessionId: undefined } })) },
+  });
+  const sessionTurns: { request: JobRequest; newSession: boolean }[] = [];
+  const ctx: SpawnContext = {
+    config: { projectDir, timeoutS: 600 },
+    models,
+    jobs,
+    sessions: {
+      submit: (request, newSession) => {
+        sessionTurns.push({ request, newSession });
+        return jobs.submit(request);
+      },
+    },
+    availability: () => (options.usable === false ? { usable: false, detail: 'not installed: install it' } : { usable: true, detail: 'ok' }),
+  };
+  return { ctx, jobs, projectDir, sessionTurns };
+}
+
+const definition = (over: Partial<AgentDefinition> = {}): AgentDefinition => ({
+  name: 'reviewer',
+  description: 'Reviews',
+  backend: backend.name,
+  systemPrompt: 'You review.',
+  session: false,
+  nesting: 0,
+  scope: 'project',
+  file: '/agents/reviewer/agent.md',
+  ...over,
+});
+
+describe('spawnJob', () => {
+  test('a plain spawn: the default model, the project folder, the configured timeout', () => {
+    const { ctx, projectDir } = setup();
+    const job = spawnJob(ctx, { backend, label: `spawn_${backend.name}`, prompt: 'hi', systemPrompt: 'be brief', extra: { x: 1 } });
+    expect(job).toMatchObject({ backend: backend.name, model: models[backend.name]!.default, prompt: 'hi', cwd: projectDir, timeoutS: 600, systemPrompt: 'be brief', extra: { x: 1 } });
+    expect(job.resumeSessionId).toBeUndefined();
+  });
+
+  test('resuming an agent of an earlier process: its stored record gives the totals to subtract', () => {
+    const { ctx } = setup({ history: [stored('abcdef', 'thread-1', totals(12, 7))] });
+    const job = spawnJob(ctx, { backend, label: backend.name, prompt: 'again', resume: 'abcdef' });
+    expect(job.resumeSessionId).toBe('thread-1');
+    expect(job.previousSessionTotals).toEqual(totals(12, 7));
+  });
+
+  test("the session's newest turn in the table wins over the record of the agent named", async () => {
+    const { ctx, jobs } = setup({ history: [stored('abcdef', 'thread-1', totals(12, 7))] });
+    const second = spawnJob(ctx, { backend, label: backend.name, prompt: 'session:thread-1:30:20', resume: 'abcdef' });
+    await jobs.waitFor([second.id], { timeoutMs: 5000, mode: 'all' });
+    const third = spawnJob(ctx, { backend, label: backend.name, prompt: 'third', resume: 'abcdef' });
+    expect(third.previousSessionTotals).toEqual(totals(30, 20));
+    // A session id works as well as an agent id.
+    expect(spawnJob(ctx, { backend, label: backend.name, prompt: 'fourth', resume: 'thread-1' }).previousSessionTotals).toEqual(totals(30, 20));
+  });
+
+  test('each mistake is an InputError that says what to change; an unusable backend a SetupError', () => {
+    const { ctx } = setup({ history: [stored('abcdef', 'thread-1', totals(1, 1), other.name)] });
+    const spawn = (over: object) => () => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
+    expect(spawn({ model: 'no-such-model' })).toThrow(InputError);
+    expect(spawn({ cwd: 'missing' })).toThrow(/cwd ".*missing" is not an existing folder: pass an existing folder/);
+    expect(spawn({ outputSchema: { type: 'no-such-type' } })).toThrow(/^output_schema: /);
+    expect(spawn({ resume: 'abcdef' })).toThrow(`agent abcdef ran on ${other.name}, not ${backend.name}: resume it with spawn_${other.name}`);
+    expect(spawn({ resume: 'zzzzzz' })).toThrow(/no agent with id "zzzzzz"/);
+    expect(spawn({ resume: 'a b' })).toThrow(/without spaces/);
+    const unusable = setup({ usable: false }).ctx;
+    expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow(SetupError);
+    expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow('spawn_x cannot run here: not installed: install it');
+    expect(() => spawnJob(unusable, { backend, label: 'spawn_reviewer', prompt: 'p', agent: { definition: definition() } })).toThrow(
+      `spawn_reviewer cannot run here: its backend ${backend.name} is not usable: not installed: install it`,
+    );
+  });
+
+  test("a named agent: its definition's model, schema, timeout and system prompt; a session agent's turn goes to its session", () => {
+    const { ctx, sessionTurns } = setup();
+    const schema = { type: 'object' };
+    const model = Object.values(models[backend.name]!.aliases)[0] ?? models[backend.name]!.default;
+    const job = spawnJob(ctx, { backend, label: 'spawn_reviewer', prompt: 'p', agent: { definition: definition({ model, outputSchema: schema, timeoutS: 42 }) } });
+    expect(job).toMatchObject({ model, outputSchema: schema, timeoutS: 42, systemPrompt: 'You review.', agent: { name: 'reviewer' } });
+    expect(sessionTurns).toEqual([]);
+    spawnJob(ctx, { backend, label: 'spawn_chat', prompt: 'p', agent: { definition: definition({ name: 'chat', session: true }), newSession: true } });
+    expect(sessionTurns).toMatchObject([{ request: { agent: { name: 'chat', session: true } }, newSession: true }]);
+  });
+});
+
+describe('commandFailure', () => {
+  test('input: exit 2 with the usage; setup and configuration: exit 1; anything else is a bug', () => {
+    expect(commandFailure(new InputError('wrong'))).toEqual({ message: 'wrong', exitCode: 2, withUsage: true });
+    expect(commandFailure(new SetupError('install it'))).toEqual({ message: 'install it', exitCode: 1, withUsage: false });
+    expect(commandFailure(new ConfigError('bad file'))).toEqual({ message: 'configuration error: bad file', exitCode: 1, withUsage: false });
+    expect(commandFailure(new TypeError('oops'))).toBeUndefined();
+  });
+});

@@ -39,7 +39,7 @@ export const copilot: CliBackend = {
   allowListPermission: 'listed',
   supportsMcpServers: true,
 
-  command(input, settings, { scratchDir }) {
+  command(input, settings, { scratchDir, env: inherited }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;
     const args = ['--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color'];
     args.push('--model', input.model, '--usage-output-file', usageFile);
@@ -54,7 +54,7 @@ export const copilot: CliBackend = {
     if (input.systemPrompt) {
       const dir = `${scratchDir}/copilot-instructions`;
       files[`${dir}/.github/instructions/polyspawn.instructions.md`] = input.systemPrompt;
-      const existing = process.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
+      const existing = inherited?.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
       env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
     }
     if (input.mcpServers) {

@@ -131,13 +131,26 @@ export type CliBackend = BackendBase & {
   allowListPermission?: string;
   /** Whether the CLI can be given MCP servers for one run (agent definitions' mcp_servers). */
   supportsMcpServers?: boolean;
-  command(input: SpawnInput, settings: BackendSettings, ctx: { scratchDir: string }): CommandSpec;
+  command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
+};
+
+/** Environment variables, as the child process or the API call sees them. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** What the CLI executor hands a CLI backend's command(). */
+export type CommandContext = {
+  /** A folder of the run's own, for the files the command writes or reads. */
+  scratchDir: string;
+  /** The environment the child starts from, before the spec's own changes; none when absent. */
+  env?: Environment;
 };
 
 /** What the API executor hands an API backend's call(). */
 export type ApiCallContext = {
   signal: AbortSignal;
+  /** The environment the call runs in (polyspawn's own); none when absent. */
+  env?: Environment;
   key: string;
   baseUrl?: string;
   /** Per-attempt timeout and whole-call deadline (the job's timeout_s). */

@@ -15,7 +15,7 @@ const log = (message: string) => process.stderr.write(`polyspawn: ${message}\n`)
 const IAC_FLUSH_MS = 8000;
 
 async function serve(): Promise<void> {
-  const app = createApp();
+  const app = createApp(process.env, process.cwd());
   const server = createServer(app);
   collectWhenIdle(app.jobs);
   let stopping = false;

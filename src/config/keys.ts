@@ -53,7 +53,7 @@ const usable = (value: unknown): value is string => typeof value === 'string' &&
 export function findApiKey(
   backend: string,
   dirs: { projectDir: string; userConfigDir: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): KeyLookup {
   const names = keyNames(backend);
   const files = keyFiles(dirs);
@@ -95,7 +95,7 @@ const SECRET_ENV = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|AUTH)(?:
 export function configuredSecrets(
   backendNames: readonly string[],
   dirs: { projectDir: string; userConfigDir: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): string[] {
   const values: string[] = [];
   for (const name of backendNames) {

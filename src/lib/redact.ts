@@ -1,7 +1,7 @@
 // Secrets never leave polyspawn: the values of the configured API keys, and anything shaped like
 // a common key or token, are replaced by [REDACTED] in the run store, IAC.md, the logs the
-// `logs` tool returns and every tool result. One process-wide instance (`secrets`) holds the
-// configured values; the patterns need no configuration.
+// `logs` tool returns and every tool result. createApp builds the app's one Redactor from the
+// patterns and the configured values.
 
 export const REDACTED = '[REDACTED]';
 
@@ -83,6 +83,3 @@ export class Redactor {
     return spans;
   }
 }
-
-/** The process-wide redactor: the patterns, plus the key values createApp registers. */
-export const secrets = new Redactor();

@@ -22,6 +22,8 @@ export const gemini: ApiBackend = {
   kind: 'api',
   keyNames: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
   title: 'Gemini (Google AI API)',
+  // Google API keys: AIza…
+  secretPatterns: [String.raw`\bAIza[0-9A-Za-z_-]{30,}`],
   description:
     "Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.",
   supportsSystemPrompt: true,

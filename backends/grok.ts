@@ -48,6 +48,7 @@ export const grok: ApiBackend = {
   kind: 'api',
   keyNames: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'],
   title: 'Grok (xAI API)',
+  secretPatterns: [String.raw`\bxai-[A-Za-z0-9_-]{16,}`],
   description:
     "xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.",
   supportsSystemPrompt: true,

@@ -38,6 +38,8 @@ export const mistral: ApiBackend = {
   kind: 'api',
   keyNames: ['MISTRAL_API_KEY'],
   title: 'Mistral (Mistral AI API)',
+  // Its keys have no recognizable shape: only configured values are redacted.
+  secretPatterns: [],
   description:
     "Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.",
   supportsSystemPrompt: true,

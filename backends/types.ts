@@ -107,6 +107,12 @@ type BackendBase = {
   title: string;
   /** When an orchestrating model should pick this backend. */
   description: string;
+  /**
+   * Shapes of this vendor's keys and tokens, as regular expression sources (ASCII only, so they
+   * match in byte text too): redacted wherever they appear, configured or not. Empty when its
+   * keys have no recognizable shape (only their configured values are redacted then).
+   */
+  secretPatterns: readonly string[];
   /** Whether the CLI accepts a system prompt (tools hide the field where it does not). */
   supportsSystemPrompt: boolean;
   supportsResume: boolean;

@@ -42,8 +42,12 @@ export function createApp(env: NodeJS.ProcessEnv, cwd: string, log = stderrLog):
   const models = loadModels(files);
   config.files.push(...files.slice(1));
   const backends = allBackends.filter((b) => config.backends[b.name]!.enabled);
-  // Every key polyspawn could hand out is redacted from everything it writes or returns.
-  const secrets = new Redactor(configuredSecrets(allBackends.map((b) => b.name), config, env));
+  // Every key polyspawn could hand out, and anything shaped like one of its backends' keys,
+  // is redacted from everything it writes or returns.
+  const secrets = new Redactor(
+    configuredSecrets(allBackends.map((b) => b.name), config, env),
+    allBackends.flatMap((b) => b.secretPatterns),
+  );
   const context: Context = { env, cwd, config, secrets, log };
   const iac = createIacRuntime(context, terminateGroup);
   const nesting = nestingFrom(env);

@@ -11,6 +11,8 @@ export const codex: CliBackend = {
   name: 'codex',
   kind: 'cli',
   title: 'OpenAI Codex agent',
+  // OpenAI keys: sk-…, sk-proj-…, sk-svcacct-…
+  secretPatterns: [String.raw`\bsk-[A-Za-z0-9_-]{16,}`],
   description:
     "OpenAI Codex CLI, a coding agent working in a folder: focused implementation, tests, fixes.",
   executable: 'codex',

@@ -25,6 +25,8 @@ export const copilot: CliBackend = {
   name: 'copilot',
   kind: 'cli',
   title: 'GitHub Copilot agent',
+  // GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained personal access tokens.
+  secretPatterns: [String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}`, String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}`],
   description:
     "GitHub Copilot CLI, a coding agent working in a folder; billed in premium requests, not tokens.",
   executable: 'copilot',
@@ -40,7 +42,7 @@ export const copilot: CliBackend = {
   supportsMcpServers: true,
   loginEnv: ['GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN'],
 
-  command(input, settings, { scratchDir }) {
+  command(input, settings, { scratchDir, env: inherited }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;
     const args = ['--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color'];
     args.push('--model', input.model, '--usage-output-file', usageFile);
@@ -55,7 +57,7 @@ export const copilot: CliBackend = {
     if (input.systemPrompt) {
       const dir = `${scratchDir}/copilot-instructions`;
       files[`${dir}/.github/instructions/polyspawn.instructions.md`] = input.systemPrompt;
-      const existing = process.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
+      const existing = inherited?.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
       env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
     }
     if (input.mcpServers) {

@@ -24,6 +24,8 @@ export const gemini: ApiBackend = {
   keyLabel: 'Gemini API key',
   defaultBaseUrl: GEMINI_BASE_URL,
   title: 'Gemini (Google AI API)',
+  // Google API keys: AIza…
+  secretPatterns: [String.raw`\bAIza[0-9A-Za-z_-]{30,}`],
   description:
     "Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.",
   supportsSystemPrompt: true,

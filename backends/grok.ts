@@ -1,6 +1,6 @@
 // xAI Grok over its OpenAI-compatible Chat Completions API, with the `openai` SDK.
 // The SDK is imported inside call(), so a server that never runs grok never loads it.
-import type { ApiBackend } from './types.js';
+import type { ApiBackend, Environment } from './types.js';
 import {
   apiExtraInput,
   apiOptions,
@@ -22,9 +22,12 @@ const stderrLogger = {
   debug: () => undefined,
 };
 
-/** Header names the SDK would add from OPENAI_CUSTOM_HEADERS: removed, they are meant for OpenAI. */
-function inheritedHeaders(): Record<string, null> {
-  const raw = process.env.OPENAI_CUSTOM_HEADERS;
+/**
+ * Header names the SDK would add from OPENAI_CUSTOM_HEADERS: removed, they are meant for OpenAI.
+ * (The SDK reads the variable from the process; polyspawn's environment is the process's own.)
+ */
+function inheritedHeaders(env: Environment): Record<string, null> {
+  const raw = env.OPENAI_CUSTOM_HEADERS;
   const out: Record<string, null> = {};
   for (const line of raw ? raw.split('\n') : []) {
     const colon = line.indexOf(':');
@@ -47,6 +50,7 @@ export const grok: ApiBackend = {
   keyLabel: 'xAI API key',
   defaultBaseUrl: XAI_BASE_URL,
   title: 'Grok (xAI API)',
+  secretPatterns: [String.raw`\bxai-[A-Za-z0-9_-]{16,}`],
   description:
     "xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.",
   supportsSystemPrompt: true,
@@ -73,7 +77,7 @@ export const grok: ApiBackend = {
           maxRetries: 0, // the policy retries
           timeout: 2_147_483_647, // the policy times out (the SDK would retry its own timeouts)
           fetch: attempt.fetch,
-          defaultHeaders: inheritedHeaders(),
+          defaultHeaders: inheritedHeaders(ctx.env ?? {}),
           logger: stderrLogger,
           logLevel: 'warn',
         });

@@ -40,6 +40,8 @@ export const mistral: ApiBackend = {
   keyLabel: 'Mistral API key',
   defaultBaseUrl: MISTRAL_BASE_URL,
   title: 'Mistral (Mistral AI API)',
+  // Its keys have no recognizable shape: only configured values are redacted.
+  secretPatterns: [],
   description:
     "Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.",
   supportsSystemPrompt: true,

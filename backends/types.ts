@@ -107,6 +107,12 @@ type BackendBase = {
   title: string;
   /** When an orchestrating model should pick this backend. */
   description: string;
+  /**
+   * Shapes of this vendor's keys and tokens, as regular expression sources (ASCII only, so they
+   * match in byte text too): redacted wherever they appear, configured or not. Empty when its
+   * keys have no recognizable shape (only their configured values are redacted then).
+   */
+  secretPatterns: readonly string[];
   /** Whether the CLI accepts a system prompt (tools hide the field where it does not). */
   supportsSystemPrompt: boolean;
   supportsResume: boolean;
@@ -146,13 +152,26 @@ export type CliBackend = BackendBase & {
    * doctor's --version check), e.g. a marker that makes the CLI refuse to run nested.
    */
   removeEnv?: readonly string[];
-  command(input: SpawnInput, settings: BackendSettings, ctx: { scratchDir: string }): CommandSpec;
+  command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
+};
+
+/** Environment variables, as the child process or the API call sees them. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** What the CLI executor hands a CLI backend's command(). */
+export type CommandContext = {
+  /** A folder of the run's own, for the files the command writes or reads. */
+  scratchDir: string;
+  /** The environment the child starts from, before the spec's own changes; none when absent. */
+  env?: Environment;
 };
 
 /** What the API executor hands an API backend's call(). */
 export type ApiCallContext = {
   signal: AbortSignal;
+  /** The environment the call runs in (polyspawn's own); none when absent. */
+  env?: Environment;
   key: string;
   baseUrl?: string;
   /** Per-attempt timeout and whole-call deadline (the job's timeout_s). */

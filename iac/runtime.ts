@@ -2,10 +2,9 @@
 // IAC.md is scheduled; at start the history is loaded (after the MCP handshake, so start-up
 // does not wait on it) and the jobs of dead servers are recovered; at exit IAC.md is flushed.
 import { dirname } from 'node:path';
-import type { Config } from '../src/config/config.js';
+import type { Context } from '../src/config/context.js';
 import { isFinished, type Executor, type JobRecord } from '../src/jobs/table.js';
 import { sameProcessAlive, selfIdentity } from '../src/lib/proc.js';
-import type { Redactor } from '../src/lib/redact.js';
 import { guardExecutor, scrubDir } from './scrub.js';
 import { RunStore, type Recovered } from './store.js';
 import { unwritableBecause } from '../src/lib/fs.js';
@@ -27,9 +26,7 @@ export type IacRuntime = {
 };
 
 export function createIacRuntime(
-  config: Config,
-  redactor: Redactor,
-  log: (message: string) => void,
+  { config, secrets: redactor, log }: Pick<Context, 'config' | 'secrets' | 'log'>,
   /** Ends what is left of a recovered job's process group (the process runner's, wired by app.ts). */
   endGroup: (pgid: number, graceMs: number) => Promise<void>,
 ): IacRuntime {

@@ -2,7 +2,7 @@
 // server's and `polyspawn run`'s jobs), as tables for a terminal. It only reads.
 import { backends as allBackends } from '../../backends/registry.js';
 import { sameProcessAlive, selfIdentity } from '../lib/proc.js';
-import { secrets } from '../lib/redact.js';
+import { Redactor } from '../lib/redact.js';
 import { duration, time } from '../../iac/render.js';
 import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
 import { loadConfig } from '../config/config.js';
@@ -84,7 +84,8 @@ export async function statusCommand(argv: string[], io: CommandIo): Promise<numb
   const limit = values.limit === undefined ? DEFAULT_STATUS_LIMIT : Number(values.limit);
   if (!Number.isInteger(limit) || limit < 0) throw new InputError(`--limit must be a whole number of agents, not "${values.limit}"`);
   const config = loadConfig(allBackends, io.env, io.cwd);
-  const store = new RunStore({ stateDir: config.stateDir, redactor: secrets, identity: selfIdentity() });
+  // It only reads: the store redacts what it writes, and nothing is written here.
+  const store = new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() });
   const status = collectStatus(store, limit);
   io.stdout.write(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status, Date.now()));
   return 0;

@@ -16,9 +16,13 @@ export type Availability =
 export function checkBackend(
   backend: Backend,
   settings: BackendSettings & { baseUrl?: string },
-  env: NodeJS.ProcessEnv = process.env,
-  /** Where api_keys.json lives; by default derived from env exactly as loadConfig does. */
-  dirs: { projectDir: string; userConfigDir: string } = { projectDir: projectDirFrom(env), userConfigDir: userConfigDir(env) },
+  env: NodeJS.ProcessEnv,
+  /**
+   * Where api_keys.json lives: the config's folders (the app passes its config). Without them,
+   * found from env as loadConfig does, against the process's working folder: for callers with
+   * no config at hand (test/unit/api-keys.test.ts); nothing in the app relies on it.
+   */
+  dirs: { projectDir: string; userConfigDir: string } = { projectDir: projectDirFrom(env, process.cwd()), userConfigDir: userConfigDir(env) },
 ): Availability {
   if (backend.kind === 'api') {
     // Read on every check, so a key added while the server runs is picked up by the next spawn.

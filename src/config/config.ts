@@ -54,7 +54,7 @@ const fileSchema = z
 
 type FileConfig = z.infer<typeof fileSchema>;
 
-export function userConfigDir(env: NodeJS.ProcessEnv = process.env): string {
+export function userConfigDir(env: NodeJS.ProcessEnv): string {
   const base = env.XDG_CONFIG_HOME || (process.platform === 'win32' && env.APPDATA) || join(homedir(), '.config');
   return join(base, 'polyspawn');
 }
@@ -111,11 +111,11 @@ function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
 }
 
 /** The user's project: POLYSPAWN_PROJECT_DIR, else the working directory. */
-export function projectDirFrom(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+export function projectDirFrom(env: NodeJS.ProcessEnv, cwd: string): string {
   return resolve(cwd, env.POLYSPAWN_PROJECT_DIR || '.');
 }
 
-export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): Config {
+export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv, cwd: string): Config {
   const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
   const candidates = env.POLYSPAWN_CONFIG

@@ -47,7 +47,7 @@ const usable = (value: unknown): value is string => typeof value === 'string' &&
 export function findApiKey(
   backend: Pick<ApiBackend, 'keyNames'>,
   dirs: { projectDir: string; userConfigDir: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): KeyLookup {
   const names = backend.keyNames;
   const files = keyFiles(dirs);
@@ -90,7 +90,7 @@ const SECRET_ENV = /(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY|AUTH)(?:
 export function configuredSecrets(
   backends: readonly Backend[],
   dirs: { projectDir: string; userConfigDir: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): string[] {
   const values: string[] = [];
   for (const backend of backends) {

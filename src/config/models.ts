@@ -23,7 +23,7 @@ export type ModelsTable = Record<string, BackendModels>;
 
 export const shippedModelsFile = fileURLToPath(new URL('../../backends/models.json', import.meta.url));
 
-export function modelsFiles(projectDir: string, userConfigDir: string, env: NodeJS.ProcessEnv = process.env): string[] {
+export function modelsFiles(projectDir: string, userConfigDir: string, env: NodeJS.ProcessEnv): string[] {
   const overrides = env.POLYSPAWN_MODELS
     ? [resolve(projectDir, env.POLYSPAWN_MODELS)]
     : [join(userConfigDir, 'models.json'), join(projectDir, '.polyspawn', 'models.json')];

@@ -5,7 +5,7 @@
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { DEFAULT_POLICY, failureOf, failureOutcome, ApiFailure, type PolicyKnobs } from '../../backends/http-policy.js';
 import type { ApiBackend, ApiCallContext, Outcome } from '../../backends/types.js';
-import type { Config } from '../config/config.js';
+import type { Context } from '../config/context.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { findApiKey } from '../config/keys.js';
 import { makeDirs } from '../lib/fs.js';
@@ -17,7 +17,7 @@ const MAX_TAIL_LINES = 50;
  * 30) lowers the longest honoured retry-after; POLYSPAWN_API_BACKOFF_MS (0-30000, default 1000)
  * sets the first backoff when the server names no wait. Bad values fall back to the defaults.
  */
-export function policyKnobs(env: NodeJS.ProcessEnv = process.env): { knobs: Partial<PolicyKnobs>; problems: string[] } {
+export function policyKnobs(env: NodeJS.ProcessEnv): { knobs: Partial<PolicyKnobs>; problems: string[] } {
   const knobs: Partial<PolicyKnobs> = {};
   const problems: string[] = [];
   const read = (name: string, max: number): number | undefined => {
@@ -51,10 +51,9 @@ function scrub(outcome: Outcome, key: string): Outcome {
 export async function executeApi(
   backend: ApiBackend,
   job: Readonly<JobRecord>,
-  config: Config,
+  { config, env }: Pick<Context, 'config' | 'env'>,
   control: Parameters<Executor>[1],
   paths: { dir: string; stdout: string; stderr: string },
-  env: NodeJS.ProcessEnv = process.env,
 ): Promise<ExecutionResult> {
   // The logs are best effort: a run store that cannot be written (read-only, full) must not
   // fail the call; the lines stay in memory for the live tail.
@@ -95,6 +94,7 @@ export async function executeApi(
   log(`${backend.name}: model ${job.model}, key from ${key.source}, base URL ${settings.baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`);
   const ctx: ApiCallContext = {
     signal: control.signal,
+    env,
     key: key.key,
     ...(settings.baseUrl ? { baseUrl: settings.baseUrl } : {}),
     timeoutMs: job.timeoutS * 1000,

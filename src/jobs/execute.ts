@@ -5,7 +5,7 @@ import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, Usage } from '../../backends/types.js';
 import { makeDirs, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
-import type { Config } from '../config/config.js';
+import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
@@ -15,7 +15,8 @@ import { runFolder } from '../lib/run-folder.js';
 
 export function createExecutor(
   backends: readonly Backend[],
-  config: Config,
+  /** The configuration, and the environment every job's child or API call starts from. */
+  ctx: Pick<Context, 'config' | 'env'>,
   models: ModelsTable,
   /** How deep this polyspawn runs: each CLI child gets the next depth (src/agents/nesting.ts). */
   nesting: Nesting = { depth: 0, canSpawn: true },
@@ -26,8 +27,8 @@ export function createExecutor(
     if (!backend) throw new Error(`no backend named ${job.backend}`);
     const result =
       backend.kind === 'cli'
-        ? await executeCli(backend, job, config, control, nesting)
-        : await executeApi(backend, job, config, control, runFolder(config.stateDir, job.id));
+        ? await executeCli(backend, job, ctx, control, nesting)
+        : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
       outcome.usage = job.previousSessionTotals ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals) : outcome.sessionTotals;
@@ -68,7 +69,7 @@ function subtractUsage(total: Usage, before: Usage): Usage {
 async function executeCli(
   backend: CliBackend,
   job: Readonly<JobRecord>,
-  config: Config,
+  { config, env }: Pick<Context, 'config' | 'env'>,
   control: Parameters<Executor>[1],
   nesting: Nesting,
 ): Promise<ExecutionResult> {
@@ -86,7 +87,7 @@ async function executeCli(
       extra: job.extra,
     },
     settings,
-    { scratchDir: dir },
+    { scratchDir: dir, env },
   );
   // After the backend's own: no backend can drop the depth marker (no runaway nesting).
   spec.env = { ...spec.env, ...childNestingEnv(nesting, job.agent?.nesting) };
@@ -99,6 +100,7 @@ async function executeCli(
   const running = runProcess({
     file: spec.file,
     args: spec.args,
+    baseEnv: env,
     env: spec.env,
     cwd: job.cwd,
     stdin: spec.stdin,

@@ -1,17 +1,16 @@
 // Secrets never leave polyspawn: the values of the configured API keys, and anything shaped like
-// a common key or token, are replaced by [REDACTED] in the run store, IAC.md, the logs the
-// `logs` tool returns and every tool result. One process-wide instance (`secrets`) holds the
-// configured values; the patterns need no configuration.
+// a key or token, are replaced by [REDACTED] in the run store, IAC.md, the logs the `logs` tool
+// returns and every tool result. The shapes here are those no one backend owns; each backend
+// declares its vendor's own (`secretPatterns`), and createApp builds the app's one Redactor from
+// both and the configured values.
 
 export const REDACTED = '[REDACTED]';
 
-/** Shapes of common keys and tokens. ASCII only, so they match in latin1 (byte) text too. */
-const PATTERNS = [
-  String.raw`\bsk-[A-Za-z0-9_-]{16,}`, // OpenAI (sk-, sk-proj-), Anthropic (sk-ant-)
-  String.raw`\bxai-[A-Za-z0-9_-]{16,}`, // xAI
-  String.raw`\bAIza[0-9A-Za-z_-]{30,}`, // Google
-  String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}`, // GitHub tokens
-  String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}`, // GitHub fine-grained tokens
+/**
+ * Shapes of common keys and tokens that no backend owns. ASCII only, so they match in latin1
+ * (byte) text too; the same holds for the shapes backends declare.
+ */
+const GENERIC_PATTERNS = [
   String.raw`\bglpat-[A-Za-z0-9_-]{20,}`, // GitLab
   String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}`, // Slack
   String.raw`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`, // AWS access key ids
@@ -28,11 +27,14 @@ const MIN_VALUE_LENGTH = 8;
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 export class Redactor {
+  private readonly patterns: readonly string[];
   private readonly values = new Set<string>();
   private textRe!: RegExp;
   private byteRe!: RegExp;
 
-  constructor(values: Iterable<string> = []) {
+  /** keyShapes: regular expression sources of vendor keys (the backends'), besides the generic shapes. */
+  constructor(values: Iterable<string> = [], keyShapes: readonly string[] = []) {
+    this.patterns = [...new Set([...keyShapes, ...GENERIC_PATTERNS])];
     this.addValues(values);
   }
 
@@ -43,11 +45,11 @@ export class Redactor {
       if (value.length >= MIN_VALUE_LENGTH) this.values.add(value);
     }
     const literal = [...this.values].sort((a, b) => b.length - a.length);
-    this.textRe = new RegExp([...literal.map(escapeRegExp), ...PATTERNS].join('|'), 'g');
+    this.textRe = new RegExp([...literal.map(escapeRegExp), ...this.patterns].join('|'), 'g');
     // The same, for text decoded as latin1 (one char per byte): the logs tool and the file
     // scrubber match on bytes, so a match's offsets are byte offsets.
     const bytes = literal.map((v) => escapeRegExp(Buffer.from(v, 'utf8').toString('latin1')));
-    this.byteRe = new RegExp([...bytes, ...PATTERNS].join('|'), 'g');
+    this.byteRe = new RegExp([...bytes, ...this.patterns].join('|'), 'g');
   }
 
   text(s: string): string {
@@ -83,6 +85,3 @@ export class Redactor {
     return spans;
   }
 }
-
-/** The process-wide redactor: the patterns, plus the key values createApp registers. */
-export const secrets = new Redactor();

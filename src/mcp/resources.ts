@@ -17,7 +17,6 @@ import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher
 import { basename, dirname } from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, LoggingLevelSchema, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
-import { secrets } from '../lib/redact.js';
 import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
 import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
@@ -101,7 +100,7 @@ export function registerResources(server: McpServer, app: App): void {
           uri: agentUri(job.id),
           name: `agent ${job.id}`,
           title: label(job),
-          description: redactedTask(job.prompt),
+          description: redactedTask(app, job.prompt),
           mimeType: 'application/json',
         })),
       }),
@@ -116,8 +115,8 @@ export function registerResources(server: McpServer, app: App): void {
       const job = agentOf(app, agent_id);
       const record = {
         ...fullResult(app, job),
-        prompt: secrets.text(job.prompt),
-        ...(job.systemPrompt ? { system_prompt: secrets.text(job.systemPrompt) } : {}),
+        prompt: app.secrets.text(job.prompt),
+        ...(job.systemPrompt ? { system_prompt: app.secrets.text(job.systemPrompt) } : {}),
         ...(job.cwd ? { cwd: job.cwd } : {}),
         ...(job.resumeSessionId ? { resumed_session: job.resumeSessionId } : {}),
       };
@@ -135,7 +134,7 @@ export function registerResources(server: McpServer, app: App): void {
             uri: agentLogUri(job.id),
             name: `agent ${job.id} log`,
             title: `${label(job)} · output`,
-            description: `What ${job.backend} printed: ${redactedTask(job.prompt)}`,
+            description: `What ${job.backend} printed: ${redactedTask(app, job.prompt)}`,
             mimeType: 'text/plain',
           })),
       }),
@@ -148,7 +147,7 @@ export function registerResources(server: McpServer, app: App): void {
     },
     async (uri, { agent_id }) => {
       const job = agentOf(app, agent_id);
-      const page = readLogPage(runFolder(app.config.stateDir, job.id).stdout, { tail: DEFAULT_LOG_BYTES });
+      const page = readLogPage(runFolder(app.config.stateDir, job.id).stdout, { tail: DEFAULT_LOG_BYTES }, app.secrets);
       const cut = page.offset > 0 ? `[${page.offset} earlier bytes not shown: the logs tool with agent_id "${job.id}" pages through all of them]\n` : '';
       return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: cut + page.text }] };
     },
@@ -267,9 +266,9 @@ export function registerJobNotifications(server: McpServer, app: App): void {
       backend: job.backend,
       model: job.model,
       state: job.state,
-      task: redactedTask(job.prompt),
+      task: redactedTask(app, job.prompt),
       elapsed_s: Math.round(elapsed * 10) / 10,
-      ...(error && job.state !== 'succeeded' ? { error: secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) } : {}),
+      ...(error && job.state !== 'succeeded' ? { error: app.secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) } : {}),
     };
     void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
   });

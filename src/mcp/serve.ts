@@ -11,7 +11,7 @@ const IAC_FLUSH_MS = 8000;
 
 /** Serves one client until stdin or stdout closes or a signal comes; then ends the agents and the process. */
 export async function serveStdio(log: (message: string) => void): Promise<void> {
-  const app = createApp();
+  const app = createApp(process.env, process.cwd());
   const server = createServer(app);
   collectWhenIdle(app.jobs);
   let stopping = false;

@@ -98,7 +98,7 @@ export function createServer(app: App): McpServer {
   registerLogsTool(server, app);
   registerResources(server, app);
   registerJobNotifications(server, app);
-  compactToolList(server);
+  compactToolList(server, app.env);
   // Definitions edited on disk update the spawn_<agent> tools (and the client hears list_changed).
   if (app.nesting.canSpawn) app.agents.watch();
   return server;

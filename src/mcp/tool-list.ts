@@ -111,7 +111,7 @@ function compact(name: string, tool: Registered): Tool {
 }
 
 /** Serves tools/list from the registered tools, compacted. Call after registering them. */
-export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv = process.env): void {
+export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv): void {
   if (env.POLYSPAWN_TOOL_SCHEMAS === 'full') return;
   const registered = (server as unknown as { _registeredTools?: Record<string, Registered> })._registeredTools;
   if (!registered || typeof registered !== 'object') return; // another SDK: keep its own list

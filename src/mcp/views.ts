@@ -3,7 +3,6 @@
 import { z } from 'zod';
 import { InputError } from '../lib/errors.js';
 import { taskLine } from '../lib/text.js';
-import { secrets } from '../lib/redact.js';
 import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
@@ -43,9 +42,9 @@ export type JobResult = z.infer<typeof jobResultSchema>;
 
 const TAIL_CHARS = 2000;
 
-export const redactedTask = (prompt: string) => taskLine(prompt, (t) => secrets.text(t));
+export const redactedTask = (app: Pick<App, 'secrets'>, prompt: string) => taskLine(prompt, (t) => app.secrets.text(t));
 
-export function summarize(job: JobRecord, now = Date.now()): JobSummary {
+export function summarize(app: Pick<App, 'secrets'>, job: JobRecord, now = Date.now()): JobSummary {
   const start = job.startedAt ? Date.parse(job.startedAt) : undefined;
   const end = job.endedAt ? Date.parse(job.endedAt) : now;
   return {
@@ -54,7 +53,7 @@ export function summarize(job: JobRecord, now = Date.now()): JobSummary {
     ...(job.agent ? { agent: job.agent.name } : {}),
     model: job.model,
     state: job.state,
-    task: redactedTask(job.prompt),
+    task: redactedTask(app, job.prompt),
     created_at: job.createdAt,
     ...(job.startedAt ? { started_at: job.startedAt } : {}),
     ...(job.endedAt ? { ended_at: job.endedAt } : {}),
@@ -68,7 +67,7 @@ export function fullResult(app: App, job: JobRecord, options: { includeRaw?: boo
   const o = job.outcome;
   const tail = isFinished(job.state) ? undefined : app.jobs.outputTail(job.id, TAIL_CHARS);
   return {
-    ...summarize(job),
+    ...summarize(app, job),
     ...(o ? { text: o.text } : {}),
     ...(o?.structured !== undefined ? { structured: o.structured } : {}),
     ...(o?.error ? { error: o.error } : {}),

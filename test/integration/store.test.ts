@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { processStart, type ProcessIdentity } from '../../src/lib/proc.js';
+import { backends } from '../../backends/registry.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { RunStore, type StoredRecord } from '../../iac/store.js';
 import { IacWriter } from '../../iac/writer.js';
@@ -19,7 +20,7 @@ const project = () => {
   return { dir, state: join(dir, '.polyspawn'), iac: join(dir, 'IAC.md') };
 };
 const me: ProcessIdentity = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
-const openStore = (state: string, identity = me) => new RunStore({ stateDir: state, redactor: new Redactor(['configured-secret-123']), identity });
+const openStore = (state: string, identity = me) => new RunStore({ stateDir: state, redactor: new Redactor(['configured-secret-123'], backends.flatMap((b) => b.secretPatterns)), identity });
 
 let counter = 0;
 function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { backends } from '../../backends/registry.js';
 import { REDACTED, Redactor } from '../../src/lib/redact.js';
 import { claude } from '../../backends/claude.js';
 import { grok } from '../../backends/grok.js';
@@ -23,9 +24,11 @@ const SHAPED = {
   aws: 'AKIAIOSFODNN7EXAMPLE',
 };
 const MISTRAL = 'Zq8pT3xW9vLm2Nc7Rb4Ys6Hd1Kf0Ga5J'; // no recognizable shape: only its value betrays it
+/** The vendors' key shapes, as createApp gives them to its Redactor. */
+const keyShapes = backends.flatMap((b) => b.secretPatterns);
 
 describe('Redactor', () => {
-  const r = new Redactor([MISTRAL, 'short']);
+  const r = new Redactor([MISTRAL, 'short'], keyShapes);
 
   test.each(Object.entries(SHAPED))('%s keys are recognized by their shape', (_name, key) => {
     expect(r.text(`key=${key}; "${key}"\n${key}`)).toBe(`key=${REDACTED}; "${REDACTED}"\n${REDACTED}`);
@@ -62,7 +65,7 @@ describe('Redactor', () => {
 });
 
 describe('files and log pages', () => {
-  const r = new Redactor([MISTRAL]);
+  const r = new Redactor([MISTRAL], keyShapes);
 
   test('scrubFile rewrites a file with a secret, even one across its 1 MB read chunks; a clean file is not touched', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-scrub-'));

@@ -9,7 +9,7 @@ import { delimiter, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { parse as parseToml } from 'smol-toml';
-import { afterEach, describe, expect, test, vi } from 'vitest';
+import { afterEach, describe, expect, test } from 'vitest';
 import { backends as registry } from '../../backends/registry.js';
 import type { ApiBackend, CliBackend } from '../../backends/types.js';
 import { createApp, type App } from '../../src/app.js';
@@ -30,6 +30,7 @@ const acme: ApiBackend = {
   description: 'Acme by API, from the prompt alone: second opinions.',
   keyNames: ['ACME_API_KEY', 'ACME_KEY'],
   keyLabel: 'Acme API key',
+  secretPatterns: [String.raw`\bacmek_[A-Za-z0-9]{20,}`],
   defaultBaseUrl: 'https://api.acme.test/v1',
   supportsSystemPrompt: true,
   supportsResume: false,
@@ -51,6 +52,7 @@ const anvil: CliBackend = {
   supportsResume: false,
   supportsToolLists: true,
   permissionModes: ['all'],
+  secretPatterns: [],
   loginEnv: ['ANVIL_TOKEN', 'ANVIL_HOME'],
   removeEnv: ['ANVIL_NESTED'],
   maxOutputSchemaChars: 100,
@@ -130,10 +132,7 @@ describe('a backend added beside the registry', () => {
 
   test('the full tool list names it among the backends and, for allow/deny, among the CLIs with tool lists', async () => {
     const p = project();
-    // compactToolList reads the process's environment.
-    vi.stubEnv('POLYSPAWN_TOOL_SCHEMAS', 'full');
-    cleanups.push(() => vi.unstubAllEnvs());
-    const client = await connect(createApp(p.env, p.dir, () => true, all));
+    const client = await connect(createApp({ ...p.env, POLYSPAWN_TOOL_SCHEMAS: 'full' }, p.dir, () => true, all));
     const define = (await client.listTools()).tools.find((t) => t.name === 'define_agent')!;
     const props = define.inputSchema.properties as Record<string, { description?: string }>;
     expect(props.backend!.description).toBe('claude, codex, copilot, grok, gemini, mistral, acme or anvil');
@@ -180,6 +179,21 @@ describe('a backend added beside the registry', () => {
     expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual(['xai-api-key', 'gemini-api-key', 'mistral-api-key', 'acme-api-key']);
     const codex = parseToml(readFileSync(join(codexHome, 'config.toml'), 'utf8')) as { mcp_servers: { agents: { env_vars: string[] } } };
     expect(codex.mcp_servers.agents.env_vars).toEqual(expect.arrayContaining(['ACME_API_KEY', 'ACME_KEY', 'ANVIL_TOKEN', 'ANVIL_HOME', 'XAI_API_KEY', 'CODEX_HOME']));
+  });
+
+  test("redaction: the app redacts its keys' shape", () => {
+    const p = project();
+    const shaped = 'acmek_ABCDEFGHIJKLMNOPQRSTUV';
+    const withAcme = createApp(p.env, p.dir, () => true, all);
+    const without = createApp(p.env, p.dir, () => true, registry);
+    cleanups.push(async () => {
+      for (const app of [withAcme, without]) {
+        app.agents.close();
+        await app.iac.close();
+      }
+    });
+    expect(withAcme.secrets.text(`key ${shaped} here`)).toBe('key [REDACTED] here');
+    expect(without.secrets.text(`key ${shaped} here`)).toBe(`key ${shaped} here`);
   });
 
   test('redaction: its key is a configured secret, from api_keys.json or the environment', () => {

@@ -21,7 +21,7 @@ export type Nesting = {
 
 const wholeNumber = (raw: string | undefined): number | undefined => (raw !== undefined && /^\d{1,6}$/.test(raw.trim()) ? Number(raw.trim()) : undefined);
 
-export function nestingFrom(env: NodeJS.ProcessEnv = process.env): Nesting {
+export function nestingFrom(env: NodeJS.ProcessEnv): Nesting {
   const raw = env[DEPTH_ENV];
   if (raw === undefined || raw === '') return { depth: 0, canSpawn: true };
   const depth = wholeNumber(raw);

@@ -4,7 +4,7 @@
 // that does not exist yet: its nearest existing parent is watched until it appears.
 import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, join, relative, sep } from 'node:path';
-import { secrets } from '../../lib/redact.js';
+import type { Redactor } from '../../lib/redact.js';
 import { agentFolders, loadAgents, type AgentContext, type AgentDefinition, type AgentProblem, type LoadedAgents } from './definitions.js';
 
 export const DEFAULT_DEBOUNCE_MS = 150;
@@ -20,6 +20,8 @@ export class AgentRegistry {
 
   constructor(
     readonly ctx: AgentContext,
+    /** Learns the secrets in the definitions' MCP server settings as they load. */
+    private readonly secrets: Redactor,
     private readonly log: (message: string) => void = () => undefined,
     private readonly debounceMs = DEFAULT_DEBOUNCE_MS,
   ) {
@@ -56,7 +58,7 @@ export class AgentRegistry {
     if (fingerprint === this.fingerprint) return false;
     this.loaded = next;
     this.fingerprint = fingerprint;
-    secrets.addValues(mcpSecrets([...next.agents.values(), ...next.shadowed]));
+    this.secrets.addValues(mcpSecrets([...next.agents.values(), ...next.shadowed]));
     const current = new Set<string>();
     for (const p of next.problems) {
       const key = `${p.file}\n${p.problem}`;

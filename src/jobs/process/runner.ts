@@ -12,7 +12,12 @@ import { Reaper } from './reaper.js';
 export type RunSpec = {
   file: string;
   args: string[];
-  /** Set (string) or remove (undefined) these variables on top of the server's environment. */
+  /**
+   * The environment the child starts from: polyspawn's own (the app's env). When absent, this
+   * process's, as for child_process.spawn (the runner used on its own, as its tests do).
+   */
+  baseEnv?: Readonly<Record<string, string | undefined>>;
+  /** Set (string) or remove (undefined) these variables on top of baseEnv. */
   env: Record<string, string | undefined>;
   cwd: string;
   stdin: string;
@@ -52,9 +57,9 @@ const liveGroups = new Set<number>();
 /** Ends the live groups even if this process dies without running any handler. */
 let reaper: Reaper | undefined;
 
-function childEnv(changes: RunSpec['env']): Record<string, string> {
+function childEnv({ baseEnv = process.env, env: changes }: RunSpec): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, ...changes })) if (v !== undefined) env[k] = v;
+  for (const [k, v] of Object.entries({ ...baseEnv, ...changes })) if (v !== undefined) env[k] = v;
   return env;
 }
 
@@ -67,7 +72,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
-      env: childEnv(spec.env),
+      env: childEnv(spec),
       detached: true, // its own process group, so a signal reaches every descendant
       stdio: ['pipe', logs[0], logs[1]],
     });

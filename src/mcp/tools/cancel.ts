@@ -17,7 +17,7 @@ export function registerCancelTool(server: McpServer, app: App): void {
     async ({ agent_id }) => {
       findJob(app, agent_id);
       const job = await app.jobs.cancel(agent_id);
-      return toolResult(summarize(job!));
+      return toolResult(summarize(app, job!));
     },
   );
 }

@@ -28,7 +28,7 @@ export function registerListTool(server: McpServer, app: App): void {
       const finished = newestFirst.filter((j) => isFinished(j.state)).slice(0, recent ?? DEFAULT_RECENT);
       const now = Date.now();
       return toolResult({
-        agents: [...active, ...finished].map((j) => summarize(j, now)),
+        agents: [...active, ...finished].map((j) => summarize(app, j, now)),
         running: active.filter((j) => j.state === 'running').length,
         queued: active.filter((j) => j.state === 'queued').length,
       });

@@ -4,7 +4,7 @@
 import { closeSync, fstatSync, openSync } from 'node:fs';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { secrets } from '../../lib/redact.js';
+import { Redactor } from '../../lib/redact.js';
 import { redactPage } from '../../../iac/scrub.js';
 import type { App } from '../../app.js';
 import { readAt } from '../../jobs/process/log-reader.js';
@@ -41,7 +41,12 @@ function wholeChars(buffer: Buffer): number {
 
 export type LogPage = z.infer<typeof outputSchema>;
 
-export function readLogPage(path: string, options: { offset?: number; limit?: number; tail?: number }): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
+/** secrets: the app's; without it only the generic key shapes are masked. */
+export function readLogPage(
+  path: string,
+  options: { offset?: number; limit?: number; tail?: number },
+  secrets: Redactor = new Redactor(),
+): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -96,11 +101,15 @@ export function registerLogsTool(server: McpServer, app: App): void {
       const job = findJob(app, agent_id);
       if (tail !== undefined && offset !== undefined) throw new InputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
       const which = stream ?? 'stdout';
-      const page = readLogPage(runFolder(app.config.stateDir, job.id)[which], {
-        ...(offset !== undefined ? { offset } : {}),
-        ...(limit !== undefined ? { limit } : {}),
-        ...(tail !== undefined ? { tail } : {}),
-      });
+      const page = readLogPage(
+        runFolder(app.config.stateDir, job.id)[which],
+        {
+          ...(offset !== undefined ? { offset } : {}),
+          ...(limit !== undefined ? { limit } : {}),
+          ...(tail !== undefined ? { tail } : {}),
+        },
+        app.secrets,
+      );
       return toolResult({ agent_id: job.id, state: job.state, stream: which, ...page });
     },
   );

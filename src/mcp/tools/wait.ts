@@ -70,7 +70,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
       const { finished, pending } = await waitWithProgress(app, ids, timeout_s ?? DEFAULT_WAIT_S, return_when ?? 'all', extra);
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),
-        pending: pending.map((j) => summarize(j)),
+        pending: pending.map((j) => summarize(app, j)),
         timed_out: pending.length > 0 && (return_when !== 'any' || finished.length === 0),
       });
     },

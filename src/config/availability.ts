@@ -1,7 +1,6 @@
 // Whether a backend can run on this machine, and if not, one sentence that says how to fix it.
 import which from 'which';
 import type { Backend, BackendSettings } from '../../backends/types.js';
-import { projectDirFrom, userConfigDir } from './config.js';
 import { findApiKey } from './keys.js';
 
 export type Availability =
@@ -17,12 +16,8 @@ export function checkBackend(
   backend: Backend,
   settings: BackendSettings & { baseUrl?: string },
   env: NodeJS.ProcessEnv,
-  /**
-   * Where api_keys.json lives: the config's folders (the app passes its config). Without them,
-   * found from env as loadConfig does, against the process's working folder: for callers with
-   * no config at hand (test/unit/api-keys.test.ts); nothing in the app relies on it.
-   */
-  dirs: { projectDir: string; userConfigDir: string } = { projectDir: projectDirFrom(env, process.cwd()), userConfigDir: userConfigDir(env) },
+  /** Where api_keys.json lives: the config's folders. */
+  dirs: { projectDir: string; userConfigDir: string },
 ): Availability {
   if (backend.kind === 'api') {
     // Read on every check, so a key added while the server runs is picked up by the next spawn.

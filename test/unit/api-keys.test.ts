@@ -6,6 +6,7 @@ import { describe, expect, test } from 'vitest';
 import { gemini } from '../../backends/gemini.js';
 import { grok } from '../../backends/grok.js';
 import { mistral } from '../../backends/mistral.js';
+import { createApp } from '../../src/app.js';
 import { checkBackend } from '../../src/config/availability.js';
 import { findApiKey } from '../../src/config/keys.js';
 
@@ -84,9 +85,10 @@ describe('availability of API backends', () => {
     expect(ok).toEqual({ usable: true, detail: 'HTTP API, key from env GROK_API_KEY, base URL http://127.0.0.1:1/v1' });
   });
 
-  test('by default the key files are found from the environment, as the config does', () => {
+  test("the app finds the key files where its config says, from the environment it was given", () => {
     const d = dirs({ project: { MISTRAL_API_KEY: 'from-file' } });
     const env = { POLYSPAWN_PROJECT_DIR: d.projectDir, XDG_CONFIG_HOME: join(d.userConfigDir, '..') };
-    expect(checkBackend(mistral, settings, env)).toEqual({ usable: true, detail: `HTTP API, key from MISTRAL_API_KEY in ${join(d.projectDir, 'api_keys.json')}` });
+    const app = createApp(env, tmpdir(), () => true);
+    expect(app.availability(mistral)).toEqual({ usable: true, detail: `HTTP API, key from MISTRAL_API_KEY in ${join(d.projectDir, 'api_keys.json')}` });
   });
 });

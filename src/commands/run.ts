@@ -10,7 +10,7 @@ import { spawnJob } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
 import { InputError } from '../lib/errors.js';
-import { fullResult } from '../mcp/views.js';
+import { fullResult } from '../jobs/result.js';
 import { duration } from '../../iac/render.js';
 import { parseCommandArgs, type CommandIo, type OutStream } from './io.js';
 

@@ -5,7 +5,8 @@ import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
 
-export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'timed_out' | 'cancelled' | 'interrupted';
+export const JOB_STATES = ['queued', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'] as const;
+export type JobState = (typeof JOB_STATES)[number];
 export type FinalState = Exclude<JobState, 'queued' | 'running'>;
 
 export const isFinished = (state: JobState): state is FinalState => state !== 'queued' && state !== 'running';

@@ -21,7 +21,7 @@ import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
 import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
 import { DEFAULT_LOG_BYTES, readLogPage } from './tools/logs.js';
-import { fullResult, redactedTask } from './views.js';
+import { fullResult, redactedTask } from '../jobs/result.js';
 
 export const IAC_URI = 'polyspawn://IAC.md';
 export const agentUri = (id: string) => `polyspawn://agents/${id}`;

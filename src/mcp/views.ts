@@ -1,85 +1,8 @@
-// How jobs look in tool results: one summary shape and one full shape, shared by every tool,
-// with the zod schemas the tools declare as their output schemas.
-import { z } from 'zod';
-import { InputError } from '../lib/errors.js';
-import { taskLine } from '../lib/text.js';
+// What every tool shares: a result as MCP carries it, and a job looked up by the id a caller gave.
+// The job's own shapes are src/jobs/result.ts.
 import type { App } from '../app.js';
-import { runFolder } from '../lib/run-folder.js';
-import { isFinished, type JobRecord } from '../jobs/table.js';
-
-const STATES = ['queued', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'] as const;
-
-export const jobSummarySchema = z.object({
-  agent_id: z.string(),
-  backend: z.string(),
-  agent: z.string().optional().describe('The named agent (spawn_<agent>) that ran it'),
-  model: z.string(),
-  state: z.enum(STATES),
-  task: z.string().describe('First line of the prompt, shortened'),
-  created_at: z.string(),
-  started_at: z.string().optional(),
-  ended_at: z.string().optional(),
-  elapsed_s: z.number().describe('Seconds running so far, or the whole run time once finished'),
-  cost_usd: z.number().optional(),
-  cost_source: z.enum(['reported', 'estimated', 'unknown']).optional(),
-});
-
-export const jobResultSchema = jobSummarySchema.extend({
-  text: z.string().optional().describe("The agent's final answer"),
-  structured: z.unknown().optional().describe('The answer as JSON, validated against the output schema (when the job had one)'),
-  error: z.string().optional(),
-  session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
-  usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
-  premium_requests: z.number().optional(),
-  exit_code: z.number().nullable().optional(),
-  log: z.string().optional().describe('Path of the full stdout log'),
-  output_tail: z.string().optional().describe('The newest output of a job still running'),
-  raw: z.unknown().optional(),
-});
-
-export type JobSummary = z.infer<typeof jobSummarySchema>;
-export type JobResult = z.infer<typeof jobResultSchema>;
-
-const TAIL_CHARS = 2000;
-
-export const redactedTask = (app: Pick<App, 'secrets'>, prompt: string) => taskLine(prompt, (t) => app.secrets.text(t));
-
-export function summarize(app: Pick<App, 'secrets'>, job: JobRecord, now = Date.now()): JobSummary {
-  const start = job.startedAt ? Date.parse(job.startedAt) : undefined;
-  const end = job.endedAt ? Date.parse(job.endedAt) : now;
-  return {
-    agent_id: job.id,
-    backend: job.backend,
-    ...(job.agent ? { agent: job.agent.name } : {}),
-    model: job.model,
-    state: job.state,
-    task: redactedTask(app, job.prompt),
-    created_at: job.createdAt,
-    ...(job.startedAt ? { started_at: job.startedAt } : {}),
-    ...(job.endedAt ? { ended_at: job.endedAt } : {}),
-    elapsed_s: start === undefined ? 0 : Math.round((end - start) / 100) / 10,
-    ...(job.outcome?.costUsd !== undefined ? { cost_usd: job.outcome.costUsd } : {}),
-    ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
-  };
-}
-
-export function fullResult(app: App, job: JobRecord, options: { includeRaw?: boolean } = {}): JobResult {
-  const o = job.outcome;
-  const tail = isFinished(job.state) ? undefined : app.jobs.outputTail(job.id, TAIL_CHARS);
-  return {
-    ...summarize(app, job),
-    ...(o ? { text: o.text } : {}),
-    ...(o?.structured !== undefined ? { structured: o.structured } : {}),
-    ...(o?.error ? { error: o.error } : {}),
-    ...(o?.sessionId ? { session_id: o.sessionId } : {}),
-    ...(o?.usage ? { usage: { input_tokens: o.usage.inputTokens, output_tokens: o.usage.outputTokens, cached_input_tokens: o.usage.cachedInputTokens } } : {}),
-    ...(o?.premiumRequests !== undefined ? { premium_requests: o.premiumRequests } : {}),
-    ...(job.exitCode !== undefined ? { exit_code: job.exitCode } : {}),
-    ...(job.state !== 'queued' ? { log: runFolder(app.config.stateDir, job.id).stdout } : {}),
-    ...(tail ? { output_tail: tail } : {}),
-    ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
-  };
-}
+import type { JobRecord } from '../jobs/table.js';
+import { InputError } from '../lib/errors.js';
 
 /** A tool result: structured content plus the same as JSON text for clients that read only text. */
 export function toolResult<T extends Record<string, unknown>>(structured: T) {

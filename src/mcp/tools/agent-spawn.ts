@@ -15,7 +15,7 @@ import { spawnJob } from '../../jobs/spawn.js';
 import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
 import { cwdField, extraFields, modelField, outputSchemaField, promptField, resumeField, spawnedResult, timeoutField, waitField } from './spawn.js';
-import { jobResultSchema } from '../views.js';
+import { jobResultSchema } from '../../jobs/result.js';
 
 /** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
 export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {

@@ -2,7 +2,8 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
-import { findJob, jobSummarySchema, summarize, toolResult } from '../views.js';
+import { findJob, toolResult } from '../views.js';
+import { jobSummarySchema, summarize } from '../../jobs/result.js';
 
 export function registerCancelTool(server: McpServer, app: App): void {
   server.registerTool(

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import type { App } from '../../app.js';
 import { isFinished } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { jobSummarySchema, summarize, toolResult } from '../views.js';
+import { toolResult } from '../views.js';
+import { jobSummarySchema, summarize } from '../../jobs/result.js';
 
 const DEFAULT_RECENT = 20;
 

@@ -3,7 +3,8 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
-import { findJob, fullResult, jobResultSchema, toolResult } from '../views.js';
+import { findJob, toolResult } from '../views.js';
+import { fullResult, jobResultSchema } from '../../jobs/result.js';
 
 export function registerResultTool(server: McpServer, app: App): void {
   server.registerTool(

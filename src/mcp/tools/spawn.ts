@@ -8,7 +8,8 @@ import type { App } from '../../app.js';
 import { spawnJob } from '../../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { fullResult, jobResultSchema, toolResult } from '../views.js';
+import { toolResult } from '../views.js';
+import { fullResult, jobResultSchema } from '../../jobs/result.js';
 import { MAX_WAIT_S, waitWithProgress, type Extra } from './wait.js';
 
 const MAX_PROMPT_CHARS = 2_000_000;

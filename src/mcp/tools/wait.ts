@@ -6,7 +6,8 @@ import { z } from 'zod';
 import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished, type WaitResult } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { findJob, fullResult, jobResultSchema, jobSummarySchema, summarize, toolResult } from '../views.js';
+import { findJob, toolResult } from '../views.js';
+import { fullResult, jobResultSchema, jobSummarySchema, summarize } from '../../jobs/result.js';
 import { InputError } from '../../lib/errors.js';
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;

@@ -1,0 +1,87 @@
+// How a job looks to whoever asked for it: one summary shape and one full shape, shared by every
+// MCP tool and `polyspawn run --json`, with the zod schemas the tools declare as output schemas.
+import { z } from 'zod';
+import type { Config } from '../config/config.js';
+import type { Redactor } from '../lib/redact.js';
+import { runFolder } from '../lib/run-folder.js';
+import { taskLine } from '../lib/text.js';
+import { isFinished, JOB_STATES, type JobRecord, type JobTable } from './table.js';
+
+export const jobSummarySchema = z.object({
+  agent_id: z.string(),
+  backend: z.string(),
+  agent: z.string().optional().describe('The named agent (spawn_<agent>) that ran it'),
+  model: z.string(),
+  state: z.enum(JOB_STATES),
+  task: z.string().describe('First line of the prompt, shortened'),
+  created_at: z.string(),
+  started_at: z.string().optional(),
+  ended_at: z.string().optional(),
+  elapsed_s: z.number().describe('Seconds running so far, or the whole run time once finished'),
+  cost_usd: z.number().optional(),
+  cost_source: z.enum(['reported', 'estimated', 'unknown']).optional(),
+});
+
+export const jobResultSchema = jobSummarySchema.extend({
+  text: z.string().optional().describe("The agent's final answer"),
+  structured: z.unknown().optional().describe('The answer as JSON, validated against the output schema (when the job had one)'),
+  error: z.string().optional(),
+  session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
+  usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
+  premium_requests: z.number().optional(),
+  exit_code: z.number().nullable().optional(),
+  log: z.string().optional().describe('Path of the full stdout log'),
+  output_tail: z.string().optional().describe('The newest output of a job still running'),
+  raw: z.unknown().optional(),
+});
+
+export type JobSummary = z.infer<typeof jobSummarySchema>;
+export type JobResult = z.infer<typeof jobResultSchema>;
+
+const TAIL_CHARS = 2000;
+
+/** What shaping a job needs: the redactor, where run folders are, and the live output of running jobs. */
+export type ResultContext = {
+  secrets: Redactor;
+  config: Pick<Config, 'stateDir'>;
+  jobs: Pick<JobTable, 'outputTail'>;
+};
+
+export const redactedTask = (ctx: Pick<ResultContext, 'secrets'>, prompt: string) => taskLine(prompt, (t) => ctx.secrets.text(t));
+
+export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, now = Date.now()): JobSummary {
+  const start = job.startedAt ? Date.parse(job.startedAt) : undefined;
+  const end = job.endedAt ? Date.parse(job.endedAt) : now;
+  return {
+    agent_id: job.id,
+    backend: job.backend,
+    ...(job.agent ? { agent: job.agent.name } : {}),
+    model: job.model,
+    state: job.state,
+    task: redactedTask(ctx, job.prompt),
+    created_at: job.createdAt,
+    ...(job.startedAt ? { started_at: job.startedAt } : {}),
+    ...(job.endedAt ? { ended_at: job.endedAt } : {}),
+    elapsed_s: start === undefined ? 0 : Math.round((end - start) / 100) / 10,
+    ...(job.outcome?.costUsd !== undefined ? { cost_usd: job.outcome.costUsd } : {}),
+    ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
+  };
+}
+
+export function fullResult(ctx: ResultContext, job: JobRecord, options: { includeRaw?: boolean } = {}): JobResult {
+  const o = job.outcome;
+  const tail = isFinished(job.state) ? undefined : ctx.jobs.outputTail(job.id, TAIL_CHARS);
+  return {
+    ...summarize(ctx, job),
+    ...(o ? { text: o.text } : {}),
+    ...(o?.structured !== undefined ? { structured: o.structured } : {}),
+    ...(o?.error ? { error: o.error } : {}),
+    ...(o?.sessionId ? { session_id: o.sessionId } : {}),
+    ...(o?.usage ? { usage: { input_tokens: o.usage.inputTokens, output_tokens: o.usage.outputTokens, cached_input_tokens: o.usage.cachedInputTokens } } : {}),
+    ...(o?.premiumRequests !== undefined ? { premium_requests: o.premiumRequests } : {}),
+    ...(job.exitCode !== undefined ? { exit_code: job.exitCode } : {}),
+    ...(job.state !== 'queued' ? { log: runFolder(ctx.config.stateDir, job.id).stdout } : {}),
+    ...(tail ? { output_tail: tail } : {}),
+    ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
+  };
+}

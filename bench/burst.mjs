@@ -7,7 +7,7 @@
 //   CPU          the server's CPU time per job (user + system): what a job costs it, whatever the load
 //   memory       the server's peak RSS after the first burst and after five more; target < 90 MiB, flat.
 //                Bursts are 2 s apart, as an orchestrator's are (it reads the answers, then sends
-//                more): the server collects its garbage once idle for 1 s (src/idle-gc.ts).
+//                more): the server collects its garbage once idle for 1 s (src/jobs/idle-gc.ts).
 //                BENCH_BURST_PAUSE_MS=0 runs them back to back.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';

@@ -15,7 +15,8 @@ import { median, report, root, serverEntry } from './lib.mjs';
 const dist = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const { RunStore } = await dist('iac/store.js');
 const { IacWriter } = await dist('iac/writer.js');
-const { Redactor } = await dist('iac/redact.js');
+const { Redactor } = await dist('src/lib/redact.js');
+const { backends } = await dist('backends/registry.js');
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const ENTRIES = 200;
@@ -53,7 +54,7 @@ function project(n) {
 }
 
 function open(p) {
-  const store = new RunStore({ stateDir: p.state, redactor: new Redactor(['bench-secret-value']), identity: { pid: process.pid, start: 'bench' } });
+  const store = new RunStore({ stateDir: p.state, redactor: new Redactor(['bench-secret-value'], backends.flatMap((b) => b.secretPatterns)), identity: { pid: process.pid, start: 'bench' } });
   const writer = new IacWriter(store, { file: p.iac, entries: ENTRIES, debounceMs: 0 });
   return { store, writer };
 }

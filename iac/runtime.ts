@@ -10,6 +10,9 @@ import { RunStore, type Recovered } from './store.js';
 import { unwritableBecause } from '../src/lib/fs.js';
 import { IacWriter } from './writer.js';
 
+/** The longest an exiting process waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
+const EXIT_FLUSH_MS = 8000;
+
 export type IacRuntime = {
   store: RunStore;
   writer: IacWriter;
@@ -23,6 +26,8 @@ export type IacRuntime = {
   start(): void;
   /** Flushes IAC.md and waits for background clean-up. */
   close(): Promise<void>;
+  /** close(), waiting at most EXIT_FLUSH_MS: what a process about to exit gives it. */
+  closeBeforeExit(): Promise<void>;
 };
 
 export function createIacRuntime(
@@ -116,6 +121,9 @@ export function createIacRuntime(
       await writer.close();
       await Promise.allSettled([...background]);
       if (changes) log(`IAC.md: ${writer.writes} writes for ${changes} job changes (${config.iacFile})`);
+    },
+    closeBeforeExit() {
+      return Promise.race([this.close(), new Promise<void>((r) => setTimeout(r, EXIT_FLUSH_MS).unref())]);
     },
   };
 }

@@ -27,7 +27,7 @@ export async function listTools() {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('POLYSPAWN_')) env[k] = v;
   env.XDG_CONFIG_HOME = join(project, '.config');
-  // The definitions in full (output fields, size limits): the wire list is trimmed for the model (src/tool-list.ts).
+  // The definitions in full (output fields, size limits): the wire list is trimmed for the model (src/mcp/tool-list.ts).
   env.POLYSPAWN_TOOL_SCHEMAS = 'full';
   const transport = new StdioClientTransport({ command: process.execPath, args: [join(root, 'dist', 'src', 'cli.js')], cwd: project, env, stderr: 'ignore' });
   const client = new Client({ name: 'polyspawn-docs', version: '1' });

@@ -14,8 +14,6 @@ import { fullResult } from '../jobs/result.js';
 import { duration } from '../../iac/render.js';
 import { parseCommandArgs, type CommandIo, type OutStream } from './io.js';
 
-/** The longest the exit waits for IAC.md to be written. */
-const IAC_FLUSH_MS = 8000;
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const TICK_MS = 100;
 
@@ -189,6 +187,6 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error) io.stderr.write(`polyspawn: ${result.error}\n`);
     io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
   }
-  await Promise.race([app.iac.close(), new Promise((r) => setTimeout(r, IAC_FLUSH_MS).unref())]);
+  await app.iac.closeBeforeExit();
   return EXIT_CODES[job.state] ?? 1;
 }

@@ -18,7 +18,7 @@ export function createExecutor(
   /** The configuration, and the environment every job's child or API call starts from. */
   ctx: Pick<Context, 'config' | 'env'>,
   models: ModelsTable,
-  /** How deep this polyspawn runs: each CLI child gets the next depth (src/agents/nesting.ts). */
+  /** How deep this polyspawn runs: each CLI child gets the next depth (src/jobs/agents/nesting.ts). */
   nesting: Nesting = { depth: 0, canSpawn: true },
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));

@@ -9,7 +9,7 @@ import type { Availability } from '../config/availability.js';
 import type { Config } from '../config/config.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
-import { agentRun, type AgentDefinition } from './agents/definitions.js';
+import { namedAgentSettings, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
@@ -69,7 +69,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     cwd: resolveCwd(ctx.config.projectDir, request.cwd),
     timeoutS: request.timeoutS ?? definition?.timeoutS ?? ctx.config.timeoutS,
     ...(systemPrompt ? { systemPrompt } : {}),
-    ...(definition ? { agent: agentRun(definition, backend) } : {}),
+    ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
     ...(outputSchema ? { outputSchema } : {}),
     extra: request.extra ?? {},
   };

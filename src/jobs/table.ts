@@ -12,7 +12,7 @@ export type FinalState = Exclude<JobState, 'queued' | 'running'>;
 export const isFinished = (state: JobState): state is FinalState => state !== 'queued' && state !== 'running';
 
 /** What an agent's job carries (JobRequest.agent): what its definition fixes for the run. */
-export type AgentRun = {
+export type NamedAgentSettings = {
   name: string;
   session?: boolean;
   permission?: string;
@@ -35,8 +35,8 @@ export type JobRequest = {
   /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
   extra: Record<string, unknown>;
   /** Set when a named agent (agents/<name>/agent.md) made the job: what its definition fixes. */
-  agent?: AgentRun;
-  /** A JSON Schema the answer must match (src/structured-output.ts). */
+  agent?: NamedAgentSettings;
+  /** A JSON Schema the answer must match (src/jobs/structured-output.ts). */
   outputSchema?: Record<string, unknown>;
 };
 

@@ -6,9 +6,6 @@ import { killAllGroupsNow } from '../jobs/process/runner.js';
 import { VERSION } from '../lib/version.js';
 import { createServer } from './server.js';
 
-/** The longest the exit waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
-const IAC_FLUSH_MS = 8000;
-
 /** Serves one client until stdin or stdout closes or a signal comes; then ends the agents and the process. */
 export async function serveStdio(log: (message: string) => void): Promise<void> {
   const app = createApp(process.env, process.cwd());
@@ -24,7 +21,7 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
     await Promise.race([app.jobs.shutdown(), deadline]);
     killAllGroupsNow();
     // The jobs' final states are in the store; IAC.md gets them before the process ends.
-    await Promise.race([app.iac.close(), new Promise((r) => setTimeout(r, IAC_FLUSH_MS).unref())]);
+    await app.iac.closeBeforeExit();
     process.exit(0);
   };
   process.stdin.once('end', () => void shutdown('stdin closed'));

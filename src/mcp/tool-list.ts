@@ -19,7 +19,7 @@
 //                 destructiveHint true, idempotentHint false, openWorldHint true): the same
 //                 meaning, fewer bytes.
 //
-// What several tools share is said once, in the server's instructions (src/server.ts).
+// What several tools share is said once, in the server's instructions (src/mcp/server.ts).
 // POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list unchanged (the README's tool reference is
 // generated from it: full descriptions, output fields and limits included).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';

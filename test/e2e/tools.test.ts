@@ -42,12 +42,12 @@ describe('the tool list', () => {
     for (const tool of tools) {
       expect(tool.description!.length, tool.name).toBeGreaterThan(40);
       expect(tool.inputSchema.type).toBe('object');
-      // Not listed (src/tool-list.ts): the results still carry structuredContent (every callOk below reads it).
+      // Not listed (src/mcp/tool-list.ts): the results still carry structuredContent (every callOk below reads it).
       expect(tool.title, tool.name).toBeUndefined();
       expect(tool.outputSchema, tool.name).toBeUndefined();
     }
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    // Annotations list only the hints that differ from the spec's defaults (src/tool-list.ts).
+    // Annotations list only the hints that differ from the spec's defaults (src/mcp/tool-list.ts).
     const hints = (name: string) => ({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true, ...byName[name]!.annotations });
     expect(hints('spawn_claude')).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(hints('spawn_grok')).toMatchObject({ readOnlyHint: false, destructiveHint: false });

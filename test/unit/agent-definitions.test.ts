@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import { agentRun, loadAgents, parseAgentFile, renderAgentFile, type AgentContext } from '../../src/jobs/agents/definitions.js';
+import { namedAgentSettings, loadAgents, parseAgentFile, renderAgentFile, type AgentContext } from '../../src/jobs/agents/definitions.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
 
@@ -68,7 +68,7 @@ describe('parsing and checking agent.md', () => {
       file: path,
     });
     // An allow list with no permission runs in the backend's allow-list mode.
-    expect(agentRun(reviewer, backends.find((b) => b.name === 'claude')!)).toMatchObject({ name: 'reviewer', permission: 'dontAsk', allowTools: ['Read', 'Grep'], denyTools: ['Write'], session: true, nesting: 1 });
+    expect(namedAgentSettings(reviewer, backends.find((b) => b.name === 'claude')!)).toMatchObject({ name: 'reviewer', permission: 'dontAsk', allowTools: ['Read', 'Grep'], denyTools: ['Write'], session: true, nesting: 1 });
   });
 
   test('the smallest definition, CRLF line ends and a BOM', () => {

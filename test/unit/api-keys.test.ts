@@ -1,4 +1,4 @@
-// API key lookup (src/keys.ts) and what availability says about API backends.
+// API key lookup (src/config/keys.ts) and what availability says about API backends.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// tools/list as served (src/tool-list.ts): what a model needs, not the size limits the server
+// tools/list as served (src/mcp/tool-list.ts): what a model needs, not the size limits the server
 // enforces anyway, nor titles or output schemas; brief() listings; only non-default hints; the
 // SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list within its budget.
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -28,7 +28,7 @@ import type { Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { MAX_DEPTH } from './nesting.js';
-import type { AgentRun } from '../table.js';
+import type { NamedAgentSettings } from '../table.js';
 
 export type AgentScope = 'project' | 'user';
 
@@ -300,7 +300,7 @@ export function loadAgents(ctx: AgentContext): LoadedAgents {
 }
 
 /** What an agent's jobs carry: its fixed settings, the backend's allow-list mode when it lists tools. */
-export function agentRun(definition: AgentDefinition, backend: Backend): AgentRun {
+export function namedAgentSettings(definition: AgentDefinition, backend: Backend): NamedAgentSettings {
   const permission = definition.permission ?? (definition.allow && backend.kind === 'cli' ? backend.allowListPermission : undefined);
   return {
     name: definition.name,

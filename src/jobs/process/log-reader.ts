@@ -1,4 +1,4 @@
-// Reads a CLI's output back from its log file, which the child writes itself (src/runner.ts):
+// Reads a CLI's output back from its log file, which the child writes itself (src/jobs/process/runner.ts):
 // a child that prints a gigabyte costs the server a few megabytes, read once it has ended.
 // Parsers need the head (codex's thread id, the first events) and the tail (the final
 // result); the log file keeps the rest.

@@ -1,7 +1,7 @@
 // The process runner: one child per job, in its own process group, prompt on stdin, its
 // stdout and stderr written by the child itself straight into the run's log files, and the
 // whole group ended on exit, timeout, cancel or server shutdown, so no grandchild outlives
-// its job. The server reads the output back once the child has exited (src/log-reader.ts):
+// its job. The server reads the output back once the child has exited (src/jobs/process/log-reader.ts):
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';

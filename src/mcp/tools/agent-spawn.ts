@@ -1,4 +1,4 @@
-// spawn_<agent>: one tool per named agent (src/agents/definitions.ts), kept in step with the
+// spawn_<agent>: one tool per named agent (src/jobs/agents/definitions.ts), kept in step with the
 // definitions on disk: a definition added, changed or removed registers, replaces or removes
 // its tool, and the SDK tells the client with notifications/tools/list_changed.
 //

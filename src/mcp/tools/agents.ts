@@ -1,5 +1,5 @@
 // define_agent, remove_agent and list_agents: managing named agents from the orchestrator.
-// define_agent checks everything a file on disk is checked for (src/agents/definitions.ts)
+// define_agent checks everything a file on disk is checked for (src/jobs/agents/definitions.ts)
 // before it writes, writes atomically (temp file + rename), and reloads at once, so the new
 // spawn_<name> tool is there when it answers. scope "project" (the default) writes to the
 // project's agents folder, "user" to the user's config folder.
@@ -115,7 +115,7 @@ const mcpServerInput = z.union([
   z.object({ url: z.string(), headers: z.record(z.string(), z.string()).optional() }).strict(),
 ]);
 
-// The compact tools/list (src/tool-list.ts) says less than the full list and the README: the
+// The compact tools/list (src/mcp/tool-list.ts) says less than the full list and the README: the
 // briefs below. The server validates with the full schema, and checkDefinition names every
 // problem (a wrong backend, permission mode or MCP server shape) in its error. The backends
 // named are the app's (never a list written here).

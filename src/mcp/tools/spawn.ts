@@ -21,7 +21,7 @@ export const modelsText = (models: BackendModels) => {
 };
 
 // The inputs the backends' tools and the named agents' tools share. The server's instructions
-// explain them once (src/server.ts), so the compact tools/list leaves most undescribed (brief).
+// explain them once (src/mcp/server.ts), so the compact tools/list leaves most undescribed (brief).
 export const promptField = () =>
   brief(
     z
@@ -41,7 +41,7 @@ export const outputSchemaField = () =>
     '',
   );
 
-// The instructions name each backend's models (src/server.ts).
+// The instructions name each backend's models (src/mcp/server.ts).
 export const modelField = (models: BackendModels) => brief(z.string().max(200).optional().describe(modelsText(models)), '');
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();

@@ -74,6 +74,11 @@ const server = await build({
   // functions (and dist/src/cli.bundle.cjs.map maps them back to the sources).
   minifyWhitespace: true,
   minifySyntax: true,
+  // zod declares itself free of side effects ("sideEffects" in its package.json); trusting that,
+  // esbuild drops the call that initializes zod's modules where an eagerly run module (the MCP
+  // SDK's types) reaches zod, which the commands' lazily loaded modules also import: the server
+  // then dies at start with "Class2 is not a constructor". Ignoring the annotations keeps every init.
+  ignoreAnnotations: true,
   plugins: [importMetaUrlAsCompiled],
   logLevel: 'warning',
 });

@@ -1,4 +1,5 @@
-// Every backend polyspawn offers. Adding one: a new file beside this one, and one line here.
+// Every backend polyspawn offers. Adding one: a new file beside this one, one line here, and its
+// default model in models.json (docs/ARCHITECTURE.md, "Adding a backend").
 import type { Backend } from './types.js';
 import { claude } from './claude.js';
 import { codex } from './codex.js';

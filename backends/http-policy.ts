@@ -1,19 +1,7 @@
-// The one failure policy of the HTTP API backends (grok, gemini, mistral), so the three
-// behave alike whatever their SDKs do by default:
-//
-//   - at most 3 attempts, retrying only 429, 408/409/5xx and connection errors;
-//   - a `retry-after` (or `retry-after-ms`, or Gemini's RetryInfo) is honoured but capped at
-//     30 s; without one, exponential backoff from 1 s;
-//   - the job's timeout is both the per-attempt timeout and the whole call's deadline, and a
-//     retry whose wait would cross the deadline is not attempted;
-//   - the job's cancel signal aborts the request or the wait at once;
-//   - every failure is classified (auth, rate_limited, server, timeout, bad_response,
-//     bad_request, cancelled) with a message that says what to do.
-//
-// Each backend turns its SDK's own retries and timeouts off and hands the SDK `attempt.fetch`,
-// which carries the attempt's abort signal, records the HTTP status, headers and error body
-// (classification never depends on an SDK's error classes), and lifts undici's 300 s header
-// and body timeouts so that the job's timeout is the only one.
+// The one failure policy of the HTTP API backends, so they behave alike whatever their SDKs do by
+// default: retries, timeouts, cancel, and every failure classified with a message that says what
+// to do. Each backend turns its SDK's own retries and timeouts off and hands it `attempt.fetch`,
+// which records what the server answered: classification never depends on an SDK's error classes.
 import { z } from 'zod';
 import type { ApiCallContext, Outcome, Usage } from './types.js';
 
@@ -272,6 +260,7 @@ function noTimeoutDispatcher(): Dispatcher | undefined {
   return { dispatch: (options, handler) => base.dispatch({ ...options, headersTimeout: 0, bodyTimeout: 0 }, handler) };
 }
 
+/** `attempt.fetch`: the attempt's abort signal on every request; the status, headers and error body recorded for classify(). */
 function policyFetch(seen: Seen, signal: AbortSignal): typeof fetch {
   return async (input, init) => {
     const signals = [signal, init?.signal, input instanceof Request ? input.signal : undefined].filter(
@@ -320,7 +309,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 
 /**
  * Runs `run` under the policy. Resolves with its value and the number of attempts made, or
- * rejects with an ApiFailure whose message is ready for the user.
+ * rejects with an ApiFailure whose message is ready for the user. Only rate limits and server or
+ * connection failures are retried, after the server's retry-after (capped) or an exponential
+ * backoff. The job's timeout is each attempt's timeout and the whole call's deadline: a retry
+ * whose wait would cross it is not attempted.
  */
 export async function withPolicy<T>(
   vendor: string,

@@ -1,19 +1,7 @@
-// The run store: everything polyspawn knows about every job, on disk, shared by every server
-// on the project.
-//
-//   <stateDir>/runs/<id>/record.json   the whole JobRecord (secrets redacted), rewritten
-//                                      atomically (temp file + rename) on every change
-//   <stateDir>/runs/<id>/prompt.txt    the prompt (redacted)
-//   <stateDir>/runs/<id>/stdout.log    the CLI's output (scrubbed of secrets once the run ends)
-//   <stateDir>/index.jsonl             one short line per state change saved, appended (a job's
-//                                      changes within one turn of the event loop are saved once)
-//
-// The index is what makes the store cheap: a server loads the whole history from it without
-// opening 10,000 record files, and follows the other servers' jobs by reading only the bytes
-// appended since its last read. Each line is one write(2) with O_APPEND, so lines of several
-// processes never interleave on a local file system; a line torn by a crash is skipped (and
-// the line after it recovered). A record is written before its index line, so whoever reads
-// a line can read its record.
+// The run store: every job of every server on the project, on disk (the layout is in
+// docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
+// it without opening the record files, and follows the other servers' jobs by reading only the
+// bytes appended since its last read.
 import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
@@ -166,7 +154,10 @@ export class RunStore implements JobHistory {
     }
   }
 
-  /** Records a change of one of this server's jobs: record.json, and an index line if its state changed. */
+  /**
+   * Records a change of one of this server's jobs: record.json, and an index line if its state
+   * changed. The record goes first, so whoever reads a line can read its record.
+   */
   save(job: JobRecord): void {
     const dir = this.runDir(job.id);
     let prompt = this.redactedPrompts.get(job.id);
@@ -223,7 +214,8 @@ export class RunStore implements JobHistory {
       ...(isFinished(record.state) ? {} : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
     };
     makeDirs(this.dir);
-    // One write(2) per line, O_APPEND: atomic with respect to the other servers' appends.
+    // One write(2) per line, O_APPEND: on a local file system, never interleaved with the other
+    // servers' appends.
     appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`);
   }
 

@@ -1,14 +1,6 @@
-// Writes IAC.md: coalesced, under a lock that holds across processes, by temp file + rename.
-//
-// Every change schedules a write; changes that arrive while one is scheduled or running are
-// folded into the next, so a burst of a hundred finishing jobs costs a handful of writes.
-// Each write, under the lock: reads what the other servers appended to the index, marks the
-// jobs of dead servers interrupted, renders, writes a temp file and renames it over IAC.md.
-// A reader therefore sees the old file or the new one, never half of one, and since every
-// write starts from the whole index, the last write shows every server's jobs.
-//
-// Entries are rendered once and kept (they do not change once finished), so a write costs
-// O(N entries shown), not O(history).
+// Writes IAC.md: coalesced, under a lock held across processes, by temp file + rename. A reader
+// sees the old file or the new one, never half of one; and since every write starts from the
+// whole index, the last write shows every server's jobs.
 import { readdirSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
@@ -40,6 +32,7 @@ export class IacWriter {
   private closed = false;
   private cleaned = false;
   private lastError = '';
+  /** Entries rendered once and kept (a finished one does not change): a write costs O(entries shown), not O(history). */
   private readonly cache = new Map<string, { key: string; text: string }>();
   /** How many times IAC.md was written. */
   writes = 0;
@@ -49,7 +42,10 @@ export class IacWriter {
     private readonly options: IacWriterOptions,
   ) {}
 
-  /** Asks for a write soon; many asks in a row make one write. */
+  /**
+   * Asks for a write soon. Asks that arrive while one is scheduled or running fold into the next,
+   * so a burst of a hundred finishing jobs costs a handful of writes.
+   */
   schedule(): void {
     this.dirty = true;
     if (this.timer || this.running || this.closed) return;

@@ -1,20 +1,9 @@
 #!/usr/bin/env node
-// The `polyspawn` executable (built into dist/src/cli.js by scripts/bundle.mjs): runs the bundled
-// server, dist/src/cli.bundle.cjs, through a V8 code cache. A client starts the server for every
-// session (bench/coldstart.mjs, issue 7); with the cache, a start neither parses the bundle's
-// 1.4 MB nor compiles the functions that start-up runs.
-//
-// Node 20 caches no ES module's compilation (module.enableCompileCache is Node 22.1+), but a
-// vm.Script takes V8's cached data and produces it: the bundle is the source of one function.
-//
-// The cache is one file per installed bundle, Node version and CPU, in $XDG_CACHE_HOME/polyspawn
-// (~/.cache/polyspawn; %LOCALAPPDATA%\polyspawn on Windows), or in the folder
-// POLYSPAWN_CODE_CACHE names; POLYSPAWN_CODE_CACHE=0 turns it off. A server that finds none, or
-// finds it not its own or rejected by V8 (another bundle, V8 flags or version), writes one once its
-// start is over: a second in, or at exit if that comes first, so that it holds the functions that
-// start-up and the first requests ran. The write is atomic (temp file, then rename); the cache
-// carries a checksum that V8 verifies, so a damaged file is rejected rather than run; any failure
-// only means a start without cache. Nothing here writes to stdout.
+// The `polyspawn` executable (dist/src/cli.js, built by scripts/bundle.mjs): runs the bundled
+// server through a V8 code cache. A client starts a server for every session; with the cache, a
+// start neither parses the bundle's 1.4 MB nor compiles what start-up runs (bench/coldstart.mjs).
+// Node 20 caches no ES module (module.enableCompileCache is 22.1+), so the bundle is one function
+// in a vm.Script. Any failure only means a start without cache. Nothing here writes to stdout.
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
@@ -40,6 +29,7 @@ function fnv(text: string): string {
   return h.toString(16).padStart(8, '0');
 }
 
+/** One file per installed bundle, Node version and CPU; POLYSPAWN_CODE_CACHE moves the folder, or (0) turns it off. */
 function cacheFile(env: NodeJS.ProcessEnv): string | undefined {
   const setting = env.POLYSPAWN_CODE_CACHE;
   if (setting === '0') return undefined;
@@ -53,9 +43,10 @@ function cacheFile(env: NodeJS.ProcessEnv): string | undefined {
 }
 
 /**
- * V8 makes and checks a code cache's checksum only under --verify-snapshot-checksum (on in debug
- * builds only). On while a cache is read or made; off again at once, since the flag is part of the
- * hash against which Node checks the caches of its own built-in modules.
+ * V8 makes and checks a code cache's checksum (so a damaged file is rejected, not run) only under
+ * --verify-snapshot-checksum (on in debug builds only). On while a cache is read or made; off
+ * again at once, since the flag is part of the hash against which Node checks the caches of its
+ * own built-in modules.
  */
 function withChecksum<T>(use: () => T): T {
   setFlagsFromString('--verify-snapshot-checksum');
@@ -113,7 +104,9 @@ function writeCache(file: string, compiled: Script): void {
 }
 
 // Only `serve` writes the cache: it is what clients start, and a cache made by a one-off command
-// would hold little of what serving runs.
+// would hold little of what serving runs. It writes one when it found none, or none V8 accepts,
+// once its start is over (a second in, or at exit if sooner), so that the cache holds what
+// start-up and the first requests ran.
 const [command = 'serve', ...rest] = process.argv.slice(2);
 if (file && (!cachedData || script.cachedDataRejected) && command === 'serve' && !rest.includes('--help') && !rest.includes('-h')) {
   const compiled = script;

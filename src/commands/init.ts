@@ -1,15 +1,7 @@
-// `polyspawn init`: writes the MCP client configuration that starts polyspawn, merged into
-// the files a user already has.
-//
-//   Claude Code  <dir>/.mcp.json                  mcpServers.agents
-//                <dir>/.claude/settings.local.json enabledMcpjsonServers: ["agents"]
-//   VS Code      <dir>/.vscode/mcp.json           servers.agents (stdio), inputs for the API keys
-//   Codex        $CODEX_HOME/config.toml          [mcp_servers.agents] (default ~/.codex)
-//
-// Rules: never drop a user's other servers or settings, never add ours twice, say what changed,
-// and leave a file that cannot be parsed byte-for-byte untouched. JSON is edited in place
-// (jsonc-parser's edits keep the user's formatting and, in VS Code's JSONC, comments); TOML is
-// only ever appended to, so a Codex config keeps every byte it had.
+// `polyspawn init`: writes the MCP configuration that starts polyspawn into each client's files
+// (INIT_USAGE lists them), merged into what the user already has. Rules: never drop a user's other
+// servers or settings, never add ours twice, say what changed, and leave a file that cannot be
+// parsed byte-for-byte untouched.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -87,6 +79,7 @@ function formatting(text: string): jsonc.FormattingOptions {
   return { insertSpaces: !indent.startsWith('\t'), tabSize: indent.startsWith('\t') ? 1 : indent.length, eol: text.includes('\r\n') ? '\r\n' : '\n' };
 }
 
+/** Sets one value in place: jsonc-parser's edits keep the user's formatting and, in JSONC, comments. */
 function edit(text: string, path: jsonc.JSONPath, value: unknown): string {
   if (text.trim() === '') return `${JSON.stringify(setIn({}, path, value), null, 2)}\n`;
   return jsonc.applyEdits(text, jsonc.modify(text, path, value, { formattingOptions: formatting(text) }));

@@ -1,18 +1,6 @@
-// MCP beyond tools: IAC.md and every agent's record and output log as resources, and the
-// notifications that follow the jobs.
-//
-//   polyspawn://IAC.md                   IAC.md as it is on disk (Markdown)
-//   polyspawn://agents/{agent_id}        the agent's record: what `result` returns, plus its prompt (JSON)
-//   polyspawn://agents/{agent_id}/log    the newest part of its CLI's stdout log (text)
-//
-// The list holds IAC.md, the agents running or queued in any server on the project, and the
-// newest finished ones. `notifications/resources/list_changed` goes out when an agent of this
-// server is created or finishes; `notifications/resources/updated` for a subscribed agent URI
-// on each of its state changes, and for IAC.md whenever the file is rewritten (by any server:
-// its folder is watched while someone is subscribed). Each state change of this server's
-// agents is also sent as an MCP logging message (`notifications/message`, logger "polyspawn";
-// queued and running at `debug`, sent once the client asks for that level).
-// All of it travels as JSON-RPC on the transport: nothing here writes to stdout.
+// MCP beyond tools: IAC.md and every job's record and output log as resources (the URIs are in
+// docs/ARCHITECTURE.md), and the notifications that follow the jobs. All of it travels as
+// JSON-RPC on the transport: nothing here writes to stdout.
 import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -176,6 +164,8 @@ export function registerResources(server: McpServer, app: App): void {
       void server.server.sendResourceListChanged().catch(() => undefined);
     }, LIST_CHANGED_MS);
   };
+  // list_changed when one of this server's jobs is created or finishes; updated for its subscribed
+  // URIs on each state change.
   const seen = new Map<string, JobState>();
   app.jobs.onChange((job) => {
     const before = seen.get(job.id);
@@ -189,7 +179,7 @@ export function registerResources(server: McpServer, app: App): void {
   });
 }
 
-/** Calls `onChange` (coalesced) whenever the file is replaced or written, while started. */
+/** Calls `onChange` (coalesced) whenever the file is replaced or written, by any server, while started. */
 function watchIac(file: string, onChange: () => void) {
   let watcher: FSWatcher | undefined;
   let polling = false;

@@ -1,32 +1,15 @@
-// tools/list as an orchestrating model pays for it: every byte of it sits in the model's context
-// for the whole session, once per tool (the budget: 450 B a tool; bench/coldstart.mjs measures
-// it, test/unit/tool-list.test.ts checks it). The SDK's own list converts each zod schema to
-// JSON Schema on every call and sends all of it; this one sends, once computed, what a model
-// acts on:
-//
-//   inputSchema   types, enums, required fields and descriptions; not the `$schema` tag, not the
-//                 pure size limits (maxLength, minimum, ...), not `additionalProperties: false`:
-//                 the server still validates every call with the full zod schema, and a call
-//                 past a limit or with an unknown field gets an error that names it. A schema
-//                 marked with brief() is listed as brief() says (a shorter description, or a
-//                 simpler stand-in for a nested shape its description spells out);
-//   title         none: a display name for people (the tool names say as much to a model); the
-//                 full list keeps it;
-//   outputSchema  none: it is optional, a client uses it only to validate structuredContent
-//                 (the SDK's Client validates only when there is one), and the model reads the
-//                 result itself; the server still checks every result against the full schema;
-//   annotations   only the hints that differ from the spec's defaults (readOnlyHint false,
-//                 destructiveHint true, idempotentHint false, openWorldHint true): the same
-//                 meaning, fewer bytes.
-//
-// What several tools share is said once, in the server's instructions (src/mcp/server.ts).
-// POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list unchanged (the README's tool reference is
-// generated from it: full descriptions, output fields and limits included).
+// tools/list as an orchestrating model pays for it: every byte sits in its context all session
+// (budget: 450 B a tool, test/unit/tool-list.test.ts). This list keeps what a model acts on and
+// drops what only bounds or decorates; the server still checks every call and result against the
+// full zod schemas. POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list unchanged (the README's
+// tool reference is generated from it).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
+/** Pure size limits: a call past one still gets the zod error that names it. */
 const DROPPED_KEYWORDS = new Set(['$schema', 'maxLength', 'minLength', 'maximum', 'minimum', 'exclusiveMaximum', 'exclusiveMinimum', 'maxItems', 'minItems']);
+/** The spec's defaults: only hints that differ are listed (the same meaning, fewer bytes). */
 const DEFAULT_HINTS: Required<Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>> = {
   readOnlyHint: false,
   destructiveHint: true,
@@ -95,6 +78,11 @@ function trim(schema: unknown): unknown {
   return foldTypes(out);
 }
 
+/**
+ * One tool as listed. No title (a display name for people; the name says as much to a model)
+ * and no outputSchema (optional: a client only validates structuredContent with it, and the
+ * model reads the result itself); the full list keeps both.
+ */
 function compact(name: string, tool: Registered): Tool {
   const input = tool.inputSchema instanceof z.ZodType ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief }) : { type: 'object' };
   const hints: ToolAnnotations = {};
@@ -115,8 +103,9 @@ export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv): void
   if (env.POLYSPAWN_TOOL_SCHEMAS === 'full') return;
   const registered = (server as unknown as { _registeredTools?: Record<string, Registered> })._registeredTools;
   if (!registered || typeof registered !== 'object') return; // another SDK: keep its own list
-  // Per registered tool: one registered later is computed anew, and so is one whose fields
-  // changed (RegisteredTool.update() changes them in place).
+  // The SDK's own list converts every zod schema on every call; this one once per registered
+  // tool, and anew for one registered later or whose fields changed (RegisteredTool.update()
+  // changes them in place).
   const cache = new WeakMap<Registered, { from: unknown[]; listed: Tool }>();
   server.server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: Object.entries(registered)

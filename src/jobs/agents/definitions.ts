@@ -1,24 +1,7 @@
-// Named agents: presets over a backend, one file each, `agents/<name>/agent.md`: YAML
-// frontmatter for the settings, the body for the system prompt. They are read from the
-// project (`.polyspawn/agents/`, or the folder set by agents_dir / POLYSPAWN_AGENTS_DIR) and
-// from the user's config folder (`<config>/agents/`); the project's wins for the same name.
-// A file that does not pass the checks below is skipped and reported (server log, list_agents,
-// `polyspawn doctor`), never fatal. define_agent writes files through the same checks.
-//
-//   ---
-//   description: Reviews a diff for bugs and risky changes. Use before merging.
-//   backend: claude
-//   model: opus
-//   timeout_s: 900
-//   allow: [Read, Grep, "Bash(git diff:*)"]
-//   session: true
-//   allowed_callers: [claude-code]
-//   output_schema:
-//     type: object
-//     properties: { verdict: { enum: [approve, request_changes] }, issues: { type: array, items: { type: string } } }
-//     required: [verdict, issues]
-//   ---
-//   You are a careful code reviewer. ...
+// Named agents' definitions: one `agent.md` each, YAML frontmatter for the settings and the body
+// for the system prompt (the README shows one). A file that fails the checks is skipped and
+// reported (server log, list_agents, `polyspawn doctor`), never fatal; define_agent writes
+// files through the same checks.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument, stringify } from 'yaml';
@@ -241,6 +224,7 @@ export function loadAgentFile(name: string, file: string, scope: AgentScope, ctx
 
 export type AgentFolder = { scope: AgentScope; dir: string };
 
+/** The project's folder (agents_dir, default `.polyspawn/agents/`), then the user's `<config>/agents/`. */
 export function agentFolders(config: Config): AgentFolder[] {
   return [
     { scope: 'project', dir: config.agentsDir },

@@ -24,8 +24,7 @@ export const claude: CliBackend = {
   title: 'Claude Code agent',
   // Anthropic keys: sk-ant-api03-…; codex's sk- shape covers them too, this one holds without codex.
   secretPatterns: [String.raw`\bsk-ant-[A-Za-z0-9_-]{12,}`],
-  description:
-    "Claude Code, a coding agent working in a folder: multi-file changes, refactors, debugging, reviews.",
+  description: 'Claude Code, a coding agent working in a folder: multi-file changes, refactors, debugging, reviews.',
   executable: 'claude',
   binEnv: 'POLYSPAWN_CLAUDE_BIN',
   installHint: 'install it with `npm install -g @anthropic-ai/claude-code`',
@@ -70,7 +69,8 @@ export const claude: CliBackend = {
   parse(run) {
     // stream-json ends with the same result object that --output-format json prints alone.
     const result = jsonLines(run.stdout).records.findLast((r) => r.type === 'result');
-    if (!result) return { ok: false, text: '', error: missingResult('claude', 'a result record', run), costSource: 'unknown' };
+    if (!result)
+      return { ok: false, text: '', error: missingResult('claude', 'a result record', run), costSource: 'unknown' };
     const text = asString(result.result) ?? '';
     const isError = result.is_error !== false;
     const usage = field(result, 'usage');
@@ -80,23 +80,35 @@ export const claude: CliBackend = {
       ok: !isError && run.exitCode === 0,
       text,
       ...(isError
-        ? { error: `claude reported an error${result.api_error_status ? ` (API status ${result.api_error_status})` : ''}: ${text || asString(result.subtype) || 'no message'}` }
-        : run.exitCode !== 0 ? { error: `claude exited with code ${run.exitCode}` } : {}),
+        ? {
+            error: `claude reported an error${result.api_error_status ? ` (API status ${result.api_error_status})` : ''}: ${text || asString(result.subtype) || 'no message'}`,
+          }
+        : run.exitCode !== 0
+          ? { error: `claude exited with code ${run.exitCode}` }
+          : {}),
       sessionId: asString(result.session_id),
       usage: {
-        inputTokens: asNumber(field(usage, 'input_tokens')) + asNumber(field(usage, 'cache_creation_input_tokens')) + cacheRead,
+        inputTokens:
+          asNumber(field(usage, 'input_tokens')) + asNumber(field(usage, 'cache_creation_input_tokens')) + cacheRead,
         outputTokens: asNumber(field(usage, 'output_tokens')),
         cachedInputTokens: cacheRead,
       },
-      ...(typeof cost === 'number' ? { costUsd: cost, costSource: 'reported' as const } : { costSource: 'unknown' as const }),
-      ...(result.structured_output !== undefined && result.structured_output !== null ? { structuredOutput: result.structured_output } : {}),
+      ...(typeof cost === 'number'
+        ? { costUsd: cost, costSource: 'reported' as const }
+        : { costSource: 'unknown' as const }),
+      ...(result.structured_output !== undefined && result.structured_output !== null
+        ? { structuredOutput: result.structured_output }
+        : {}),
       raw: result,
     };
   },
 };
 
 function claudeMcpServer(spec: McpServerSpec): Record<string, unknown> {
-  return 'url' in spec ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}) } : { type: 'stdio', command: spec.command, args: spec.args ?? [], env: spec.env ?? {} };
+  return 'url' in spec
+    ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}) }
+    : { type: 'stdio', command: spec.command, args: spec.args ?? [], env: spec.env ?? {} };
 }
 
-const mapValues = <T, U>(o: Record<string, T>, f: (v: T) => U): Record<string, U> => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));
+const mapValues = <T, U>(o: Record<string, T>, f: (v: T) => U): Record<string, U> =>
+  Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));

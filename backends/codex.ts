@@ -5,7 +5,10 @@ import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js'
 /** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
 const tomlString = (text: string) => JSON.stringify(text);
 /** A TOML inline table of strings, with quoted keys. */
-const tomlTable = (entries: Record<string, string>) => `{${Object.entries(entries).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`).join(', ')}}`;
+const tomlTable = (entries: Record<string, string>) =>
+  `{${Object.entries(entries)
+    .map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`)
+    .join(', ')}}`;
 
 export const codex: CliBackend = {
   name: 'codex',
@@ -13,8 +16,7 @@ export const codex: CliBackend = {
   title: 'OpenAI Codex agent',
   // OpenAI keys: sk-…, sk-proj-…, sk-svcacct-…
   secretPatterns: [String.raw`\bsk-[A-Za-z0-9_-]{16,}`],
-  description:
-    "OpenAI Codex CLI, a coding agent working in a folder: focused implementation, tests, fixes.",
+  description: 'OpenAI Codex CLI, a coding agent working in a folder: focused implementation, tests, fixes.',
   executable: 'codex',
   binEnv: 'POLYSPAWN_CODEX_BIN',
   installHint: 'install it with `npm install -g @openai/codex`',
@@ -91,7 +93,11 @@ export const codex: CliBackend = {
     }
     if (!completed) {
       const message = asString(lastError?.message);
-      return { ok: false, ...common, error: message ? `codex reported an error: ${message}` : missingResult('codex', 'a turn.completed event', run) };
+      return {
+        ok: false,
+        ...common,
+        error: message ? `codex reported an error: ${message}` : missingResult('codex', 'a turn.completed event', run),
+      };
     }
     if (run.exitCode !== 0) return { ok: false, ...common, error: `codex exited with code ${run.exitCode}` };
     return { ok: true, ...common };

@@ -27,8 +27,7 @@ export const copilot: CliBackend = {
   title: 'GitHub Copilot agent',
   // GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained personal access tokens.
   secretPatterns: [String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}`, String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}`],
-  description:
-    "GitHub Copilot CLI, a coding agent working in a folder; billed in premium requests, not tokens.",
+  description: 'GitHub Copilot CLI, a coding agent working in a folder; billed in premium requests, not tokens.',
   executable: 'copilot',
   binEnv: 'POLYSPAWN_COPILOT_BIN',
   installHint: 'install it with `npm install -g @github/copilot`',
@@ -63,7 +62,11 @@ export const copilot: CliBackend = {
     if (input.mcpServers) {
       // `@file`, not the JSON itself: copilot's help says never to put a token in the argument.
       const path = `${scratchDir}/copilot-mcp.json`;
-      files[path] = JSON.stringify({ mcpServers: Object.fromEntries(Object.entries(input.mcpServers).map(([n, s]) => [n, copilotMcpServer(s)])) }, null, 2);
+      files[path] = JSON.stringify(
+        { mcpServers: Object.fromEntries(Object.entries(input.mcpServers).map(([n, s]) => [n, copilotMcpServer(s)])) },
+        null,
+        2,
+      );
       args.push('--additional-mcp-config', `@${path}`);
     }
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
@@ -91,7 +94,11 @@ export const copilot: CliBackend = {
     if (!result) return { ok: false, ...common, error: missingResult('copilot', 'a result record', run) };
     const code = field(result, 'exitCode');
     if (code !== 0 || run.exitCode !== 0) {
-      return { ok: false, ...common, error: `copilot exited with code ${typeof code === 'number' ? code : run.exitCode}` };
+      return {
+        ok: false,
+        ...common,
+        error: `copilot exited with code ${typeof code === 'number' ? code : run.exitCode}`,
+      };
     }
     return { ok: true, ...common };
   },

@@ -26,8 +26,7 @@ export const gemini: ApiBackend = {
   title: 'Gemini (Google AI API)',
   // Google API keys: AIza…
   secretPatterns: [String.raw`\bAIza[0-9A-Za-z_-]{30,}`],
-  description:
-    "Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.",
+  description: 'Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,
@@ -60,7 +59,11 @@ export const gemini: ApiBackend = {
       // Thinking is billed as output: output = candidates + thoughts. promptTokenCount
       // includes the cached part.
       const usage = m
-        ? makeUsage(m.promptTokenCount, (m.candidatesTokenCount ?? 0) + (m.thoughtsTokenCount ?? 0), m.cachedContentTokenCount)
+        ? makeUsage(
+            m.promptTokenCount,
+            (m.candidatesTokenCount ?? 0) + (m.thoughtsTokenCount ?? 0),
+            m.cachedContentTokenCount,
+          )
         : undefined;
       const finishReason = candidate?.finishReason ?? response.promptFeedback?.blockReason;
       const raw = {
@@ -75,7 +78,8 @@ export const gemini: ApiBackend = {
         .filter((p) => typeof p.text === 'string' && p.thought !== true)
         .map((p) => p.text as string)
         .join('');
-      if (!text.trim()) return emptyAnswer(VENDOR, finishReason ? String(finishReason) : undefined, attempts, usage, raw);
+      if (!text.trim())
+        return emptyAnswer(VENDOR, finishReason ? String(finishReason) : undefined, attempts, usage, raw);
       return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };
     } catch (error) {
       return toFailureOutcome(error, VENDOR);

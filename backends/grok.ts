@@ -40,7 +40,13 @@ function inheritedHeaders(env: Environment): Record<string, null> {
 function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.map((p) => (p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : '')).join('');
+  return content
+    .map((p) =>
+      p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string'
+        ? (p as { text: string }).text
+        : '',
+    )
+    .join('');
 }
 
 export const grok: ApiBackend = {
@@ -51,8 +57,7 @@ export const grok: ApiBackend = {
   defaultBaseUrl: XAI_BASE_URL,
   title: 'Grok (xAI API)',
   secretPatterns: [String.raw`\bxai-[A-Za-z0-9_-]{16,}`],
-  description:
-    "xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.",
+  description: 'xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,
@@ -97,7 +102,13 @@ export const grok: ApiBackend = {
       // counts them inside both): total - prompt covers both conventions.
       const output = u ? Math.max(u.completion_tokens ?? 0, (u.total_tokens ?? 0) - (u.prompt_tokens ?? 0)) : 0;
       const usage = u ? makeUsage(u.prompt_tokens, output, u.prompt_tokens_details?.cached_tokens) : undefined;
-      const raw = { id: completion.id, model: completion.model, finish_reason: choice?.finish_reason ?? null, usage: u ?? null, attempts };
+      const raw = {
+        id: completion.id,
+        model: completion.model,
+        finish_reason: choice?.finish_reason ?? null,
+        usage: u ?? null,
+        attempts,
+      };
       const text = contentText(choice?.message?.content);
       if (!text.trim()) return emptyAnswer(VENDOR, choice?.finish_reason ?? undefined, attempts, usage, raw);
       return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };

@@ -5,7 +5,15 @@
 import { z } from 'zod';
 import type { ApiCallContext, Outcome, Usage } from './types.js';
 
-export const FAILURE_KINDS = ['auth', 'rate_limited', 'server', 'timeout', 'bad_response', 'bad_request', 'cancelled'] as const;
+export const FAILURE_KINDS = [
+  'auth',
+  'rate_limited',
+  'server',
+  'timeout',
+  'bad_response',
+  'bad_request',
+  'cancelled',
+] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
 
 export type PolicyKnobs = {
@@ -19,24 +27,12 @@ export type PolicyKnobs = {
 
 export const DEFAULT_POLICY: Readonly<PolicyKnobs> = { maxAttempts: 3, retryAfterCapMs: 30_000, backoffMs: 1_000 };
 
-
 // ---------------------------------------------------------------------------------------------
 // Tool inputs every API backend takes beyond the common ones.
 
 export const apiExtraInput = {
-  max_output_tokens: z
-    .number()
-    .int()
-    .min(1)
-    .max(1_000_000)
-    .optional()
-    .describe("Default: the model's limit"),
-  temperature: z
-    .number()
-    .min(0)
-    .max(2)
-    .optional()
-    .describe('0 to 2 (reasoning models may ignore it)'),
+  max_output_tokens: z.number().int().min(1).max(1_000_000).optional().describe("Default: the model's limit"),
+  temperature: z.number().min(0).max(2).optional().describe('0 to 2 (reasoning models may ignore it)'),
 } satisfies z.ZodRawShape;
 
 /** The validated extra inputs, read back from the job's `extra` record. */
@@ -114,7 +110,8 @@ export function connectionCause(error: unknown): string | undefined {
     const message = String(e.message ?? '');
     // Mistral's ConnectionError names itself; openai's APIConnectionError is named "Error".
     const ctor = (e.constructor as { name?: string } | undefined)?.name;
-    if (name === 'ConnectionError' || ctor === 'APIConnectionError' || ctor === 'ConnectionError') return message || 'connection error';
+    if (name === 'ConnectionError' || ctor === 'APIConnectionError' || ctor === 'ConnectionError')
+      return message || 'connection error';
     if (name === 'TypeError' && /fetch failed|terminated|network|socket/i.test(message)) return message;
     if (name === 'SocketError' || /other side closed/i.test(message)) return message || 'socket closed';
   }
@@ -145,7 +142,11 @@ export function vendorMessage(body: string | undefined): string | undefined {
 }
 
 /** Milliseconds the server asked to wait: retry-after-ms, retry-after (seconds or a date), Gemini RetryInfo. */
-export function retryAfterMs(headers: Headers | undefined, body: string | undefined, now = Date.now()): number | undefined {
+export function retryAfterMs(
+  headers: Headers | undefined,
+  body: string | undefined,
+  now = Date.now(),
+): number | undefined {
   const ms = headers?.get('retry-after-ms');
   if (ms && /^\d+(\.\d+)?$/.test(ms.trim())) return Math.max(0, Number(ms));
   const ra = headers?.get('retry-after')?.trim();
@@ -162,7 +163,8 @@ export function retryAfterMs(headers: Headers | undefined, body: string | undefi
 function fromStatus(status: number, message: string | undefined): FailureKind {
   if (status === 401 || status === 402 || status === 403) return 'auth';
   // Gemini answers a bad key with 400 INVALID_ARGUMENT / API_KEY_INVALID.
-  if (status === 400 && message && /API[_ ]KEY[_ ]INVALID|API key not valid|api key expired/i.test(message)) return 'auth';
+  if (status === 400 && message && /API[_ ]KEY[_ ]INVALID|API key not valid|api key expired/i.test(message))
+    return 'auth';
   if (status === 429) return 'rate_limited';
   if (status === 408 || status === 409 || status >= 500) return 'server';
   return 'bad_request';
@@ -174,7 +176,11 @@ async function bodyText(seen: Seen): Promise<string | undefined> {
   return Promise.race([seen.body, new Promise<undefined>((r) => setTimeout(() => r(undefined), 2000).unref())]);
 }
 
-async function classify(error: unknown, seen: Seen, state: { cancelled: boolean; timedOut: boolean }): Promise<Classified> {
+async function classify(
+  error: unknown,
+  seen: Seen,
+  state: { cancelled: boolean; timedOut: boolean },
+): Promise<Classified> {
   if (state.cancelled) return { kind: 'cancelled' };
   if (state.timedOut) return { kind: 'timeout' };
   if (error instanceof ApiFailure) return { kind: error.kind, detail: error.message };
@@ -189,7 +195,8 @@ async function classify(error: unknown, seen: Seen, state: { cancelled: boolean;
   }
   const cause = connectionCause(error);
   if (cause) return { kind: 'server', cause };
-  const detail = error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
+  const detail =
+    error instanceof Error ? `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}` : String(error);
   if (seen.status !== undefined) return { kind: 'bad_response', status: seen.status, detail: shorten(detail) };
   // Nothing was sent: the SDK refused the request itself (e.g. its own input validation).
   return { kind: 'bad_request', detail: shorten(detail) };
@@ -202,7 +209,14 @@ const shorten = (s: string) => {
 
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
 
-function word(vendor: string, c: Classified, attempts: number, elapsedMs: number, ctx: ApiCallContext, note?: string): string {
+function word(
+  vendor: string,
+  c: Classified,
+  attempts: number,
+  elapsedMs: number,
+  ctx: ApiCallContext,
+  note?: string,
+): string {
   const http = c.status ? ` (HTTP ${c.status}${c.vendorMessage ? `: ${c.vendorMessage}` : ''})` : '';
   const tries = `${attempts} attempt${attempts === 1 ? '' : 's'}`;
   const extra = note ? `; ${note}` : '';
@@ -212,7 +226,7 @@ function word(vendor: string, c: Classified, attempts: number, elapsedMs: number
     case 'rate_limited':
       return (
         `rate_limited: ${vendor} is rate limiting this key${http}; gave up after ${tries} in ${seconds(elapsedMs)}${extra}. ` +
-        'Wait a minute and try again, run fewer agents on this backend at once, or raise the plan\'s limits'
+        "Wait a minute and try again, run fewer agents on this backend at once, or raise the plan's limits"
       );
     case 'server':
       if (c.cause) {
@@ -274,7 +288,11 @@ function policyFetch(seen: Seen, signal: AbortSignal): typeof fetch {
     } as RequestInit);
     seen.status = response.status;
     seen.headers = response.headers;
-    if (!response.ok) seen.body = response.clone().text().catch(() => '');
+    if (!response.ok)
+      seen.body = response
+        .clone()
+        .text()
+        .catch(() => '');
     return response;
   };
 }
@@ -320,8 +338,14 @@ export async function withPolicy<T>(
   run: (attempt: Attempt) => Promise<T>,
 ): Promise<{ value: T; attempts: number; elapsedMs: number }> {
   const knobs = {
-    maxAttempts: Math.min(DEFAULT_POLICY.maxAttempts, Math.max(1, Math.floor(ctx.policy?.maxAttempts ?? DEFAULT_POLICY.maxAttempts))),
-    retryAfterCapMs: Math.min(DEFAULT_POLICY.retryAfterCapMs, Math.max(0, ctx.policy?.retryAfterCapMs ?? DEFAULT_POLICY.retryAfterCapMs)),
+    maxAttempts: Math.min(
+      DEFAULT_POLICY.maxAttempts,
+      Math.max(1, Math.floor(ctx.policy?.maxAttempts ?? DEFAULT_POLICY.maxAttempts)),
+    ),
+    retryAfterCapMs: Math.min(
+      DEFAULT_POLICY.retryAfterCapMs,
+      Math.max(0, ctx.policy?.retryAfterCapMs ?? DEFAULT_POLICY.retryAfterCapMs),
+    ),
     backoffMs: Math.max(0, ctx.policy?.backoffMs ?? DEFAULT_POLICY.backoffMs),
   };
   const log = ctx.log ?? (() => undefined);
@@ -352,7 +376,12 @@ export async function withPolicy<T>(
     const seen: Seen = {};
     let classified: Classified;
     try {
-      const value = await run({ number, signal: controller.signal, fetch: policyFetch(seen, controller.signal), remainingMs });
+      const value = await run({
+        number,
+        signal: controller.signal,
+        fetch: policyFetch(seen, controller.signal),
+        remainingMs,
+      });
       log(`attempt ${number}: HTTP ${seen.status ?? '?'}, answered in ${seconds(Date.now() - started)}`);
       return { value, attempts: number, elapsedMs: Date.now() - started };
     } catch (error) {
@@ -362,7 +391,9 @@ export async function withPolicy<T>(
       ctx.signal.removeEventListener('abort', onCancel);
     }
 
-    const what = classified.status ? `HTTP ${classified.status}` : (classified.cause ?? classified.detail ?? classified.kind);
+    const what = classified.status
+      ? `HTTP ${classified.status}`
+      : (classified.cause ?? classified.detail ?? classified.kind);
     log(`attempt ${number}: ${classified.kind} (${what})`);
     if (!RETRYABLE.has(classified.kind) || number >= knobs.maxAttempts) throw fail(classified, number);
 
@@ -376,7 +407,9 @@ export async function withPolicy<T>(
     }
     log(
       `waiting ${seconds(waitMs)} before attempt ${number + 1}` +
-        (asked !== undefined ? ` (retry-after ${seconds(asked)}${asked > waitMs ? `, capped at ${seconds(knobs.retryAfterCapMs)}` : ''})` : ' (backoff)'),
+        (asked !== undefined
+          ? ` (retry-after ${seconds(asked)}${asked > waitMs ? `, capped at ${seconds(knobs.retryAfterCapMs)}` : ''})`
+          : ' (backoff)'),
     );
     if (!(await sleep(waitMs, ctx.signal))) throw fail({ kind: 'cancelled' }, number);
   }
@@ -407,12 +440,19 @@ export async function loadSdk<T>(vendor: string, ctx: ApiCallContext, load: () =
 const count = (n: unknown): number => (typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.round(n) : 0);
 
 export function makeUsage(input: unknown, output: unknown, cached: unknown): Usage {
-  return { inputTokens: count(input), outputTokens: count(output), cachedInputTokens: Math.min(count(cached), count(input)) };
+  return {
+    inputTokens: count(input),
+    outputTokens: count(output),
+    cachedInputTokens: Math.min(count(cached), count(input)),
+  };
 }
 
 export type FailureRecord = { kind: FailureKind; status?: number; attempts: number };
 
-export function failureOutcome(failure: ApiFailure, extras: { usage?: Usage; raw?: Record<string, unknown> } = {}): Outcome {
+export function failureOutcome(
+  failure: ApiFailure,
+  extras: { usage?: Usage; raw?: Record<string, unknown> } = {},
+): Outcome {
   const record: FailureRecord = {
     kind: failure.kind,
     attempts: failure.details.attempts,
@@ -443,13 +483,27 @@ export function toFailureOutcome(error: unknown, vendor: string): Outcome {
 }
 
 /** The answer was read but holds no text: a failure, with the usage that was still billed. */
-export function emptyAnswer(vendor: string, reason: string | undefined, attempts: number, usage: Usage | undefined, raw: Record<string, unknown>): Outcome {
+export function emptyAnswer(
+  vendor: string,
+  reason: string | undefined,
+  attempts: number,
+  usage: Usage | undefined,
+  raw: Record<string, unknown>,
+): Outcome {
   const why = reason ? ` (finish reason: ${reason})` : '';
-  const hint = reason && /length|max_tokens|MAX_TOKENS/i.test(reason) ? 'raise max_output_tokens' : 'try again or rephrase the prompt';
-  return failureOutcome(new ApiFailure('bad_response', `bad_response: ${vendor} returned an empty answer${why}. ${capital(hint)}`, { attempts }), {
-    ...(usage ? { usage } : {}),
-    raw,
-  });
+  const hint =
+    reason && /length|max_tokens|MAX_TOKENS/i.test(reason)
+      ? 'raise max_output_tokens'
+      : 'try again or rephrase the prompt';
+  return failureOutcome(
+    new ApiFailure('bad_response', `bad_response: ${vendor} returned an empty answer${why}. ${capital(hint)}`, {
+      attempts,
+    }),
+    {
+      ...(usage ? { usage } : {}),
+      raw,
+    },
+  );
 }
 
 const capital = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

@@ -33,7 +33,11 @@ export const asString = (value: unknown): string | undefined => (typeof value ==
 export const asNumber = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
 
 /** The error for output that ended without the record that says how the run went. */
-export function missingResult(cli: string, what: string, result: { stdoutTruncated: boolean; exitCode: number | null; stderr: string }): string {
+export function missingResult(
+  cli: string,
+  what: string,
+  result: { stdoutTruncated: boolean; exitCode: number | null; stderr: string },
+): string {
   const cut = result.stdoutTruncated ? ' (the output was too long to read whole: its middle is only in the log)' : '';
   const stderr = result.stderr.trim().split('\n').slice(-3).join(' | ');
   return `${cli} exited with code ${result.exitCode ?? 'none'} without ${what}: its output is malformed or truncated${cut}${stderr ? `; stderr: ${stderr}` : ''}`;

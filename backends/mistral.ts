@@ -23,7 +23,14 @@ export function mistralText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   return content
-    .map((c) => (c && typeof c === 'object' && (c as { type?: unknown }).type === 'text' && typeof (c as { text?: unknown }).text === 'string' ? (c as { text: string }).text : ''))
+    .map((c) =>
+      c &&
+      typeof c === 'object' &&
+      (c as { type?: unknown }).type === 'text' &&
+      typeof (c as { text?: unknown }).text === 'string'
+        ? (c as { text: string }).text
+        : '',
+    )
     .join('');
 }
 
@@ -42,8 +49,7 @@ export const mistral: ApiBackend = {
   title: 'Mistral (Mistral AI API)',
   // Its keys have no recognizable shape: only configured values are redacted.
   secretPatterns: [],
-  description:
-    "Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.",
+  description: 'Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,
@@ -86,7 +92,13 @@ export const mistral: ApiBackend = {
       const choice = response.choices?.[0];
       const u = response.usage as Record<string, unknown> | undefined;
       const usage = u ? makeUsage(u.promptTokens, u.completionTokens, cachedTokens(u)) : undefined;
-      const raw = { id: response.id, model: response.model, finish_reason: choice?.finishReason ?? null, usage: u ?? null, attempts };
+      const raw = {
+        id: response.id,
+        model: response.model,
+        finish_reason: choice?.finishReason ?? null,
+        usage: u ?? null,
+        attempts,
+      };
       const text = mistralText(choice?.message?.content);
       if (!text.trim()) return emptyAnswer(VENDOR, choice?.finishReason ?? undefined, attempts, usage, raw);
       return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };

@@ -25,16 +25,18 @@ const CLOCK_TICKS = 100;
 async function bareBurst(n) {
   const t0 = performance.now();
   await Promise.all(
-    Array.from({ length: n }, (_, i) =>
-      new Promise((resolve, reject) => {
-        const child = spawn(instantCodex, [], { detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
-        let out = '';
-        child.stdout.on('data', (c) => (out += c));
-        child.stderr.resume();
-        child.on('error', reject);
-        child.on('close', () => (out.includes('turn.completed') ? resolve() : reject(new Error('no result'))));
-        child.stdin.end(`burst job ${i}`);
-      }),
+    Array.from(
+      { length: n },
+      (_, i) =>
+        new Promise((resolve, reject) => {
+          const child = spawn(instantCodex, [], { detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+          let out = '';
+          child.stdout.on('data', (c) => (out += c));
+          child.stderr.resume();
+          child.on('error', reject);
+          child.on('close', () => (out.includes('turn.completed') ? resolve() : reject(new Error('no result'))));
+          child.stdin.end(`burst job ${i}`);
+        }),
     ),
   );
   return (n / (performance.now() - t0)) * 1000;
@@ -73,7 +75,8 @@ async function statusLoad(ids, done) {
       const body = result.structuredContent;
       if (result.isError || !body) fail(`${useList ? 'list' : `result ${id}`}: ${JSON.stringify(result.content)}`);
       else if (useList && !Array.isArray(body.agents)) fail(`list: no agents array: ${JSON.stringify(body)}`);
-      else if (!useList && (body.agent_id !== id || typeof body.state !== 'string')) fail(`result ${id}: ${JSON.stringify(body)}`);
+      else if (!useList && (body.agent_id !== id || typeof body.state !== 'string'))
+        fail(`result ${id}: ${JSON.stringify(body)}`);
     }
   };
   await Promise.all([caller(0), caller(1)]);
@@ -83,7 +86,11 @@ async function statusLoad(ids, done) {
 /** CPU time (user + system, all threads) the server has used so far, in ms (Linux). */
 function serverCpuMs() {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const [utime, stime] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 13).map(Number);
+  const [utime, stime] = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .slice(11, 13)
+    .map(Number);
   return ((utime + stime) * 1000) / CLOCK_TICKS;
 }
 
@@ -133,7 +140,7 @@ const afterAll = later[later.length - 1];
 
 // IAC.md caught up with all of them (coalesced writes), then the server is closed.
 const iac = join(server.dir, 'IAC.md');
-for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
+for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
   if (existsSync(iac) && /Every run is kept/.test(readFileSync(iac, 'utf8'))) break;
   await new Promise((r) => setTimeout(r, 100));
 }
@@ -148,17 +155,37 @@ const failed = status.reduce((s, x) => s + x.failed, 0);
 const growth = afterAll.peak - afterFirst.peak;
 
 report('burst', [
-  figure(`burst: ${JOBS} jobs at once, first burst`, rates[0], 'jobs/s', { floor: bare[0], target: '≥ 450 jobs/s', met: rates[0] >= 450 }),
-  figure(`burst: median of all ${1 + MORE} bursts`, median(rates), 'jobs/s', { floor: median(bare), ratio: median(rates) / median(bare), target: '≥ 450 jobs/s', met: median(rates) >= 450 }),
-  figure('memory: server peak RSS after the first burst', afterFirst.peak, 'MiB', { floor: baseline.peak, target: '< 90 MiB', met: afterFirst.peak < 90 }),
+  figure(`burst: ${JOBS} jobs at once, first burst`, rates[0], 'jobs/s', {
+    floor: bare[0],
+    target: '≥ 450 jobs/s',
+    met: rates[0] >= 450,
+  }),
+  figure(`burst: median of all ${1 + MORE} bursts`, median(rates), 'jobs/s', {
+    floor: median(bare),
+    ratio: median(rates) / median(bare),
+    target: '≥ 450 jobs/s',
+    met: median(rates) >= 450,
+  }),
+  figure('memory: server peak RSS after the first burst', afterFirst.peak, 'MiB', {
+    floor: baseline.peak,
+    target: '< 90 MiB',
+    met: afterFirst.peak < 90,
+  }),
   figure(`memory: server peak RSS after ${MORE} more bursts`, afterAll.peak, 'MiB', {
     floor: afterFirst.peak,
     target: '< 90 MiB, flat (≤ +5%)',
     met: afterAll.peak < 90 && growth <= afterFirst.peak * 0.05,
   }),
-  figure(`status under load: failed list/result calls (of ${calls})`, failed, 'calls', { target: '0', met: failed === 0 }),
+  figure(`status under load: failed list/result calls (of ${calls})`, failed, 'calls', {
+    target: '0',
+    met: failed === 0,
+  }),
   // Less noisy than the rate on a shared machine: what each job costs the server itself.
-  figure('server CPU per job (user + system, median of the bursts)', median([first, ...later].map((b) => b.cpuMsPerJob)), 'ms'),
+  figure(
+    'server CPU per job (user + system, median of the bursts)',
+    median([first, ...later].map((b) => b.cpuMsPerJob)),
+    'ms',
+  ),
 ]);
 console.log(
   `bursts (jobs/s): ${rates.map((r) => r.toFixed(0)).join(', ')}; the same spawned from Node without the server: ${bare.map((r) => r.toFixed(0)).join(', ')}; RSS now (MiB): baseline ${baseline.rss.toFixed(1)}, ` +

@@ -70,7 +70,11 @@ const rows = [
     target: '≤ 1.5x floor (node -e 0)',
     met: coldMs <= 1.5 * floorMs,
   }),
-  figure('cold start without the code cache (median)', median(uncached), 'ms', { floor: floorMs, ratio: median(uncached) / floorMs, target: 'for information' }),
+  figure('cold start without the code cache (median)', median(uncached), 'ms', {
+    floor: floorMs,
+    ratio: median(uncached) / floorMs,
+    target: 'for information',
+  }),
   figure('context cost: tools/list answer per tool', perTool, 'B', { target: '≤ 450 B per tool', met: perTool <= 450 }),
 ];
 report('coldstart', rows);

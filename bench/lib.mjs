@@ -19,7 +19,12 @@ export async function startServer(env = {}) {
     // BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' profiles the server under load.
     args: [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), serverEntry],
     cwd: dir,
-    env: { ...process.env, PATH: `${fakeBin}${delimiter}${process.env.PATH}`, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env },
+    env: {
+      ...process.env,
+      PATH: `${fakeBin}${delimiter}${process.env.PATH}`,
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+      ...env,
+    },
     stderr: 'ignore',
   });
   const client = new Client({ name: 'polyspawn-bench', version: '0' });
@@ -60,5 +65,8 @@ export function report(name, rows) {
   console.log(`\n${name}`);
   console.table(rows);
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
-  writeFileSync(join(root, 'bench', 'results', `${name}.json`), JSON.stringify({ when: new Date().toISOString(), node: process.version, rows }, null, 2));
+  writeFileSync(
+    join(root, 'bench', 'results', `${name}.json`),
+    JSON.stringify({ when: new Date().toISOString(), node: process.version, rows }, null, 2),
+  );
 }

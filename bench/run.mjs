@@ -9,7 +9,9 @@ const dir = fileURLToPath(new URL('.', import.meta.url));
 const only = process.argv[2];
 let failed = false;
 const ran = [];
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.mjs') && !['run.mjs', 'lib.mjs'].includes(f)).sort()) {
+for (const file of readdirSync(dir)
+  .filter((f) => f.endsWith('.mjs') && !['run.mjs', 'lib.mjs'].includes(f))
+  .sort()) {
   if (only && !file.startsWith(only)) continue;
   const started = Date.now();
   const { status } = spawnSync(process.execPath, [fileURLToPath(new URL(file, import.meta.url))], { stdio: 'inherit' });
@@ -28,12 +30,24 @@ for (const { name, started } of ran) {
   if (Date.parse(result.when) < started) continue; // not written by this run
   for (const r of result.rows) {
     if (!r.target) continue;
-    rows.push({ bench: name, figure: r.figure, value: r.value, unit: r.unit ?? '', floor: r.floor ?? '', ratio: r.ratio ?? '', target: r.target, met: r.met ?? '' });
+    rows.push({
+      bench: name,
+      figure: r.figure,
+      value: r.value,
+      unit: r.unit ?? '',
+      floor: r.floor ?? '',
+      ratio: r.ratio ?? '',
+      target: r.target,
+      met: r.met ?? '',
+    });
   }
 }
 if (rows.length) {
   console.log(`\nsummary (node ${process.version}, ${new Date().toISOString()})`);
   console.table(rows);
-  writeFileSync(new URL('results/summary.json', import.meta.url), JSON.stringify({ when: new Date().toISOString(), node: process.version, rows }, null, 2));
+  writeFileSync(
+    new URL('results/summary.json', import.meta.url),
+    JSON.stringify({ when: new Date().toISOString(), node: process.version, rows }, null, 2),
+  );
 }
 process.exitCode = failed ? 1 : 0;

@@ -18,7 +18,9 @@ function bareSpawn(file) {
     child.stdout.on('data', (c) => (out += c));
     child.stderr.resume();
     child.on('error', reject);
-    child.on('close', () => (out.includes('turn.completed') ? resolve(performance.now() - t0) : reject(new Error('no result'))));
+    child.on('close', () =>
+      out.includes('turn.completed') ? resolve(performance.now() - t0) : reject(new Error('no result')),
+    );
     child.stdin.end('bench prompt');
   });
 }
@@ -52,7 +54,8 @@ const server = node.server;
 const before = peakRssMiB(server.pid);
 const flood = await server.call('spawn_codex', { prompt: 'flood [[cli:flood:200]]' });
 const floodDone = await server.call('wait_for_agents', { agent_ids: [flood.agent_id], timeout_s: 600 });
-if (floodDone.finished[0]?.state !== 'succeeded') throw new Error(`flood job: ${JSON.stringify(floodDone).slice(0, 300)}`);
+if (floodDone.finished[0]?.state !== 'succeeded')
+  throw new Error(`flood job: ${JSON.stringify(floodDone).slice(0, 300)}`);
 const peak = peakRssMiB(server.pid);
 await server.close();
 
@@ -66,6 +69,10 @@ const row = (label, r) =>
 report('spawn', [
   row('instant fake (sh)', instant),
   row('Node fake (sh + node)', node),
-  figure('server peak RSS while a job prints 200 MB', peak, 'MiB', { floor: before, target: '< 150 MiB', met: peak < 150 }),
+  figure('server peak RSS while a job prints 200 MB', peak, 'MiB', {
+    floor: before,
+    target: '< 150 MiB',
+    met: peak < 150,
+  }),
 ]);
 console.log(`runs: ${RUNS} each, interleaved`);

@@ -37,24 +37,61 @@ function project(n) {
     const st = STATES[i % STATES.length];
     const prompt = `Task ${i}: review src/module${i}.ts and fix the failing test\n\nDetails: ${'lorem ipsum '.repeat(20)}`;
     const record = {
-      v: 1, id, backend: 'claude', model: 'sonnet', prompt, cwd: dir, timeoutS: 1800, extra: {}, state: st,
-      createdAt: created, startedAt: started, endedAt: ended, exitCode: st === 'succeeded' ? 0 : 1,
-      outcome: { ok: st === 'succeeded', text: `Answer ${i}: ${'done. '.repeat(80)}`, ...(st === 'succeeded' ? {} : { error: 'it failed' }), costSource: 'reported', costUsd: 0.0123, usage: { inputTokens: 1200, outputTokens: 700, cachedInputTokens: 0 }, sessionId: `s-${i}` },
+      v: 1,
+      id,
+      backend: 'claude',
+      model: 'sonnet',
+      prompt,
+      cwd: dir,
+      timeoutS: 1800,
+      extra: {},
+      state: st,
+      createdAt: created,
+      startedAt: started,
+      endedAt: ended,
+      exitCode: st === 'succeeded' ? 0 : 1,
+      outcome: {
+        ok: st === 'succeeded',
+        text: `Answer ${i}: ${'done. '.repeat(80)}`,
+        ...(st === 'succeeded' ? {} : { error: 'it failed' }),
+        costSource: 'reported',
+        costUsd: 0.0123,
+        usage: { inputTokens: 1200, outputTokens: 700, cachedInputTokens: 0 },
+        sessionId: `s-${i}`,
+      },
       owner: { pid: 1, start: 'x:1' },
     };
     mkdirSync(join(state, 'runs', id));
     writeFileSync(join(state, 'runs', id, 'record.json'), JSON.stringify(record, null, 2));
     writeFileSync(join(state, 'runs', id, 'prompt.txt'), prompt);
     // Keys in the store's own order: id and st first.
-    const base = { id, st: '', b: 'claude', m: 'sonnet', t: `Task ${i}: review src/module${i}.ts and fix the failing test`, c: created };
-    lines.push(JSON.stringify({ ...base, st: 'queued', p: 1, ps: 'x:1' }), JSON.stringify({ ...base, st: 'running', s: started, p: 1, ps: 'x:1' }), JSON.stringify({ ...base, st, s: started, e: ended, usd: 0.0123, cs: 'reported', in: 1200, out: 700 }));
+    const base = {
+      id,
+      st: '',
+      b: 'claude',
+      m: 'sonnet',
+      t: `Task ${i}: review src/module${i}.ts and fix the failing test`,
+      c: created,
+    };
+    lines.push(
+      JSON.stringify({ ...base, st: 'queued', p: 1, ps: 'x:1' }),
+      JSON.stringify({ ...base, st: 'running', s: started, p: 1, ps: 'x:1' }),
+      JSON.stringify({ ...base, st, s: started, e: ended, usd: 0.0123, cs: 'reported', in: 1200, out: 700 }),
+    );
   }
   writeFileSync(join(state, 'index.jsonl'), lines.length ? `${lines.join('\n')}\n` : '');
   return { dir, state, iac: join(dir, 'IAC.md') };
 }
 
 function open(p) {
-  const store = new RunStore({ stateDir: p.state, redactor: new Redactor(['bench-secret-value'], backends.flatMap((b) => b.secretPatterns)), identity: { pid: process.pid, start: 'bench' } });
+  const store = new RunStore({
+    stateDir: p.state,
+    redactor: new Redactor(
+      ['bench-secret-value'],
+      backends.flatMap((b) => b.secretPatterns),
+    ),
+    identity: { pid: process.pid, start: 'bench' },
+  });
   const writer = new IacWriter(store, { file: p.iac, entries: ENTRIES, debounceMs: 0 });
   return { store, writer };
 }
@@ -63,7 +100,17 @@ let seq = 0;
 /** One job, queued → running → succeeded, then the IAC.md write that shows it. */
 async function recordOne({ store, writer }) {
   const id = `b${String(seq++).padStart(5, '0')}`;
-  const job = { id, backend: 'codex', model: 'gpt-5.5', prompt: `bench job ${id}\nwith a second line`, cwd: '/tmp', timeoutS: 60, extra: {}, state: 'queued', createdAt: new Date().toISOString() };
+  const job = {
+    id,
+    backend: 'codex',
+    model: 'gpt-5.5',
+    prompt: `bench job ${id}\nwith a second line`,
+    cwd: '/tmp',
+    timeoutS: 60,
+    extra: {},
+    state: 'queued',
+    createdAt: new Date().toISOString(),
+  };
   const t0 = performance.now();
   store.claimId(id);
   store.save(job);
@@ -72,7 +119,13 @@ async function recordOne({ store, writer }) {
   store.save(job);
   job.state = 'succeeded';
   job.endedAt = new Date().toISOString();
-  job.outcome = { ok: true, text: `answer for ${id}`, costSource: 'estimated', costUsd: 0.0001, usage: { inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 } };
+  job.outcome = {
+    ok: true,
+    text: `answer for ${id}`,
+    costSource: 'estimated',
+    costUsd: 0.0001,
+    usage: { inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 },
+  };
   store.save(job);
   const t1 = performance.now();
   writer.schedule();
@@ -86,7 +139,12 @@ async function initializeMs(stateDir) {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [serverEntry],
-    env: { ...process.env, POLYSPAWN_STATE_DIR: stateDir, POLYSPAWN_IAC_FILE: join(stateDir, '..', 'IAC.md'), XDG_CONFIG_HOME: join(stateDir, 'xdg') },
+    env: {
+      ...process.env,
+      POLYSPAWN_STATE_DIR: stateDir,
+      POLYSPAWN_IAC_FILE: join(stateDir, '..', 'IAC.md'),
+      XDG_CONFIG_HOME: join(stateDir, 'xdg'),
+    },
     stderr: 'ignore',
   });
   const client = new Client({ name: 'bench', version: '0' });
@@ -136,19 +194,47 @@ for (let i = 0; i < 5; i++) {
 
 const ratio = med(rows.large, 'total') / med(rows.small, 'total');
 report('store', [
-  { figure: 'record one finished job, store part (median ms), 10 runs', value: +med(rows.small, 'store').toFixed(3), target: '' },
-  { figure: 'record one finished job, store part (median ms), 10,000 runs', value: +med(rows.large, 'store').toFixed(3), target: '' },
-  { figure: 'the IAC.md write that shows it (median ms), 10 runs', value: +med(rows.small, 'iac').toFixed(3), target: '' },
-  { figure: 'the IAC.md write that shows it (median ms), 10,000 runs', value: +med(rows.large, 'iac').toFixed(3), target: '' },
+  {
+    figure: 'record one finished job, store part (median ms), 10 runs',
+    value: +med(rows.small, 'store').toFixed(3),
+    target: '',
+  },
+  {
+    figure: 'record one finished job, store part (median ms), 10,000 runs',
+    value: +med(rows.large, 'store').toFixed(3),
+    target: '',
+  },
+  {
+    figure: 'the IAC.md write that shows it (median ms), 10 runs',
+    value: +med(rows.small, 'iac').toFixed(3),
+    target: '',
+  },
+  {
+    figure: 'the IAC.md write that shows it (median ms), 10,000 runs',
+    value: +med(rows.large, 'iac').toFixed(3),
+    target: '',
+  },
   { figure: 'total (median ms), 10 runs', value: +med(rows.small, 'total').toFixed(3), target: '' },
   { figure: 'total (median ms), 10,000 runs', value: +med(rows.large, 'total').toFixed(3), target: '' },
   { figure: 'ratio 10,000 / 10', value: +ratio.toFixed(2), target: '< 2' },
   { figure: `IAC.md bytes at 10,000 runs (N = ${ENTRIES})`, value: iacBytes, target: 'bounded by N' },
   { figure: 'index.jsonl bytes at 10,000 runs', value: indexBytes, target: '' },
   { figure: 'load the 10,000-run history (median ms)', value: +median(loads).toFixed(1), target: 'after initialize' },
-  { figure: 'spawn + initialize, empty store (median ms)', value: +median(inits.empty.map((r) => r.init)).toFixed(1), target: '' },
-  { figure: 'spawn + initialize, 10,000 runs (median ms)', value: +median(inits.large.map((r) => r.init)).toFixed(1), target: '≤ empty + 30' },
-  { figure: 'first list after initialize, 10,000 runs (median ms)', value: +median(inits.large.map((r) => r.firstList)).toFixed(1), target: '' },
+  {
+    figure: 'spawn + initialize, empty store (median ms)',
+    value: +median(inits.empty.map((r) => r.init)).toFixed(1),
+    target: '',
+  },
+  {
+    figure: 'spawn + initialize, 10,000 runs (median ms)',
+    value: +median(inits.large.map((r) => r.init)).toFixed(1),
+    target: '≤ empty + 30',
+  },
+  {
+    figure: 'first list after initialize, 10,000 runs (median ms)',
+    value: +median(inits.large.map((r) => r.firstList)).toFixed(1),
+    target: '',
+  },
 ]);
 console.log(`runs: ${RUNS} each, interleaved; verdict: ratio ${ratio < 2 ? 'meets' : 'MISSES'} the < 2x target`);
 for (const p of [small, large, emptyProject]) rmSync(p.dir, { recursive: true, force: true });

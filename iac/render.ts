@@ -46,12 +46,13 @@ export function duration(ms: number | undefined): string {
 
 const between = (from?: string, to?: string) => (from && to ? Date.parse(to) - Date.parse(from) : undefined);
 
-
 function cost(r: StoredRecord): string {
   const o = r.outcome;
   const parts: string[] = [];
-  if (o?.costUsd !== undefined) parts.push(`$${o.costUsd.toFixed(o.costUsd < 0.01 ? 6 : 4)}${o.costSource === 'estimated' ? ' (estimated)' : ''}`);
-  if (o?.premiumRequests !== undefined) parts.push(`${o.premiumRequests} premium request${o.premiumRequests === 1 ? '' : 's'}`);
+  if (o?.costUsd !== undefined)
+    parts.push(`$${o.costUsd.toFixed(o.costUsd < 0.01 ? 6 : 4)}${o.costSource === 'estimated' ? ' (estimated)' : ''}`);
+  if (o?.premiumRequests !== undefined)
+    parts.push(`${o.premiumRequests} premium request${o.premiumRequests === 1 ? '' : 's'}`);
   return parts.join(', ') || '—';
 }
 
@@ -75,7 +76,14 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
     table(
       ['Started', 'Duration', 'Tokens', 'Cost'],
       // An interrupted job's end is when a later server found it, not when it stopped.
-      [[time(r.startedAt ?? r.createdAt), r.state === 'interrupted' ? '—' : duration(between(r.startedAt, r.endedAt)), tokens(r), cost(r)]],
+      [
+        [
+          time(r.startedAt ?? r.createdAt),
+          r.state === 'interrupted' ? '—' : duration(between(r.startedAt, r.endedAt)),
+          tokens(r),
+          cost(r),
+        ],
+      ],
     ),
   );
   out.push('');
@@ -86,7 +94,8 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   out.push(`<summary>Prompt (${r.prompt.length.toLocaleString('en-US')} characters)</summary>`);
   out.push('');
   out.push(fence(prompt.text));
-  if (prompt.cut) out.push('', `_Cut: ${prompt.cut.toLocaleString('en-US')} more characters in \`${inline(run)}/prompt.txt\`._`);
+  if (prompt.cut)
+    out.push('', `_Cut: ${prompt.cut.toLocaleString('en-US')} more characters in \`${inline(run)}/prompt.txt\`._`);
   out.push('');
   out.push('</details>');
   const text = r.outcome?.text ?? '';
@@ -102,7 +111,12 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   }
   if (r.state !== 'succeeded' && r.outcome?.error) {
     const error = shorten(r.outcome.error, ERROR_CHARS);
-    out.push('', '**Error:**', '', fence(error.text + (error.cut ? `\n… (${error.cut} more characters: \`result\` tool)` : '')));
+    out.push(
+      '',
+      '**Error:**',
+      '',
+      fence(error.text + (error.cut ? `\n… (${error.cut} more characters: \`result\` tool)` : '')),
+    );
   }
   return out.join('\n');
 }

@@ -36,7 +36,12 @@ export function createIacRuntime(
   endGroup: (pgid: number, graceMs: number) => Promise<void>,
 ): IacRuntime {
   // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
-  const store = new RunStore({ stateDir: config.stateDir, redactor, identity: selfIdentity(), keepFinished: Math.max(1000, config.iacEntries) });
+  const store = new RunStore({
+    stateDir: config.stateDir,
+    redactor,
+    identity: selfIdentity(),
+    keepFinished: Math.max(1000, config.iacEntries),
+  });
   const background = new Set<Promise<unknown>>();
   const track = (p: Promise<unknown>) => {
     background.add(p);
@@ -44,7 +49,9 @@ export function createIacRuntime(
   };
 
   const onRecovered = (recovered: Recovered[]) => {
-    log(`marked ${recovered.length} job(s) of ended servers interrupted: ${recovered.map((r) => r.record.id).join(', ')}`);
+    log(
+      `marked ${recovered.length} job(s) of ended servers interrupted: ${recovered.map((r) => r.record.id).join(', ')}`,
+    );
     for (const { record } of recovered) {
       const group = record.group;
       // End what is left of the job's processes, but only if the group leader is still the
@@ -65,7 +72,9 @@ export function createIacRuntime(
   }
   const iacProblem = unwritableBecause(dirname(config.iacFile));
   if (iacProblem) {
-    problems.push(`IAC.md (${config.iacFile}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`);
+    problems.push(
+      `IAC.md (${config.iacFile}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`,
+    );
   }
   for (const problem of problems) log(problem);
   let failed = '';
@@ -86,7 +95,10 @@ export function createIacRuntime(
       } catch (error) {
         // Once per cause until a save succeeds again: a full disk is one line, not one per job.
         const cause = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-        if (cause !== failed) log(`could not record job ${job.id} in ${store.dir}: ${(error as Error).message} (later failures from the same cause are not logged)`);
+        if (cause !== failed)
+          log(
+            `could not record job ${job.id} in ${store.dir}: ${(error as Error).message} (later failures from the same cause are not logged)`,
+          );
         failed = cause;
       }
     }

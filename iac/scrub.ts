@@ -44,7 +44,9 @@ export function guardExecutor(
     } catch (error) {
       throw new Error(redactor.text((error as Error)?.message ?? String(error)));
     } finally {
-      await scrubDir(runDir(job.id), redactor).catch((error: unknown) => log(`could not scrub the logs of ${job.id}: ${(error as Error).message}`));
+      await scrubDir(runDir(job.id), redactor).catch((error: unknown) =>
+        log(`could not scrub the logs of ${job.id}: ${(error as Error).message}`),
+      );
     }
     return { ...result, outcome: redactOutcome(redactor, result.outcome) };
   };

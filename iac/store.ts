@@ -211,7 +211,9 @@ export class RunStore implements JobHistory {
       ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
       ...(o ? { cs: o.costSource } : {}),
       ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
-      ...(isFinished(record.state) ? {} : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
+      ...(isFinished(record.state)
+        ? {}
+        : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
     };
     makeDirs(this.dir);
     // One write(2) per line, O_APPEND: on a local file system, never interleaved with the other
@@ -500,7 +502,9 @@ function summaryOf(line: IndexLine): JobRecord {
             text: '',
             costSource: line.cs,
             ...(line.usd !== undefined ? { costUsd: line.usd } : {}),
-            ...(line.in !== undefined ? { usage: { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } } : {}),
+            ...(line.in !== undefined
+              ? { usage: { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } }
+              : {}),
           },
         }
       : {}),

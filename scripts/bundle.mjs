@@ -43,11 +43,15 @@ const importMetaUrlAsCompiled = {
     b.onLoad({ filter: /\.ts$/ }, async (args) => {
       const source = await readFile(args.path, 'utf8');
       const rel = relative(root, args.path);
-      if (rel.startsWith('..') || rel.includes(`node_modules${sep}`) || !source.includes('import.meta.url')) return undefined;
+      if (rel.startsWith('..') || rel.includes(`node_modules${sep}`) || !source.includes('import.meta.url'))
+        return undefined;
       const compiled = join(root, 'dist', rel.replace(/\.ts$/, '.js'));
       let fromBundle = relative(outdir, compiled).split(sep).join('/');
       if (!fromBundle.startsWith('.')) fromBundle = `./${fromBundle}`;
-      return { contents: source.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle)}, __polyspawnUrl).href`), loader: 'ts' };
+      return {
+        contents: source.replaceAll('import.meta.url', `new URL(${JSON.stringify(fromBundle)}, __polyspawnUrl).href`),
+        loader: 'ts',
+      };
     });
   },
 };
@@ -66,7 +70,9 @@ const server = await build({
   mainFields: ['module', 'main'],
   external: ['openai', '@google/genai', '@mistralai/mistralai', '@mistralai/mistralai/*'],
   // Strict, as the ES modules it is made of: the directive must open the function's body.
-  banner: { js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;` },
+  banner: {
+    js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,
+  },
   footer: { js: '})' },
   sourcemap: 'linked',
   legalComments: 'none',
@@ -83,7 +89,9 @@ const server = await build({
   logLevel: 'warning',
 });
 
-const dynamicImports = Object.values(server.metafile.outputs).flatMap((o) => o.imports.filter((i) => i.kind === 'dynamic-import' && i.external).map((i) => i.path));
+const dynamicImports = Object.values(server.metafile.outputs).flatMap((o) =>
+  o.imports.filter((i) => i.kind === 'dynamic-import' && i.external).map((i) => i.path),
+);
 let bundleId = '';
 for (const out of server.outputFiles) {
   let text = out.text;
@@ -96,7 +104,10 @@ for (const out of server.outputFiles) {
       text = text.replaceAll(call, `${IMPORT}(${JSON.stringify(path)})`);
     }
     const left = text.match(/\bimport\s*\(|\bimport\.meta\b/g);
-    if (left) throw new Error(`bundle: ${left.join(', ')} left in the bundle, which runs as a script: route it through ${IMPORT}`);
+    if (left)
+      throw new Error(
+        `bundle: ${left.join(', ')} left in the bundle, which runs as a script: route it through ${IMPORT}`,
+      );
     bundleId = createHash('sha256').update(text).digest('hex').slice(0, 16);
   }
   await writeFile(out.path, text);

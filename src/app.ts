@@ -39,7 +39,12 @@ const stderrLog = (message: string) => process.stderr.write(`polyspawn: ${messag
  * env and cwd: the process's, from the entry point (src/cli.ts); no layer below reads them itself.
  * `allBackends`: every backend polyspawn offers (the registry; a test may give others).
  */
-export function createApp(env: NodeJS.ProcessEnv, cwd: string, log = stderrLog, allBackends: readonly Backend[] = registry): App {
+export function createApp(
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  log = stderrLog,
+  allBackends: readonly Backend[] = registry,
+): App {
   const config = loadConfig(allBackends, env, cwd);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(files);

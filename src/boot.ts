@@ -16,7 +16,12 @@ import { makeDirs, writeAtomic } from './lib/fs.js';
 /** A hash of the bundle, set by scripts/bundle.mjs. */
 declare const __POLYSPAWN_BUNDLE_ID__: string;
 
-type Bundle = (require: NodeJS.Require, filename: string, dirname: string, importModule: (specifier: string) => Promise<unknown>) => void;
+type Bundle = (
+  require: NodeJS.Require,
+  filename: string,
+  dirname: string,
+  importModule: (specifier: string) => Promise<unknown>,
+) => void;
 
 const bundle = fileURLToPath(new URL('./cli.bundle.cjs', import.meta.url));
 /** Other installs' caches untouched this long are removed when this one writes its own. */
@@ -35,7 +40,10 @@ function cacheFile(env: NodeJS.ProcessEnv): string | undefined {
   if (setting === '0') return undefined;
   let dir = setting;
   try {
-    dir ||= join(env.XDG_CACHE_HOME || (process.platform === 'win32' && env.LOCALAPPDATA) || join(homedir(), '.cache'), 'polyspawn');
+    dir ||= join(
+      env.XDG_CACHE_HOME || (process.platform === 'win32' && env.LOCALAPPDATA) || join(homedir(), '.cache'),
+      'polyspawn',
+    );
   } catch {
     return undefined; // no home folder: no cache (never a shared folder such as /tmp)
   }
@@ -96,7 +104,8 @@ function writeCache(file: string, compiled: Script): void {
     const dir = dirname(file);
     for (const name of readdirSync(dir)) {
       const other = join(dir, name);
-      if (other !== file && /^cli-.*\.v8cache/.test(name) && Date.now() - statSync(other).mtimeMs > STALE_MS) rmSync(other, { force: true });
+      if (other !== file && /^cli-.*\.v8cache/.test(name) && Date.now() - statSync(other).mtimeMs > STALE_MS)
+        rmSync(other, { force: true });
     }
   } catch {
     // another process pruned first
@@ -108,7 +117,13 @@ function writeCache(file: string, compiled: Script): void {
 // once its start is over (a second in, or at exit if sooner), so that the cache holds what
 // start-up and the first requests ran.
 const [command = 'serve', ...rest] = process.argv.slice(2);
-if (file && (!cachedData || script.cachedDataRejected) && command === 'serve' && !rest.includes('--help') && !rest.includes('-h')) {
+if (
+  file &&
+  (!cachedData || script.cachedDataRejected) &&
+  command === 'serve' &&
+  !rest.includes('--help') &&
+  !rest.includes('-h')
+) {
   const compiled = script;
   let written = false;
   const write = () => {

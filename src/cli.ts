@@ -19,12 +19,20 @@ ${commandUsageLines().join('\n')}
 
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve'] = argv;
-  if (command === '--help' || command === '-h' || (command === 'help' && !Object.hasOwn(commands, argv[1] ?? ''))) return void process.stdout.write(USAGE);
+  if (command === '--help' || command === '-h' || (command === 'help' && !Object.hasOwn(commands, argv[1] ?? '')))
+    return void process.stdout.write(USAGE);
   if (command === '--version' || command === '-v') return void process.stdout.write(`${VERSION}\n`);
-  if (command === 'serve') return argv.includes('--help') || argv.includes('-h') ? void process.stdout.write(USAGE) : serveStdio(log);
+  if (command === 'serve')
+    return argv.includes('--help') || argv.includes('-h') ? void process.stdout.write(USAGE) : serveStdio(log);
   const name = command === 'help' ? argv[1] : command;
   if (name && Object.hasOwn(commands, name)) {
-    const io = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd() };
+    const io = {
+      stdout: process.stdout,
+      stderr: process.stderr,
+      stdin: process.stdin,
+      env: process.env,
+      cwd: process.cwd(),
+    };
     process.exitCode = await runNamedCommand(name, command === 'help' ? ['--help'] : argv.slice(1), io);
     return;
   }

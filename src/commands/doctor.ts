@@ -60,7 +60,12 @@ export type DoctorReport = {
  * Runs `<file> --version` in its own process group, stdin closed, without the variables named in
  * `removeEnv` (as a job would run it); kills the group on time-out.
  */
-export function checkVersion(file: string, env: NodeJS.ProcessEnv, timeoutMs = VERSION_TIMEOUT_MS, removeEnv: readonly string[] = []): Promise<VersionCheck> {
+export function checkVersion(
+  file: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs = VERSION_TIMEOUT_MS,
+  removeEnv: readonly string[] = [],
+): Promise<VersionCheck> {
   return new Promise((resolve) => {
     const childEnv = { ...env };
     for (const name of removeEnv) delete childEnv[name];
@@ -79,26 +84,51 @@ export function checkVersion(file: string, env: NodeJS.ProcessEnv, timeoutMs = V
         child.kill('SIGKILL');
       }
     }, timeoutMs);
-    const firstLine = (s: string) => s.split('\n').map((l) => l.trim()).find(Boolean) ?? '';
+    const firstLine = (s: string) =>
+      s
+        .split('\n')
+        .map((l) => l.trim())
+        .find(Boolean) ?? '';
     child.once('error', (error) => {
       clearTimeout(timer);
       resolve({ ok: false, timedOut: false, problem: error.message });
     });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
-      if (timedOut) resolve({ ok: false, timedOut: true, problem: `no answer to --version within ${timeoutMs / 1000} s` });
+      if (timedOut)
+        resolve({ ok: false, timedOut: true, problem: `no answer to --version within ${timeoutMs / 1000} s` });
       else if (code === 0 && firstLine(out)) resolve({ ok: true, version: cell(firstLine(out), 60) });
-      else resolve({ ok: false, timedOut: false, problem: `--version ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}` });
+      else
+        resolve({
+          ok: false,
+          timedOut: false,
+          problem: `--version ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}`,
+        });
     });
   });
 }
 
-async function checkOne(backend: Backend, config: Config, models: ModelsTable | undefined, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<BackendCheck> {
+async function checkOne(
+  backend: Backend,
+  config: Config,
+  models: ModelsTable | undefined,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<BackendCheck> {
   const settings = config.backends[backend.name]!;
-  const base = { name: backend.name, kind: backend.kind, enabled: settings.enabled, ...(models?.[backend.name]?.default ? { model: models[backend.name]!.default } : {}) };
+  const base = {
+    name: backend.name,
+    kind: backend.kind,
+    enabled: settings.enabled,
+    ...(models?.[backend.name]?.default ? { model: models[backend.name]!.default } : {}),
+  };
   const upper = backend.name.toUpperCase();
   if (!settings.enabled) {
-    return { ...base, usable: false, detail: `disabled (POLYSPAWN_${upper}_ENABLED or backends.${backend.name}.enabled in the config)` };
+    return {
+      ...base,
+      usable: false,
+      detail: `disabled (POLYSPAWN_${upper}_ENABLED or backends.${backend.name}.enabled in the config)`,
+    };
   }
   if (backend.kind === 'api') {
     const baseUrl = settings.baseUrl ?? backend.defaultBaseUrl;
@@ -108,14 +138,27 @@ async function checkOne(backend: Backend, config: Config, models: ModelsTable | 
       return { ...base, usable: false, baseUrl, detail: key.summary };
     }
     const urlNote = `; base URL ${baseUrl}${settings.baseUrl ? '' : ' (default)'}`;
-    return { ...base, usable: true, keySource: key.source, baseUrl, detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}` };
+    return {
+      ...base,
+      usable: true,
+      keySource: key.source,
+      baseUrl,
+      detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}`,
+    };
   }
   const availability = checkBackend(backend, settings, env, config);
   if (!availability.usable) return { ...base, usable: false, detail: availability.detail };
   const path = availability.detail;
   const version = await checkVersion(path, env, timeoutMs, backend.removeEnv);
   if (version.ok) return { ...base, usable: true, path, version, detail: `${path}, ${version.version}` };
-  if (version.timedOut) return { ...base, usable: true, path, version, detail: `${path}; ${version.problem} (a first run may still be unpacking: try again)` };
+  if (version.timedOut)
+    return {
+      ...base,
+      usable: true,
+      path,
+      version,
+      detail: `${path}; ${version.problem} (a first run may still be unpacking: try again)`,
+    };
   return {
     ...base,
     usable: false,
@@ -128,15 +171,23 @@ async function checkOne(backend: Backend, config: Config, models: ModelsTable | 
 export async function collectDoctor(
   env: NodeJS.ProcessEnv,
   cwd: string,
-  options: { versionTimeoutMs?: number; /** Every backend polyspawn offers (default: the registry). */ backends?: readonly Backend[] } = {},
+  options: {
+    versionTimeoutMs?: number;
+    /** Every backend polyspawn offers (default: the registry). */ backends?: readonly Backend[];
+  } = {},
 ): Promise<DoctorReport> {
   const allBackends = options.backends ?? registry;
   const config = loadConfig(allBackends, env, cwd);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(files);
   // The server would refuse to start without them: said as the configuration error it is.
-  checkDefaultModels(models, allBackends.filter((b) => config.backends[b.name]!.enabled));
-  const backends = await Promise.all(allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)));
+  checkDefaultModels(
+    models,
+    allBackends.filter((b) => config.backends[b.name]!.enabled),
+  );
+  const backends = await Promise.all(
+    allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)),
+  );
   let runs = 0;
   try {
     runs = readdirSync(`${config.stateDir}${sep}runs`).length;
@@ -168,7 +219,13 @@ const home = (path: string) => {
 };
 
 export function formatDoctor(r: DoctorReport): string {
-  const rows = r.backends.map((b) => [b.name, b.kind, b.usable ? 'ok' : b.enabled ? 'NOT USABLE' : 'disabled', b.model ?? '—', b.detail]);
+  const rows = r.backends.map((b) => [
+    b.name,
+    b.kind,
+    b.usable ? 'ok' : b.enabled ? 'NOT USABLE' : 'disabled',
+    b.model ?? '—',
+    b.detail,
+  ]);
   const out = [
     `polyspawn ${r.version} (node ${r.node})`,
     '',
@@ -184,7 +241,9 @@ export function formatDoctor(r: DoctorReport): string {
     '',
   ];
   if (r.usable === 0) {
-    out.push('No backend is usable: install one of the CLIs or set an API key (see the details above), then run `polyspawn doctor` again.');
+    out.push(
+      'No backend is usable: install one of the CLIs or set an API key (see the details above), then run `polyspawn doctor` again.',
+    );
   } else {
     out.push(`${r.usable} of ${r.backends.length} backends usable.`);
   }
@@ -203,8 +262,11 @@ Exit code 0 when at least one backend is usable, 1 when none is (or the config i
 `;
 
 export async function doctorCommand(argv: string[], io: CommandIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs(argv, { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } });
-  if (values.help) return void io.stdout.write(DOCTOR_USAGE), 0;
+  const { values, positionals } = parseCommandArgs(argv, {
+    json: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  });
+  if (values.help) return (void io.stdout.write(DOCTOR_USAGE), 0);
   if (positionals.length) throw new InputError(`doctor takes no arguments (got ${positionals.join(' ')})`);
   let report: DoctorReport;
   try {

@@ -9,14 +9,27 @@ type Loaded = { usage: string; run: (argv: string[], io: CommandIo) => Promise<n
 type Command = { summary: string; load: () => Promise<Loaded> };
 
 export const commands: Record<string, Command> = {
-  init: { summary: 'write the MCP config that starts polyspawn, for each MCP client', load: () => import('./init.js').then((m) => ({ usage: m.INIT_USAGE, run: m.initCommand })) },
-  doctor: { summary: 'check which backends are usable here, and why not', load: () => import('./doctor.js').then((m) => ({ usage: m.DOCTOR_USAGE, run: m.doctorCommand })) },
-  run: { summary: 'run one agent from the terminal: polyspawn run <backend> "..."', load: () => import('./run.js').then((m) => ({ usage: m.RUN_USAGE, run: m.runCommand })) },
-  status: { summary: 'the running agents and the newest history of this project', load: () => import('./status.js').then((m) => ({ usage: m.STATUS_USAGE, run: m.statusCommand })) },
+  init: {
+    summary: 'write the MCP config that starts polyspawn, for each MCP client',
+    load: () => import('./init.js').then((m) => ({ usage: m.INIT_USAGE, run: m.initCommand })),
+  },
+  doctor: {
+    summary: 'check which backends are usable here, and why not',
+    load: () => import('./doctor.js').then((m) => ({ usage: m.DOCTOR_USAGE, run: m.doctorCommand })),
+  },
+  run: {
+    summary: 'run one agent from the terminal: polyspawn run <backend> "..."',
+    load: () => import('./run.js').then((m) => ({ usage: m.RUN_USAGE, run: m.runCommand })),
+  },
+  status: {
+    summary: 'the running agents and the newest history of this project',
+    load: () => import('./status.js').then((m) => ({ usage: m.STATUS_USAGE, run: m.statusCommand })),
+  },
 };
 
 /** The lines of the top-level usage that list the commands. */
-export const commandUsageLines = (): string[] => Object.entries(commands).map(([name, c]) => `  polyspawn ${name.padEnd(12)}${c.summary}`);
+export const commandUsageLines = (): string[] =>
+  Object.entries(commands).map(([name, c]) => `  polyspawn ${name.padEnd(12)}${c.summary}`);
 
 export async function runNamedCommand(name: string, argv: string[], io: CommandIo): Promise<number> {
   const command = await commands[name]!.load();

@@ -53,7 +53,13 @@ function vscodeKeyInputs(backends: readonly Backend[]): VscodeKeyInput[] {
   return backends.flatMap((b) => {
     if (b.kind !== 'api') return [];
     const env = b.keyNames[0]!;
-    return [{ env, id: env.toLowerCase().replace(/_/g, '-'), description: `${b.keyLabel} for spawn_${b.name} (leave empty to skip ${b.name})` }];
+    return [
+      {
+        env,
+        id: env.toLowerCase().replace(/_/g, '-'),
+        description: `${b.keyLabel} for spawn_${b.name} (leave empty to skip ${b.name})`,
+      },
+    ];
   });
 }
 
@@ -76,7 +82,11 @@ type Merge = { text: string; details: string[] };
 
 function formatting(text: string): jsonc.FormattingOptions {
   const indent = /^([ \t]+)\S/m.exec(text)?.[1] ?? '  ';
-  return { insertSpaces: !indent.startsWith('\t'), tabSize: indent.startsWith('\t') ? 1 : indent.length, eol: text.includes('\r\n') ? '\r\n' : '\n' };
+  return {
+    insertSpaces: !indent.startsWith('\t'),
+    tabSize: indent.startsWith('\t') ? 1 : indent.length,
+    eol: text.includes('\r\n') ? '\r\n' : '\n',
+  };
 }
 
 /** Sets one value in place: jsonc-parser's edits keep the user's formatting and, in JSONC, comments. */
@@ -105,7 +115,9 @@ function parseJsonObject(text: string, file: string, allowComments: boolean): Re
     value = jsonc.parse(text, errors, { allowTrailingComma: true, disallowComments: false });
     if (errors.length) {
       const { line, column } = position(text, errors[0]!.offset);
-      throw new Refusal(`${file} is not valid JSON with comments (${jsonc.printParseErrorCode(errors[0]!.error)} at line ${line}, column ${column}): fix it, then run init again`);
+      throw new Refusal(
+        `${file} is not valid JSON with comments (${jsonc.printParseErrorCode(errors[0]!.error)} at line ${line}, column ${column}): fix it, then run init again`,
+      );
     }
   } else {
     try {
@@ -124,11 +136,14 @@ function position(text: string, offset: number): { line: number; column: number 
 }
 
 const commandLine = (entry: Record<string, unknown>) =>
-  [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p) => typeof p === 'string').join(' ') || JSON.stringify(entry);
+  [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p) => typeof p === 'string').join(' ') ||
+  JSON.stringify(entry);
 
 /** An `agents` entry of an earlier polyspawn (an older path, npx, or this repository's relative form). */
 function isPolyspawnEntry(entry: Record<string, unknown>): boolean {
-  const parts = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p): p is string => typeof p === 'string');
+  const parts = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter(
+    (p): p is string => typeof p === 'string',
+  );
   return parts.some((p) => p.includes('polyspawn') || /(^|[/\\])dist[/\\]src[/\\]cli\.js$/.test(p));
 }
 
@@ -136,13 +151,23 @@ function isPolyspawnEntry(entry: Record<string, unknown>): boolean {
  * Sets `<containerKey>.agents` to `wanted`, keeping what the user added to an earlier polyspawn
  * entry (env, and any other field) and refusing to replace someone else's `agents` server.
  */
-function mergeServer(text: string, file: string, containerKey: string, wanted: Record<string, unknown>, allowComments: boolean): Merge {
+function mergeServer(
+  text: string,
+  file: string,
+  containerKey: string,
+  wanted: Record<string, unknown>,
+  allowComments: boolean,
+): Merge {
   const root = parseJsonObject(text, file, allowComments);
   const container = root[containerKey];
-  if (container !== undefined && !isObject(container)) throw new Refusal(`${file}: "${containerKey}" is not an object: fix it, then run init again`);
+  if (container !== undefined && !isObject(container))
+    throw new Refusal(`${file}: "${containerKey}" is not an object: fix it, then run init again`);
   const existing = container?.[SERVER_KEY];
   if (existing === undefined) {
-    return { text: edit(text, [containerKey, SERVER_KEY], wanted), details: [`added ${containerKey}.${SERVER_KEY}: ${commandLine(wanted)}`] };
+    return {
+      text: edit(text, [containerKey, SERVER_KEY], wanted),
+      details: [`added ${containerKey}.${SERVER_KEY}: ${commandLine(wanted)}`],
+    };
   }
   if (!isObject(existing) || !isPolyspawnEntry(existing)) {
     throw new Refusal(
@@ -155,7 +180,8 @@ function mergeServer(text: string, file: string, containerKey: string, wanted: R
   for (const [key, value] of Object.entries(wanted)) {
     if (key === 'env' && isObject(value)) {
       const env = existing.env;
-      if (env !== undefined && !isObject(env)) throw new Refusal(`${file}: ${containerKey}.${SERVER_KEY}.env is not an object: fix it, then run init again`);
+      if (env !== undefined && !isObject(env))
+        throw new Refusal(`${file}: ${containerKey}.${SERVER_KEY}.env is not an object: fix it, then run init again`);
       for (const [name, v] of Object.entries(value)) {
         if (env?.[name] === undefined) {
           out = edit(out, [containerKey, SERVER_KEY, 'env', name], v);
@@ -164,7 +190,9 @@ function mergeServer(text: string, file: string, containerKey: string, wanted: R
       }
     } else if (JSON.stringify(existing[key]) !== JSON.stringify(value)) {
       out = edit(out, [containerKey, SERVER_KEY, key], value);
-      details.push(`set ${containerKey}.${SERVER_KEY}.${key}${key === 'args' || key === 'command' ? ` (was: ${commandLine(existing)})` : ''}`);
+      details.push(
+        `set ${containerKey}.${SERVER_KEY}.${key}${key === 'args' || key === 'command' ? ` (was: ${commandLine(existing)})` : ''}`,
+      );
     }
   }
   return { text: out, details: [...new Set(details)] };
@@ -188,34 +216,58 @@ export function mergeClaudeSettings(text: string, file = '.claude/settings.local
   }
   const disabled = root.disabledMcpjsonServers;
   if (Array.isArray(disabled) && disabled.includes(SERVER_KEY)) {
-    out = edit(out, ['disabledMcpjsonServers'], disabled.filter((d) => d !== SERVER_KEY));
+    out = edit(
+      out,
+      ['disabledMcpjsonServers'],
+      disabled.filter((d) => d !== SERVER_KEY),
+    );
     details.push(`removed "${SERVER_KEY}" from disabledMcpjsonServers`);
   }
   return { text: out, details };
 }
 
-export function mergeVscodeMcpJson(text: string, server: ServerCommand, backends: readonly Backend[], file = '.vscode/mcp.json'): Merge {
+export function mergeVscodeMcpJson(
+  text: string,
+  server: ServerCommand,
+  backends: readonly Backend[],
+  file = '.vscode/mcp.json',
+): Merge {
   const keyInputs = vscodeKeyInputs(backends);
   const env: Record<string, string> = { POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' };
   for (const input of keyInputs) env[input.env] = `\${input:${input.id}}`;
-  const merged = mergeServer(text, file, 'servers', { type: 'stdio', command: server.command, args: server.args, env }, true);
+  const merged = mergeServer(
+    text,
+    file,
+    'servers',
+    { type: 'stdio', command: server.command, args: server.args, env },
+    true,
+  );
   let out = merged.text;
   const details = [...merged.details];
   const root = parseJsonObject(out, file, true);
   const inputs = root.inputs;
-  if (inputs !== undefined && !Array.isArray(inputs)) throw new Refusal(`${file}: "inputs" is not a list: fix it, then run init again`);
+  if (inputs !== undefined && !Array.isArray(inputs))
+    throw new Refusal(`${file}: "inputs" is not a list: fix it, then run init again`);
   const ids = new Set((inputs ?? []).map((i) => (isObject(i) ? i.id : undefined)));
-  const missing = keyInputs.filter((input) => !ids.has(input.id)).map((input) => ({
-    type: 'promptString',
-    id: input.id,
-    description: input.description,
-    password: true,
-  }));
+  const missing = keyInputs
+    .filter((input) => !ids.has(input.id))
+    .map((input) => ({
+      type: 'promptString',
+      id: input.id,
+      description: input.description,
+      password: true,
+    }));
   if (inputs === undefined && missing.length) out = edit(out, ['inputs'], missing);
   else {
     // Appended one at a time, so the user's own inputs keep their place and formatting.
     missing.forEach((value, i) => {
-      out = jsonc.applyEdits(out, jsonc.modify(out, ['inputs', inputs!.length + i], value, { formattingOptions: formatting(out), isArrayInsertion: true }));
+      out = jsonc.applyEdits(
+        out,
+        jsonc.modify(out, ['inputs', inputs!.length + i], value, {
+          formattingOptions: formatting(out),
+          isArrayInsertion: true,
+        }),
+      );
     });
   }
   const added = missing.map((m) => m.id);
@@ -242,17 +294,25 @@ export function codexTable(server: ServerCommand, backends: readonly Backend[]):
 }
 
 /** Appends [mcp_servers.agents] to a Codex config, or says why it does not. Never rewrites a byte. */
-export function mergeCodexToml(text: string, server: ServerCommand, backends: readonly Backend[], file = 'config.toml'): Merge & { kept?: boolean } {
+export function mergeCodexToml(
+  text: string,
+  server: ServerCommand,
+  backends: readonly Backend[],
+  file = 'config.toml',
+): Merge & { kept?: boolean } {
   let parsed: Record<string, unknown>;
   try {
     parsed = parseToml(text) as Record<string, unknown>;
   } catch (error) {
     const e = error as Error & { line?: number; column?: number };
     const where = e.line ? ` at line ${e.line}, column ${e.column}` : '';
-    throw new Refusal(`${file} is not valid TOML (${e.message.split('\n', 1)[0]}${where}): fix it, then run init again`);
+    throw new Refusal(
+      `${file} is not valid TOML (${e.message.split('\n', 1)[0]}${where}): fix it, then run init again`,
+    );
   }
   const servers = parsed.mcp_servers;
-  if (servers !== undefined && !isObject(servers)) throw new Refusal(`${file}: mcp_servers is not a table: fix it, then run init again`);
+  if (servers !== undefined && !isObject(servers))
+    throw new Refusal(`${file}: mcp_servers is not a table: fix it, then run init again`);
   const existing = servers?.[SERVER_KEY];
   if (existing !== undefined) {
     const runs = isObject(existing) ? commandLine(existing) : String(existing);
@@ -273,9 +333,14 @@ export function mergeCodexToml(text: string, server: ServerCommand, backends: re
     parseToml(out);
   } catch {
     // e.g. mcp_servers written as an inline table, which a [mcp_servers.agents] table cannot extend.
-    throw new Refusal(`${file}: a [mcp_servers.${SERVER_KEY}] table cannot be added to how this file writes mcp_servers: add it by hand:\n${codexTable(server, backends)}`);
+    throw new Refusal(
+      `${file}: a [mcp_servers.${SERVER_KEY}] table cannot be added to how this file writes mcp_servers: add it by hand:\n${codexTable(server, backends)}`,
+    );
   }
-  return { text: out, details: [`added [mcp_servers.${SERVER_KEY}]: ${commandLine(server)} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`] };
+  return {
+    text: out,
+    details: [`added [mcp_servers.${SERVER_KEY}]: ${commandLine(server)} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`],
+  };
 }
 
 // --- the command -----------------------------------------------------------------------------
@@ -298,14 +363,30 @@ export function runInit(options: InitOptions): FileReport[] {
   const backends = options.backends ?? registry;
   const targets: Target[] = [];
   if (options.clients.includes('claude')) {
-    targets.push({ client: 'claude', file: join(options.dir, '.mcp.json'), merge: (t, f) => mergeClaudeMcpJson(t, options.server, f) });
-    targets.push({ client: 'claude', file: join(options.dir, '.claude', 'settings.local.json'), merge: (t, f) => mergeClaudeSettings(t, f) });
+    targets.push({
+      client: 'claude',
+      file: join(options.dir, '.mcp.json'),
+      merge: (t, f) => mergeClaudeMcpJson(t, options.server, f),
+    });
+    targets.push({
+      client: 'claude',
+      file: join(options.dir, '.claude', 'settings.local.json'),
+      merge: (t, f) => mergeClaudeSettings(t, f),
+    });
   }
   if (options.clients.includes('vscode')) {
-    targets.push({ client: 'vscode', file: join(options.dir, '.vscode', 'mcp.json'), merge: (t, f) => mergeVscodeMcpJson(t, options.server, backends, f) });
+    targets.push({
+      client: 'vscode',
+      file: join(options.dir, '.vscode', 'mcp.json'),
+      merge: (t, f) => mergeVscodeMcpJson(t, options.server, backends, f),
+    });
   }
   if (options.clients.includes('codex')) {
-    targets.push({ client: 'codex', file: join(options.codexHome, 'config.toml'), merge: (t, f) => mergeCodexToml(t, options.server, backends, f) });
+    targets.push({
+      client: 'codex',
+      file: join(options.codexHome, 'config.toml'),
+      merge: (t, f) => mergeCodexToml(t, options.server, backends, f),
+    });
   }
   return targets.map((target) => applyTarget(target, options.dir));
 }
@@ -317,7 +398,13 @@ function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
     before = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT') return { client, file, action: 'refused', details: [`${shown} could not be read (${code}): fix its permissions, then run init again`] };
+    if (code !== 'ENOENT')
+      return {
+        client,
+        file,
+        action: 'refused',
+        details: [`${shown} could not be read (${code}): fix its permissions, then run init again`],
+      };
   }
   let result: Merge & { kept?: boolean };
   try {
@@ -327,12 +414,18 @@ function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
     throw error;
   }
   if (result.kept) return { client, file, action: 'kept', details: result.details };
-  if (before !== undefined && result.text === before) return { client, file, action: 'unchanged', details: ['already set up'] };
+  if (before !== undefined && result.text === before)
+    return { client, file, action: 'unchanged', details: ['already set up'] };
   try {
     makeDirs(dirname(file));
     writeFileAtomic.sync(file, result.text);
   } catch (error) {
-    return { client, file, action: 'refused', details: [`${shown} could not be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`] };
+    return {
+      client,
+      file,
+      action: 'refused',
+      details: [`${shown} could not be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`],
+    };
   }
   return { client, file, action: before === undefined ? 'created' : 'updated', details: result.details };
 }
@@ -354,7 +447,10 @@ export function formatInitReport(dir: string, server: ServerCommand, reports: Fi
   const refused = reports.filter((r) => r.action === 'refused');
   if (refused.length) out.push(`${refused.length} file(s) left untouched: see above.`);
   const clients = [...new Set(reports.filter((r) => r.action !== 'refused').map((r) => CLIENT_NAMES[r.client]))];
-  if (clients.length) out.push(`Restart ${clients.join(', ')} (or reload its MCP servers) to pick polyspawn up; \`polyspawn doctor\` shows which backends are usable.`);
+  if (clients.length)
+    out.push(
+      `Restart ${clients.join(', ')} (or reload its MCP servers) to pick polyspawn up; \`polyspawn doctor\` shows which backends are usable.`,
+    );
   return `${out.join('\n')}\n`;
 }
 
@@ -386,14 +482,19 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     npx: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
-  if (values.help) return void io.stdout.write(INIT_USAGE), 0;
-  if (positionals.length > 1) throw new InputError(`init takes one folder, not ${positionals.length}: ${positionals.join(' ')}`);
+  if (values.help) return (void io.stdout.write(INIT_USAGE), 0);
+  if (positionals.length > 1)
+    throw new InputError(`init takes one folder, not ${positionals.length}: ${positionals.join(' ')}`);
   const dir = resolve(io.cwd, positionals[0] ?? '.');
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new InputError(`${dir} is not a folder: create it first, or name your project's folder`);
+  if (!existsSync(dir) || !statSync(dir).isDirectory())
+    throw new InputError(`${dir} is not a folder: create it first, or name your project's folder`);
   const chosen = CLIENTS.filter((c) => values[c]);
   const cli = options.cli ?? installedCli();
-  if (!values.npx && !existsSync(cli)) throw new InputError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
-  const server: ServerCommand = values.npx ? { command: 'npx', args: ['-y', 'polyspawn'] } : { command: process.execPath, args: [cli] };
+  if (!values.npx && !existsSync(cli))
+    throw new InputError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
+  const server: ServerCommand = values.npx
+    ? { command: 'npx', args: ['-y', 'polyspawn'] }
+    : { command: process.execPath, args: [cli] };
   const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
   const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });
   io.stdout.write(formatInitReport(dir, server, reports));

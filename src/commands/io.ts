@@ -20,7 +20,11 @@ export type CommandIo = {
 };
 
 /** node:util's parseArgs, with its errors turned into InputErrors that say what to do. */
-export function parseCommandArgs<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T, allowPositionals = true) {
+export function parseCommandArgs<T extends NonNullable<ParseArgsConfig['options']>>(
+  argv: string[],
+  options: T,
+  allowPositionals = true,
+) {
   try {
     return parseArgs({ args: argv, options, allowPositionals, strict: true });
   } catch (error) {

@@ -17,7 +17,13 @@ import { parseCommandArgs, type CommandIo, type OutStream } from './io.js';
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const TICK_MS = 100;
 
-export const EXIT_CODES: Record<string, number> = { succeeded: 0, failed: 1, interrupted: 1, timed_out: 124, cancelled: 130 };
+export const EXIT_CODES: Record<string, number> = {
+  succeeded: 0,
+  failed: 1,
+  interrupted: 1,
+  timed_out: 124,
+  cancelled: 130,
+};
 
 /** The live line: drawn only on a terminal, cleared before anything else is printed. */
 export class ProgressLine {
@@ -70,9 +76,14 @@ export function progressText(job: JobRecord, now: number): string {
 /** One line for stderr once the job has ended. */
 export function summaryLine(app: App, job: JobRecord): string {
   const result = fullResult(app, job);
-  const parts = [`agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')} after ${duration(result.elapsed_s * 1000)}`];
+  const parts = [
+    `agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')} after ${duration(result.elapsed_s * 1000)}`,
+  ];
   if (result.usage) parts.push(`${result.usage.input_tokens} in / ${result.usage.output_tokens} out tokens`);
-  if (result.cost_usd !== undefined) parts.push(`$${result.cost_usd.toFixed(result.cost_usd < 0.01 ? 6 : 4)}${result.cost_source === 'estimated' ? ' (estimated)' : ''}`);
+  if (result.cost_usd !== undefined)
+    parts.push(
+      `$${result.cost_usd.toFixed(result.cost_usd < 0.01 ? 6 : 4)}${result.cost_source === 'estimated' ? ' (estimated)' : ''}`,
+    );
   if (result.premium_requests !== undefined) parts.push(`${result.premium_requests} premium request(s)`);
   if (result.log) parts.push(`log ${result.log}`);
   return parts.join(' · ');
@@ -114,17 +125,20 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
-  if (values.help) return void io.stdout.write(RUN_USAGE), 0;
+  if (values.help) return (void io.stdout.write(RUN_USAGE), 0);
   const [name, ...words] = positionals;
   if (!name) {
     const names = registry.map((b) => b.name);
-    throw new InputError(`name a backend (${names.join(', ')}), e.g. \`polyspawn run ${names[0]} "explain src/app.ts"\` (\`polyspawn doctor\` says which work here)`);
+    throw new InputError(
+      `name a backend (${names.join(', ')}), e.g. \`polyspawn run ${names[0]} "explain src/app.ts"\` (\`polyspawn doctor\` says which work here)`,
+    );
   }
   if (words.length === 0) throw new InputError(`give ${name} a prompt: as arguments, or "-" to read it from stdin`);
   const prompt = words.length === 1 && words[0] === '-' ? await readAll(io.stdin) : words.join(' ');
   if (prompt.trim() === '') throw new InputError('the prompt is empty: say what the agent should do');
   const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
-  if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1)) throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
+  if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1))
+    throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
 
   let progress: ProgressLine | undefined;
   const log = (message: string): boolean => {
@@ -137,7 +151,9 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const app = createApp(io.env, io.cwd, log);
   const backend = app.backends.find((b) => b.name === name);
   if (!backend) {
-    const disabled = app.config.backends[name] ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)` : '';
+    const disabled = app.config.backends[name]
+      ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)`
+      : '';
     throw new InputError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
   }
   const job = spawnJob(app, {
@@ -183,8 +199,10 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const result = fullResult(app, job);
   if (values.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
-    if (job.state === 'succeeded' && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
-    if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error) io.stderr.write(`polyspawn: ${result.error}\n`);
+    if (job.state === 'succeeded' && result.text)
+      io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+    if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error)
+      io.stderr.write(`polyspawn: ${result.error}\n`);
     io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
   }
   await app.iac.closeBeforeExit();

@@ -20,12 +20,17 @@ export type Status = { stateDir: string; active: StatusRow[]; history: StatusRow
 
 export function collectStatus(store: RunStore, limit: number): Status {
   store.refresh();
-  const active = store.active().map((l) => ({ ...indexRow(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
+  const active = store
+    .active()
+    .map((l) => ({ ...indexRow(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
   const history = store.newestFinished(limit).map((id) => indexRow(store.line(id)!));
   return { stateDir: store.dir, active, history, finished: store.finishedCount };
 }
 
-const cost = (r: StatusRow) => (r.costUsd === undefined ? '—' : `$${r.costUsd.toFixed(r.costUsd < 0.01 ? 6 : 4)}${r.costSource === 'estimated' ? '~' : ''}`);
+const cost = (r: StatusRow) =>
+  r.costUsd === undefined
+    ? '—'
+    : `$${r.costUsd.toFixed(r.costUsd < 0.01 ? 6 : 4)}${r.costSource === 'estimated' ? '~' : ''}`;
 const tokens = (r: StatusRow) => (r.inputTokens === undefined ? '—' : `${r.inputTokens}/${r.outputTokens ?? 0}`);
 
 export function formatStatus(s: Status, now: number): string {
@@ -53,14 +58,21 @@ export function formatStatus(s: Status, now: number): string {
       r.backend,
       r.model,
       time(r.endedAt),
-      r.startedAt && r.endedAt && r.state !== 'interrupted' ? duration(Date.parse(r.endedAt) - Date.parse(r.startedAt)) : '—',
+      r.startedAt && r.endedAt && r.state !== 'interrupted'
+        ? duration(Date.parse(r.endedAt) - Date.parse(r.startedAt))
+        : '—',
       tokens(r),
       cost(r),
       cell(r.task, 60),
     ]);
-    out.push(indent(textTable(['agent', 'state', 'backend', 'model', 'ended', 'took', 'tokens in/out', 'cost', 'task'], rows)));
+    out.push(
+      indent(textTable(['agent', 'state', 'backend', 'model', 'ended', 'took', 'tokens in/out', 'cost', 'task'], rows)),
+    );
   }
-  out.push('', `Run store: ${s.stateDir} (~ marks estimated costs). Details: the result tool, or ${s.stateDir}/runs/<agent>/.`);
+  out.push(
+    '',
+    `Run store: ${s.stateDir} (~ marks estimated costs). Details: the result tool, or ${s.stateDir}/runs/<agent>/.`,
+  );
   return `${out.join('\n')}\n`;
 }
 
@@ -79,10 +91,11 @@ export async function statusCommand(argv: string[], io: CommandIo): Promise<numb
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
-  if (values.help) return void io.stdout.write(STATUS_USAGE), 0;
+  if (values.help) return (void io.stdout.write(STATUS_USAGE), 0);
   if (positionals.length) throw new InputError(`status takes no arguments (got ${positionals.join(' ')})`);
   const limit = values.limit === undefined ? DEFAULT_STATUS_LIMIT : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 0) throw new InputError(`--limit must be a whole number of agents, not "${values.limit}"`);
+  if (!Number.isInteger(limit) || limit < 0)
+    throw new InputError(`--limit must be a whole number of agents, not "${values.limit}"`);
   const config = loadConfig(allBackends, io.env, io.cwd);
   // It only reads: the store redacts what it writes, and nothing is written here.
   const store = new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() });

@@ -23,7 +23,10 @@ export function checkBackend(
     // Read on every check, so a key added while the server runs is picked up by the next spawn.
     const key = findApiKey(backend, dirs, env);
     if (!key.found) return { usable: false, detail: key.detail, summary: key.summary };
-    return { usable: true, detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}` };
+    return {
+      usable: true,
+      detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}`,
+    };
   }
   const wanted = settings.bin ?? backend.executable;
   const found = which.sync(wanted, { nothrow: true, path: env.PATH });

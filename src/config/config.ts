@@ -41,7 +41,11 @@ const backendFileSchema = z
 const fileSchema = z
   .object({
     concurrency: z.number().int().min(1).max(1000),
-    timeout_s: z.number().int().min(1).max(7 * 86400),
+    timeout_s: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86400),
     kill_grace_s: z.number().min(0).max(300),
     state_dir: z.string().min(1),
     iac_file: z.string().min(1),
@@ -107,7 +111,10 @@ function baseUrl(raw: string, from: string): string {
 function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
-  return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** The user's project: POLYSPAWN_PROJECT_DIR, else the working directory. */
@@ -167,7 +174,9 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
       allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
       bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
-      ...(baseUrlRaw ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) } : {}),
+      ...(baseUrlRaw
+        ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) }
+        : {}),
     };
     if (backend.kind === 'cli') {
       if (!backend.permissionModes.includes(settings.permission)) {
@@ -177,7 +186,9 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
         );
       }
       if (!backend.supportsToolLists && (settings.allowTools.length || settings.denyTools.length)) {
-        throw new ConfigError(`${backend.name} has no per-tool allow or deny lists: use its permission setting instead`);
+        throw new ConfigError(
+          `${backend.name} has no per-tool allow or deny lists: use its permission setting instead`,
+        );
       }
     }
     config.backends[backend.name] = settings;

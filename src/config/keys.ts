@@ -13,7 +13,12 @@ export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): s
 }
 
 export type KeyLookup =
-  | { found: true; key: string; /** e.g. "XAI_API_KEY in /p/api_keys.json" or "env XAI_API_KEY" */ source: string; name: string }
+  | {
+      found: true;
+      key: string;
+      /** e.g. "XAI_API_KEY in /p/api_keys.json" or "env XAI_API_KEY" */ source: string;
+      name: string;
+    }
   | {
       found: false;
       /** One sentence: where it looked and what to set. */
@@ -30,11 +35,14 @@ function readKeysFile(path: string): FileRead {
     text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' || code === 'ENOTDIR' ? { ok: false } : { ok: false, problem: `${path} could not be read (${code})` };
+    return code === 'ENOENT' || code === 'ENOTDIR'
+      ? { ok: false }
+      : { ok: false, problem: `${path} could not be read (${code})` };
   }
   try {
     const parsed: unknown = JSON.parse(text);
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return { ok: true, values: parsed as Record<string, unknown> };
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
+      return { ok: true, values: parsed as Record<string, unknown> };
     return { ok: false, problem: `${path} is not a JSON object of key names to keys` };
   } catch {
     // Never echo the parser's message: it quotes the file's text, which holds keys.
@@ -102,7 +110,8 @@ export function configuredSecrets(
   for (const file of keyFiles(dirs)) {
     try {
       const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
-      if (parsed && typeof parsed === 'object') for (const v of Object.values(parsed)) if (typeof v === 'string') values.push(v);
+      if (parsed && typeof parsed === 'object')
+        for (const v of Object.values(parsed)) if (typeof v === 'string') values.push(v);
     } catch {
       // missing or unreadable: findApiKey reports that where it matters
     }

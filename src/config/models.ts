@@ -8,7 +8,9 @@ import type { Backend, BackendModels, Usage } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { describeZodError, readJsonFile } from './config.js';
 
-const priceSchema = z.object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() }).strict();
+const priceSchema = z
+  .object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() })
+  .strict();
 const entrySchema = z
   .object({
     default: z.string().min(1),
@@ -63,7 +65,11 @@ export function checkDefaultModels(table: ModelsTable, backends: readonly Backen
 }
 
 /** The model to run: the backend's default, an alias, or a model the table knows. */
-export function resolveModel(table: ModelsTable, backend: string, requested: string | undefined): { model: string } | { error: string } {
+export function resolveModel(
+  table: ModelsTable,
+  backend: string,
+  requested: string | undefined,
+): { model: string } | { error: string } {
   const entry = table[backend];
   if (!entry?.default) return { error: `no default model for ${backend}: add one to models.json` };
   if (requested === undefined || requested === '') return { model: entry.default };

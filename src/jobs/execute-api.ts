@@ -91,7 +91,9 @@ export async function executeApi(
   const { knobs, problems } = policyKnobs(env);
   for (const p of problems) log(p);
   const baseUrlSetting = `POLYSPAWN_${backend.name.toUpperCase()}_BASE_URL or backends.${backend.name}.base_url`;
-  log(`${backend.name}: model ${job.model}, key from ${key.source}, base URL ${settings.baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`);
+  log(
+    `${backend.name}: model ${job.model}, key from ${key.source}, base URL ${settings.baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`,
+  );
   const ctx: ApiCallContext = {
     signal: control.signal,
     env,
@@ -99,18 +101,32 @@ export async function executeApi(
     ...(settings.baseUrl ? { baseUrl: settings.baseUrl } : {}),
     timeoutMs: job.timeoutS * 1000,
     policy: knobs,
-    hints: { key: key.source.startsWith('env ') ? `${key.name} (environment variable)` : key.source, baseUrl: baseUrlSetting },
+    hints: {
+      key: key.source.startsWith('env ') ? `${key.name} (environment variable)` : key.source,
+      baseUrl: baseUrlSetting,
+    },
     log,
   };
 
   let outcome: Outcome;
   try {
     outcome = await backend.call(
-      { prompt: job.prompt, model: job.model, cwd: job.cwd, ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}), extra: job.extra },
+      {
+        prompt: job.prompt,
+        model: job.model,
+        cwd: job.cwd,
+        ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}),
+        extra: job.extra,
+      },
       ctx,
     );
   } catch (error) {
-    outcome = { ok: false, text: '', error: `internal error in ${backend.name}: ${(error as Error)?.message ?? String(error)}`, costSource: 'unknown' };
+    outcome = {
+      ok: false,
+      text: '',
+      error: `internal error in ${backend.name}: ${(error as Error)?.message ?? String(error)}`,
+      costSource: 'unknown',
+    };
   }
   outcome = scrub(outcome, key.key);
   logFile(() => appendFileSync(paths.stdout, outcome.ok ? outcome.text : ''));
@@ -118,7 +134,8 @@ export async function executeApi(
 
   const failure = failureOf(outcome);
   if (outcome.ok) return { state: 'succeeded', outcome };
-  if (control.signal.aborted || failure?.kind === 'cancelled') return { state: 'cancelled', outcome: { ...outcome, error: 'cancelled' } };
+  if (control.signal.aborted || failure?.kind === 'cancelled')
+    return { state: 'cancelled', outcome: { ...outcome, error: 'cancelled' } };
   if (failure?.kind === 'timeout') return { state: 'timed_out', outcome };
   return { state: 'failed', outcome };
 }

@@ -12,7 +12,6 @@ import { estimateCost, type ModelsTable } from '../config/models.js';
 import { runProcess } from './process/runner.js';
 import { runFolder } from '../lib/run-folder.js';
 
-
 export function createExecutor(
   backends: readonly Backend[],
   /** The configuration, and the environment every job's child or API call starts from. */
@@ -31,7 +30,9 @@ export function createExecutor(
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
-      outcome.usage = job.previousSessionTotals ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals) : outcome.sessionTotals;
+      outcome.usage = job.previousSessionTotals
+        ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals)
+        : outcome.sessionTotals;
     }
     if (outcome.costSource === 'unknown' && outcome.usage) {
       const cost = estimateCost(models, job.backend, job.model, outcome.usage);
@@ -118,7 +119,9 @@ async function executeCli(
   if (run.end === 'spawn_error') {
     return {
       state: 'failed',
-      outcome: failed(`could not start ${spec.file}: ${run.spawnError}. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`),
+      outcome: failed(
+        `could not start ${spec.file}: ${run.spawnError}. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`,
+      ),
     };
   }
   const artifacts: CliResult['artifacts'] = {};
@@ -126,7 +129,15 @@ async function executeCli(
   const outcome = backend.parse({ ...run, artifacts });
 
   if (run.end === 'timeout') {
-    return { state: 'timed_out', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: `timed out after ${job.timeoutS} s and was stopped; raise timeout_s if it needs longer (log: ${logs.stdout})` } };
+    return {
+      state: 'timed_out',
+      exitCode: run.exitCode,
+      outcome: {
+        ...outcome,
+        ok: false,
+        error: `timed out after ${job.timeoutS} s and was stopped; raise timeout_s if it needs longer (log: ${logs.stdout})`,
+      },
+    };
   }
   if (run.end === 'cancelled') {
     return { state: 'cancelled', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: 'cancelled' } };

@@ -24,7 +24,10 @@ export const jobSummarySchema = z.object({
 
 export const jobResultSchema = jobSummarySchema.extend({
   text: z.string().optional().describe("The agent's final answer"),
-  structured: z.unknown().optional().describe('The answer as JSON, validated against the output schema (when the job had one)'),
+  structured: z
+    .unknown()
+    .optional()
+    .describe('The answer as JSON, validated against the output schema (when the job had one)'),
   error: z.string().optional(),
   session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
   usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
@@ -47,7 +50,8 @@ export type ResultContext = {
   jobs: Pick<JobTable, 'outputTail'>;
 };
 
-export const redactedTask = (ctx: Pick<ResultContext, 'secrets'>, prompt: string) => taskLine(prompt, (t) => ctx.secrets.text(t));
+export const redactedTask = (ctx: Pick<ResultContext, 'secrets'>, prompt: string) =>
+  taskLine(prompt, (t) => ctx.secrets.text(t));
 
 export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, now = Date.now()): JobSummary {
   const start = job.startedAt ? Date.parse(job.startedAt) : undefined;
@@ -77,7 +81,15 @@ export function fullResult(ctx: ResultContext, job: JobRecord, options: { includ
     ...(o?.structured !== undefined ? { structured: o.structured } : {}),
     ...(o?.error ? { error: o.error } : {}),
     ...(o?.sessionId ? { session_id: o.sessionId } : {}),
-    ...(o?.usage ? { usage: { input_tokens: o.usage.inputTokens, output_tokens: o.usage.outputTokens, cached_input_tokens: o.usage.cachedInputTokens } } : {}),
+    ...(o?.usage
+      ? {
+          usage: {
+            input_tokens: o.usage.inputTokens,
+            output_tokens: o.usage.outputTokens,
+            cached_input_tokens: o.usage.cachedInputTokens,
+          },
+        }
+      : {}),
     ...(o?.premiumRequests !== undefined ? { premium_requests: o.premiumRequests } : {}),
     ...(job.exitCode !== undefined ? { exit_code: job.exitCode } : {}),
     ...(job.state !== 'queued' ? { log: runFolder(ctx.config.stateDir, job.id).stdout } : {}),

@@ -56,7 +56,9 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const definition = agent?.definition;
   const availability = ctx.availability(backend);
   if (!availability.usable) {
-    throw new SetupError(`${request.label} cannot run here: ${definition ? `its backend ${backend.name} is not usable: ` : ''}${availability.detail}`);
+    throw new SetupError(
+      `${request.label} cannot run here: ${definition ? `its backend ${backend.name} is not usable: ` : ''}${availability.detail}`,
+    );
   }
   const model = resolveModel(ctx.models, backend.name, definition?.model ?? request.model);
   if ('error' in model) throw new InputError(model.error);
@@ -94,7 +96,10 @@ function resolveCwd(projectDir: string, cwd: string | undefined): string {
   } catch {
     // reported below
   }
-  if (!isDir) throw new InputError(`cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${projectDir}`);
+  if (!isDir)
+    throw new InputError(
+      `cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${projectDir}`,
+    );
   return dir;
 }
 
@@ -103,15 +108,24 @@ function resolveCwd(projectDir: string, cwd: string | undefined): string {
  * token totals after its newest turn, so that the new turn is billed only its own tokens: the
  * newest turn in the job table, else (after a restart) the stored record of the agent named.
  */
-function resumeOf(jobs: SpawnContext['jobs'], backend: Backend, resume: string | undefined): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals'> {
+function resumeOf(
+  jobs: SpawnContext['jobs'],
+  backend: Backend,
+  resume: string | undefined,
+): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals'> {
   if (resume === undefined) return {};
   const earlier = jobs.get(resume);
   let sessionId = resume;
   if (earlier) {
     if (earlier.backend !== backend.name) {
-      throw new InputError(`agent ${resume} ran on ${earlier.backend}, not ${backend.name}: resume it with spawn_${earlier.backend}`);
+      throw new InputError(
+        `agent ${resume} ran on ${earlier.backend}, not ${backend.name}: resume it with spawn_${earlier.backend}`,
+      );
     }
-    if (!earlier.outcome?.sessionId) throw new InputError(`agent ${resume} has no session to resume yet (state: ${earlier.state}): wait for it to finish`);
+    if (!earlier.outcome?.sessionId)
+      throw new InputError(
+        `agent ${resume} has no session to resume yet (state: ${earlier.state}): wait for it to finish`,
+      );
     sessionId = earlier.outcome.sessionId;
   } else if (JOB_ID.test(resume)) {
     throw new InputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);

@@ -39,8 +39,8 @@ function ajvFor(schema: JsonSchema): AjvType {
     const { Ajv2020 } = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
     const addFormats = require('ajv-formats') as (ajv: AjvType) => AjvType;
     validators = {
-    draft7: addFormats(new Ajv({ allErrors: true, strict: false })),
-    draft2019: addFormats(new Ajv2019({ allErrors: true, strict: false }) as unknown as AjvType),
+      draft7: addFormats(new Ajv({ allErrors: true, strict: false })),
+      draft2019: addFormats(new Ajv2019({ allErrors: true, strict: false }) as unknown as AjvType),
       draft2020: addFormats(new Ajv2020({ allErrors: true, strict: false }) as unknown as AjvType),
     };
   }
@@ -52,14 +52,16 @@ function ajvFor(schema: JsonSchema): AjvType {
 
 /** A compiled validator, or why the schema is not one. Compiled once per distinct schema. */
 export function compileSchema(schema: unknown): { validate: ValidateFunction } | { error: string } {
-  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return { error: 'the output schema must be a JSON object (a JSON Schema)' };
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema))
+    return { error: 'the output schema must be a JSON object (a JSON Schema)' };
   let text: string;
   try {
     text = JSON.stringify(schema);
   } catch (error) {
     return { error: `the output schema is not JSON: ${(error as Error).message}` };
   }
-  if (text.length > MAX_SCHEMA_CHARS) return { error: `the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it` };
+  if (text.length > MAX_SCHEMA_CHARS)
+    return { error: `the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it` };
   const cached = compiled.get(text);
   if (cached) return { validate: cached };
   try {
@@ -88,7 +90,12 @@ export function formatErrors(errors: ErrorObject[] | null | undefined): string {
   if (!errors?.length) return 'it does not match the schema';
   const lines = errors.slice(0, MAX_ERRORS).map((e) => {
     const where = e.instancePath || '(the whole answer)';
-    const extra = e.keyword === 'additionalProperties' ? ` ("${String((e.params as { additionalProperty?: string }).additionalProperty)}")` : e.keyword === 'enum' ? ` (${JSON.stringify((e.params as { allowedValues?: unknown }).allowedValues)})` : '';
+    const extra =
+      e.keyword === 'additionalProperties'
+        ? ` ("${String((e.params as { additionalProperty?: string }).additionalProperty)}")`
+        : e.keyword === 'enum'
+          ? ` (${JSON.stringify((e.params as { allowedValues?: unknown }).allowedValues)})`
+          : '';
     return `${where} ${e.message ?? 'is invalid'}${extra}`;
   });
   if (errors.length > MAX_ERRORS) lines.push(`and ${errors.length - MAX_ERRORS} more`);
@@ -115,11 +122,19 @@ export function extractJson(text: string): { ok: true; value: unknown } | { ok: 
       // the next one
     }
   }
-  return { ok: false, reason: blocks.length ? 'no code block in the answer is valid JSON' : 'the answer is not JSON (and holds no ```json block)' };
+  return {
+    ok: false,
+    reason: blocks.length
+      ? 'no code block in the answer is valid JSON'
+      : 'the answer is not JSON (and holds no ```json block)',
+  };
 }
 
 /** Checks an outcome's answer against the schema. */
-export function checkAnswer(outcome: Outcome, validate: ValidateFunction): { ok: true; value: unknown } | { ok: false; errors: string } {
+export function checkAnswer(
+  outcome: Outcome,
+  validate: ValidateFunction,
+): { ok: true; value: unknown } | { ok: false; errors: string } {
   let value: unknown;
   if (outcome.structuredOutput !== undefined) value = outcome.structuredOutput;
   else {
@@ -146,9 +161,13 @@ function resumeFeedback(errors: string): string {
 }
 
 function freshFeedback(prompt: string, schema: JsonSchema, answer: string, errors: string): string {
-  const shown = answer.length > MAX_ANSWER_IN_FEEDBACK ? `${answer.slice(0, MAX_ANSWER_IN_FEEDBACK)}\n[... cut]` : answer;
+  const shown =
+    answer.length > MAX_ANSWER_IN_FEEDBACK ? `${answer.slice(0, MAX_ANSWER_IN_FEEDBACK)}\n[... cut]` : answer;
   // The earlier answer is indented, not fenced: a fence in it would end a fence of ours.
-  const indented = shown.split('\n').map((l) => `    ${l}`).join('\n');
+  const indented = shown
+    .split('\n')
+    .map((l) => `    ${l}`)
+    .join('\n');
   return (
     `${prompt}${schemaInstruction(schema)}\n---\nAn earlier attempt at this task answered:\n\n${indented}\n\n` +
     `That answer did not match the JSON Schema: ${errors}.\nAnswer again, with only a JSON value that matches the schema.`
@@ -156,19 +175,33 @@ function freshFeedback(prompt: string, schema: JsonSchema, answer: string, error
 }
 
 const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | undefined =>
-  a && b ? { inputTokens: a.inputTokens + b.inputTokens, outputTokens: a.outputTokens + b.outputTokens, cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens } : (b ?? a);
+  a && b
+    ? {
+        inputTokens: a.inputTokens + b.inputTokens,
+        outputTokens: a.outputTokens + b.outputTokens,
+        cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+      }
+    : (b ?? a);
 
 /** The second attempt's outcome, with the first's tokens, cost and premium requests added. */
 function combine(first: Outcome, second: Outcome): Outcome {
   const both = first.costUsd !== undefined && second.costUsd !== undefined;
   const usage = addUsage(first.usage, second.usage);
-  const premium = first.premiumRequests !== undefined || second.premiumRequests !== undefined ? (first.premiumRequests ?? 0) + (second.premiumRequests ?? 0) : undefined;
+  const premium =
+    first.premiumRequests !== undefined || second.premiumRequests !== undefined
+      ? (first.premiumRequests ?? 0) + (second.premiumRequests ?? 0)
+      : undefined;
   const { costUsd: _c, costSource: _s, ...rest } = second;
   return {
     ...rest,
     ...(usage ? { usage } : {}),
     ...(premium !== undefined ? { premiumRequests: premium } : {}),
-    ...(both ? { costUsd: first.costUsd! + second.costUsd!, costSource: first.costSource === second.costSource ? second.costSource : 'estimated' } : { costSource: 'unknown' as const }),
+    ...(both
+      ? {
+          costUsd: first.costUsd! + second.costUsd!,
+          costSource: first.costSource === second.costSource ? second.costSource : 'estimated',
+        }
+      : { costSource: 'unknown' as const }),
   };
 }
 
@@ -208,7 +241,12 @@ export function withStructuredOutput(execute: Executor, backends: readonly Backe
       ...(exitCode !== undefined ? { exitCode } : {}),
       outcome: { ...outcome, ok: false, error },
     });
-    if (left < 1) return failed(`the answer did not match the output schema (${firstCheck.errors}), and no time was left to retry`, first.outcome, first.exitCode);
+    if (left < 1)
+      return failed(
+        `the answer did not match the output schema (${firstCheck.errors}), and no time was left to retry`,
+        first.outcome,
+        first.exitCode,
+      );
 
     const backend = byName.get(job.backend);
     const session = backend?.supportsResume ? first.outcome.sessionId : undefined;
@@ -230,7 +268,13 @@ export function withStructuredOutput(execute: Executor, backends: readonly Backe
     const second = await execute(retry, control);
     const outcome = combine(first.outcome, second.outcome);
     if (second.state !== 'succeeded') {
-      return { ...second, outcome: { ...outcome, error: `the retry for the output schema failed: ${second.outcome.error ?? second.state}` } };
+      return {
+        ...second,
+        outcome: {
+          ...outcome,
+          error: `the retry for the output schema failed: ${second.outcome.error ?? second.state}`,
+        },
+      };
     }
     const secondCheck = checkAnswer(second.outcome, compiledSchema.validate);
     if (secondCheck.ok) return { ...second, outcome: { ...outcome, structured: secondCheck.value } };

@@ -5,7 +5,15 @@ import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
 
-export const JOB_STATES = ['queued', 'running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'] as const;
+export const JOB_STATES = [
+  'queued',
+  'running',
+  'succeeded',
+  'failed',
+  'timed_out',
+  'cancelled',
+  'interrupted',
+] as const;
 export type JobState = (typeof JOB_STATES)[number];
 export type FinalState = Exclude<JobState, 'queued' | 'running'>;
 
@@ -153,7 +161,12 @@ export class JobTable {
     } catch (error) {
       record.state = 'failed';
       record.endedAt = new Date().toISOString();
-      record.outcome = { ok: false, text: '', error: `could not prepare the job: ${(error as Error).message}`, costSource: 'unknown' };
+      record.outcome = {
+        ok: false,
+        text: '',
+        error: `could not prepare the job: ${(error as Error).message}`,
+        costSource: 'unknown',
+      };
       this.changed(record);
       return;
     }
@@ -172,7 +185,10 @@ export class JobTable {
       });
     } catch (error) {
       // An executor bug must still end the job with a record of why.
-      result = { state: 'failed', outcome: { ok: false, text: '', error: `internal error: ${(error as Error).message}`, costSource: 'unknown' } };
+      result = {
+        state: 'failed',
+        outcome: { ok: false, text: '', error: `internal error: ${(error as Error).message}`, costSource: 'unknown' },
+      };
     }
     record.state = controller.signal.aborted && result.state !== 'succeeded' ? 'cancelled' : result.state;
     record.outcome = result.outcome;
@@ -198,7 +214,9 @@ export class JobTable {
 
   /** The newest finished job of a backend's session, to take its running totals. */
   latestInSession(backend: string, sessionId: string): JobRecord | undefined {
-    return this.all().findLast((j) => j.backend === backend && j.outcome?.sessionId === sessionId && isFinished(j.state));
+    return this.all().findLast(
+      (j) => j.backend === backend && j.outcome?.sessionId === sessionId && isFinished(j.state),
+    );
   }
 
   get(id: string): JobRecord | undefined {

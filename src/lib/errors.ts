@@ -29,6 +29,7 @@ export type CommandFailure = { message: string; exitCode: number; withUsage: boo
 export function commandFailure(error: unknown): CommandFailure | undefined {
   if (error instanceof InputError) return { message: error.message, exitCode: 2, withUsage: true };
   if (error instanceof SetupError) return { message: error.message, exitCode: 1, withUsage: false };
-  if (error instanceof ConfigError) return { message: `configuration error: ${error.message}`, exitCode: 1, withUsage: false };
+  if (error instanceof ConfigError)
+    return { message: `configuration error: ${error.message}`, exitCode: 1, withUsage: false };
   return undefined;
 }

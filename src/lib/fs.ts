@@ -4,7 +4,17 @@
 // IAC.md cannot be written still runs agents and answers for them while it runs; this says so
 // at once, instead of on every job. makeDirs makes the folders, where Node's recursive mkdir can
 // loop forever; writeAtomic replaces a file whole.
-import { accessSync, constants, lstatSync, mkdirSync, renameSync, rmSync, statfsSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  renameSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 
 /** Below this many free bytes a disk counts as full (a record is a few KB, a log far more). */

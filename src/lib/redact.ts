@@ -81,7 +81,8 @@ export class Redactor {
   byteSpans(latin1: string): Array<[number, number]> {
     const spans: Array<[number, number]> = [];
     this.byteRe.lastIndex = 0;
-    for (const m of latin1.matchAll(this.byteRe)) spans.push([m.index + (BEARER.exec(m[0])?.[0].length ?? 0), m.index + m[0].length]);
+    for (const m of latin1.matchAll(this.byteRe))
+      spans.push([m.index + (BEARER.exec(m[0])?.[0].length ?? 0), m.index + m[0].length]);
     return spans;
   }
 }

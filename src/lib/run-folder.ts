@@ -11,5 +11,11 @@ export const runsDir = (stateDir: string): string => join(stateDir, 'runs');
 
 /** The files of run `id`; `dir` may be another folder holding the same layout (a scratch fallback). */
 export function runFolder(stateDir: string, id: string, dir = join(runsDir(stateDir), id)): RunFolder {
-  return { dir, record: join(dir, RECORD_FILE), prompt: join(dir, PROMPT_FILE), stdout: join(dir, 'stdout.log'), stderr: join(dir, 'stderr.log') };
+  return {
+    dir,
+    record: join(dir, RECORD_FILE),
+    prompt: join(dir, PROMPT_FILE),
+    stdout: join(dir, 'stdout.log'),
+    stderr: join(dir, 'stderr.log'),
+  };
 }

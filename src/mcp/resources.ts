@@ -4,7 +4,15 @@
 import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ErrorCode, LoggingLevelSchema, McpError, SetLevelRequestSchema, SubscribeRequestSchema, UnsubscribeRequestSchema, type LoggingLevel } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode,
+  LoggingLevelSchema,
+  McpError,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type LoggingLevel,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
 import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
@@ -24,7 +32,10 @@ const IAC_CHANGED_MS = 50;
 const ID = /^[a-z0-9]{1,64}$/;
 
 function notFound(id: string): McpError {
-  return new McpError(ErrorCode.InvalidParams, `no agent with id "${id}": list the resources, or call the list tool, for the ids of current and recent agents`);
+  return new McpError(
+    ErrorCode.InvalidParams,
+    `no agent with id "${id}": list the resources, or call the list tool, for the ids of current and recent agents`,
+  );
 }
 
 function agentOf(app: App, id: unknown): JobRecord {
@@ -47,7 +58,10 @@ function listedAgents(app: App): JobRecord[] {
       ids.add(job.id);
     }
   }
-  const finished = all.filter((j) => isFinished(j.state) && !ids.has(j.id)).slice(-LISTED_FINISHED).reverse();
+  const finished = all
+    .filter((j) => isFinished(j.state) && !ids.has(j.id))
+    .slice(-LISTED_FINISHED)
+    .reverse();
   return [...active.reverse(), ...finished];
 }
 
@@ -59,7 +73,8 @@ export function registerResources(server: McpServer, app: App): void {
     IAC_URI,
     {
       title: 'IAC.md: Inter-Agent Context',
-      description: "The project's audit file: agents running now, then the history of every interaction (prompt, result, tokens, cost), newest first.",
+      description:
+        "The project's audit file: agents running now, then the history of every interaction (prompt, result, tokens, cost), newest first.",
       mimeType: 'text/markdown',
     },
     async (uri) => ({
@@ -96,7 +111,8 @@ export function registerResources(server: McpServer, app: App): void {
     }),
     {
       title: 'Agent record',
-      description: "One agent's record: state, timing, answer, error, session id, tokens, cost, and its prompt (secrets redacted). The same as the result tool, readable as a resource.",
+      description:
+        "One agent's record: state, timing, answer, error, session id, tokens, cost, and its prompt (secrets redacted). The same as the result tool, readable as a resource.",
       mimeType: 'application/json',
     },
     async (uri, { agent_id }) => {
@@ -136,7 +152,10 @@ export function registerResources(server: McpServer, app: App): void {
     async (uri, { agent_id }) => {
       const job = agentOf(app, agent_id);
       const page = readLogPage(runFolder(app.config.stateDir, job.id).stdout, { tail: DEFAULT_LOG_BYTES }, app.secrets);
-      const cut = page.offset > 0 ? `[${page.offset} earlier bytes not shown: the logs tool with agent_id "${job.id}" pages through all of them]\n` : '';
+      const cut =
+        page.offset > 0
+          ? `[${page.offset} earlier bytes not shown: the logs tool with agent_id "${job.id}" pages through all of them]\n`
+          : '';
       return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: cut + page.text }] };
     },
   );
@@ -248,7 +267,9 @@ export function registerJobNotifications(server: McpServer, app: App): void {
     else seen.set(job.id, job.state);
     const level = LEVELS[job.state];
     if (SEVERITY.indexOf(level) < threshold) return;
-    const elapsed = job.startedAt ? ((job.endedAt ? Date.parse(job.endedAt) : Date.now()) - Date.parse(job.startedAt)) / 1000 : 0;
+    const elapsed = job.startedAt
+      ? ((job.endedAt ? Date.parse(job.endedAt) : Date.now()) - Date.parse(job.startedAt)) / 1000
+      : 0;
     const error = job.outcome?.error;
     const data = {
       message: `agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')}${isFinished(job.state) && job.startedAt ? ` after ${elapsed.toFixed(1)} s` : ''}`,
@@ -258,7 +279,9 @@ export function registerJobNotifications(server: McpServer, app: App): void {
       state: job.state,
       task: redactedTask(app, job.prompt),
       elapsed_s: Math.round(elapsed * 10) / 10,
-      ...(error && job.state !== 'succeeded' ? { error: app.secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) } : {}),
+      ...(error && job.state !== 'succeeded'
+        ? { error: app.secrets.text(error.length > 500 ? `${error.slice(0, 499)}…` : error) }
+        : {}),
     };
     void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
   });

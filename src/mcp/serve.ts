@@ -15,7 +15,9 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   const shutdown = async (why: string) => {
     if (stopping) return;
     stopping = true;
-    log(`shutting down (${why}): ending ${app.jobs.counts.running} running and ${app.jobs.counts.queued} queued agents`);
+    log(
+      `shutting down (${why}): ending ${app.jobs.counts.running} running and ${app.jobs.counts.queued} queued agents`,
+    );
     // Give each group its grace period, but never hang the exit on it.
     const deadline = new Promise((r) => setTimeout(r, app.config.killGraceMs + 2000).unref());
     await Promise.race([app.jobs.shutdown(), deadline]);

@@ -37,9 +37,15 @@ export function instructions(app: App): string {
 
 /** What each kind of backend can do, said once for all their tools. */
 function kinds(app: App): string[] {
-  const of = (kind: 'cli' | 'api') => app.backends.filter((b) => b.kind === kind).map((b) => `spawn_${b.name}`).join(', ');
+  const of = (kind: 'cli' | 'api') =>
+    app.backends
+      .filter((b) => b.kind === kind)
+      .map((b) => `spawn_${b.name}`)
+      .join(', ');
   const said = [
-    ...(of('cli') ? [`CLI agents (${of('cli')}) work in a folder: they read, edit and create files and run commands`] : []),
+    ...(of('cli')
+      ? [`CLI agents (${of('cli')}) work in a folder: they read, edit and create files and run commands`]
+      : []),
     ...(of('api') ? [`API agents (${of('api')}) answer from the prompt alone: paste in what they need`] : []),
   ];
   return said.length ? [`${said.join('; ')}.`] : [];
@@ -48,9 +54,13 @@ function kinds(app: App): string[] {
 /** Named agents, and why a nested polyspawn starts none. */
 function agentInstructions(app: App): string[] {
   if (!app.nesting.canSpawn) {
-    return [`This polyspawn serves no spawn tools: ${app.nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`];
+    return [
+      `This polyspawn serves no spawn tools: ${app.nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`,
+    ];
   }
-  const agents = [...app.agents.agents.values()].map((d) => `- spawn_${d.name}: ${d.description.split('\n')[0]!.slice(0, 160)}`);
+  const agents = [...app.agents.agents.values()].map(
+    (d) => `- spawn_${d.name}: ${d.description.split('\n')[0]!.slice(0, 160)}`,
+  );
   return [
     'Named agents (presets over a backend: their own system prompt, model and rules; define_agent, remove_agent and list_agents manage them):',
     ...(agents.length ? agents : ['- none yet']),
@@ -65,12 +75,22 @@ function agentInstructions(app: App): string[] {
  */
 function refuseSpawnCalls(server: McpServer, reason: string): void {
   const inner = server.server;
-  const original = inner.setRequestHandler.bind(inner) as (schema: unknown, handler: (request: never, extra: never) => unknown) => void;
-  inner.setRequestHandler = ((schema: unknown, handler: (request: { params: { name: string } }, extra: unknown) => unknown) => {
+  const original = inner.setRequestHandler.bind(inner) as (
+    schema: unknown,
+    handler: (request: never, extra: never) => unknown,
+  ) => void;
+  inner.setRequestHandler = ((
+    schema: unknown,
+    handler: (request: { params: { name: string } }, extra: unknown) => unknown,
+  ) => {
     if (schema !== CallToolRequestSchema) return original(schema, handler as never);
     return original(schema, ((request: { params: { name: string } }, extra: unknown) => {
       const name = request.params.name;
-      if (name.startsWith('spawn_')) return { isError: true, content: [{ type: 'text', text: `${name} refused: this polyspawn starts no agents, because ${reason}.` }] };
+      if (name.startsWith('spawn_'))
+        return {
+          isError: true,
+          content: [{ type: 'text', text: `${name} refused: this polyspawn starts no agents, because ${reason}.` }],
+        };
       return handler(request, extra);
     }) as never);
   }) as typeof inner.setRequestHandler;
@@ -80,7 +100,11 @@ export function createServer(app: App): McpServer {
   const server = new McpServer(
     { name: 'polyspawn', version: VERSION },
     // Nested without an allowance, tools/call is set up after refuseSpawnCalls (below) can wrap it.
-    { instructions: instructions(app), capabilities: { ...(app.nesting.canSpawn ? { tools: {} } : {}), logging: {} }, jsonSchemaValidator: lazyJsonSchemaValidator() },
+    {
+      instructions: instructions(app),
+      capabilities: { ...(app.nesting.canSpawn ? { tools: {} } : {}), logging: {} },
+      jsonSchemaValidator: lazyJsonSchemaValidator(),
+    },
   );
   if (app.nesting.canSpawn) {
     registerSpawnTools(server, app);

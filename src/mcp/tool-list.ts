@@ -8,9 +8,21 @@ import { ListToolsRequestSchema, type Tool, type ToolAnnotations } from '@modelc
 import { z } from 'zod';
 
 /** Pure size limits: a call past one still gets the zod error that names it. */
-const DROPPED_KEYWORDS = new Set(['$schema', 'maxLength', 'minLength', 'maximum', 'minimum', 'exclusiveMaximum', 'exclusiveMinimum', 'maxItems', 'minItems']);
+const DROPPED_KEYWORDS = new Set([
+  '$schema',
+  'maxLength',
+  'minLength',
+  'maximum',
+  'minimum',
+  'exclusiveMaximum',
+  'exclusiveMinimum',
+  'maxItems',
+  'minItems',
+]);
 /** The spec's defaults: only hints that differ are listed (the same meaning, fewer bytes). */
-const DEFAULT_HINTS: Required<Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>> = {
+const DEFAULT_HINTS: Required<
+  Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>
+> = {
   readOnlyHint: false,
   destructiveHint: true,
   idempotentHint: false,
@@ -54,11 +66,15 @@ function applyBrief({ zodSchema, jsonSchema }: { zodSchema: unknown; jsonSchema:
 
 /** Keywords that say nothing a model needs: every JSON object key is a string; `{}` allows anything; the server refuses unknown fields anyway. */
 const redundant = (key: string, value: unknown) =>
-  (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') || (key === 'additionalProperties' && (value === false || JSON.stringify(value) === '{}'));
+  (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') ||
+  (key === 'additionalProperties' && (value === false || JSON.stringify(value) === '{}'));
 
 /** `anyOf` of bare types (what is left once the limits are gone) as one `type` list: the same meaning. */
 const bareType = (branch: unknown): branch is { type: string } =>
-  !!branch && typeof branch === 'object' && Object.keys(branch).join() === 'type' && typeof (branch as { type: unknown }).type === 'string';
+  !!branch &&
+  typeof branch === 'object' &&
+  Object.keys(branch).join() === 'type' &&
+  typeof (branch as { type: unknown }).type === 'string';
 function foldTypes(schema: Record<string, unknown>): Record<string, unknown> {
   const { anyOf, ...rest } = schema;
   if (!Array.isArray(anyOf) || !anyOf.every(bareType)) return schema;
@@ -73,7 +89,10 @@ function trim(schema: unknown): unknown {
   for (const [key, value] of Object.entries(schema)) {
     if (DROPPED_KEYWORDS.has(key) || redundant(key, value)) continue;
     // Under `properties` the keys are field names, never keywords.
-    out[key] = key === 'properties' && value && typeof value === 'object' ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, trim(v)])) : trim(value);
+    out[key] =
+      key === 'properties' && value && typeof value === 'object'
+        ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, trim(v)]))
+        : trim(value);
   }
   return foldTypes(out);
 }
@@ -84,7 +103,10 @@ function trim(schema: unknown): unknown {
  * model reads the result itself); the full list keeps both.
  */
 function compact(name: string, tool: Registered): Tool {
-  const input = tool.inputSchema instanceof z.ZodType ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief }) : { type: 'object' };
+  const input =
+    tool.inputSchema instanceof z.ZodType
+      ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief })
+      : { type: 'object' };
   const hints: ToolAnnotations = {};
   for (const [key, value] of Object.entries(tool.annotations ?? {})) {
     if (DEFAULT_HINTS[key as keyof typeof DEFAULT_HINTS] !== value) Object.assign(hints, { [key]: value });

@@ -9,7 +9,16 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
 import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 
-type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string; usage?: { input_tokens: number; output_tokens: number }; cost_usd?: number; cost_source?: string };
+type Job = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  error?: string;
+  session_id?: string;
+  usage?: { input_tokens: number; output_tokens: number };
+  cost_usd?: number;
+  cost_source?: string;
+};
 
 let api: FakeModelApi;
 let server: TestServer;
@@ -19,7 +28,10 @@ const project = () => server.projectDir;
 beforeAll(async () => {
   // KEY=VALUE lines: where the pinned CLIs are (installed on first use, then reused).
   const installed = Object.fromEntries(
-    execFileSync('bash', [join(repoRoot, 'test/contract/install-clis.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+    execFileSync('bash', [join(repoRoot, 'test/contract/install-clis.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
       .trim()
       .split('\n')
       .map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]),
@@ -77,7 +89,10 @@ afterAll(async () => {
 const spawn = async (backend: string, args: Record<string, unknown>): Promise<Job> => {
   const job = await server.callOk<Job>(`spawn_${backend}`, args);
   if (job.state === 'queued' || job.state === 'running') {
-    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 150 });
+    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', {
+      agent_ids: [job.agent_id],
+      timeout_s: 150,
+    });
     return waited.finished[0]!;
   }
   return job;
@@ -89,14 +104,21 @@ describe.each(['claude', 'codex', 'copilot'])('%s, the real CLI', (backend) => {
   test('first turn, then a resumed second turn with the same session', async () => {
     const mark = `first-${backend}-${Date.now()}`;
     const first = await spawn(backend, { prompt: `${mark} say hello`, wait_s: 120 });
-    expect(first, JSON.stringify(first)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 1): ${mark} say hello` });
+    expect(first, JSON.stringify(first)).toMatchObject({
+      state: 'succeeded',
+      text: `FAKE REPLY (turn 1): ${mark} say hello`,
+    });
     expect(first.session_id).toBeTruthy();
     expect(first.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
     expect(requestsWith(mark).length).toBeGreaterThanOrEqual(1);
 
     const mark2 = `second-${backend}-${Date.now()}`;
     const second = await spawn(backend, { prompt: `${mark2} and again`, resume: first.agent_id, wait_s: 120 });
-    expect(second, JSON.stringify(second)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 2): ${mark2} and again`, session_id: first.session_id });
+    expect(second, JSON.stringify(second)).toMatchObject({
+      state: 'succeeded',
+      text: `FAKE REPLY (turn 2): ${mark2} and again`,
+      session_id: first.session_id,
+    });
     // This turn's tokens, not the session's running total.
     expect(second.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
     if (backend === 'claude') expect(second.cost_usd).toBeCloseTo(first.cost_usd!);
@@ -114,7 +136,10 @@ describe.each(['claude', 'codex', 'copilot'])('%s, the real CLI', (backend) => {
     const job = await spawn(backend, { prompt: `${mark} hi`, system_prompt: instruction, wait_s: 120 });
     expect(job.state, JSON.stringify(job)).toBe('succeeded');
     const seen = requestsWith(`${mark} hi`);
-    expect(seen.some((r) => r.system.includes(instruction)), seen.map((r) => r.system.slice(-300)).join('\n---\n')).toBe(true);
+    expect(
+      seen.some((r) => r.system.includes(instruction)),
+      seen.map((r) => r.system.slice(-300)).join('\n---\n'),
+    ).toBe(true);
   });
 
   test('the default permissions let the agent run a command in its folder', async () => {
@@ -135,15 +160,33 @@ const finished = async (ids: string[]): Promise<Timed[]> =>
 describe.each(['claude', 'codex', 'copilot'])('%s, a session agent through the real CLI', (backend) => {
   test('turns continue one session; two calls at once run one after the other', async () => {
     const name = `session_${backend}`;
-    await server.callOk('define_agent', { name, description: `Remembers (${backend}).`, backend, system_prompt: 'You remember.', session: true });
+    await server.callOk('define_agent', {
+      name,
+      description: `Remembers (${backend}).`,
+      backend,
+      system_prompt: 'You remember.',
+      session: true,
+    });
     const mark = `sess-${backend}-${Date.now()}`;
     const first = await spawn(name, { prompt: `${mark} one`, wait_s: 120 });
-    expect(first, JSON.stringify(first)).toMatchObject({ state: 'succeeded', text: `FAKE REPLY (turn 1): ${mark} one` });
-    const [a, b] = await Promise.all([server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} A` }), server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} B` })]);
-    const done = (await finished([a.agent_id, b.agent_id])).sort((x, y) => Date.parse(x.started_at!) - Date.parse(y.started_at!));
-    for (const job of done) expect(job, JSON.stringify(job)).toMatchObject({ state: 'succeeded', session_id: first.session_id });
+    expect(first, JSON.stringify(first)).toMatchObject({
+      state: 'succeeded',
+      text: `FAKE REPLY (turn 1): ${mark} one`,
+    });
+    const [a, b] = await Promise.all([
+      server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} A` }),
+      server.callOk<Timed>(`spawn_${name}`, { prompt: `${mark} B` }),
+    ]);
+    const done = (await finished([a.agent_id, b.agent_id])).sort(
+      (x, y) => Date.parse(x.started_at!) - Date.parse(y.started_at!),
+    );
+    for (const job of done)
+      expect(job, JSON.stringify(job)).toMatchObject({ state: 'succeeded', session_id: first.session_id });
     expect(Date.parse(done[1]!.started_at!)).toBeGreaterThanOrEqual(Date.parse(done[0]!.ended_at!));
-    expect(done.map((j) => j.text!.slice(0, 'FAKE REPLY (turn 2)'.length)).sort()).toEqual(['FAKE REPLY (turn 2)', 'FAKE REPLY (turn 3)']);
+    expect(done.map((j) => j.text!.slice(0, 'FAKE REPLY (turn 2)'.length)).sort()).toEqual([
+      'FAKE REPLY (turn 2)',
+      'FAKE REPLY (turn 3)',
+    ]);
     // This turn's tokens, not the session's running total.
     expect(done[1]!.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
   });
@@ -154,7 +197,12 @@ describe.each(['claude', 'codex', 'copilot'])('%s, a session agent through the r
 // send the schema on; an echoed ```json block in the prompt makes a matching answer (codex,
 // copilot); claude's answer never matches, which exercises the retry in the same session.
 describe('structured output through the real CLIs', () => {
-  const schema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false };
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string' } },
+    required: ['name'],
+    additionalProperties: false,
+  };
 
   test('claude: --json-schema reaches the model as the StructuredOutput tool; a mismatch is retried once in the session, then fails', async () => {
     const mark = `so-claude-${Date.now()}`;
@@ -163,19 +211,28 @@ describe('structured output through the real CLIs', () => {
     expect(job.error).toMatch(/did not match the output schema, also after one retry/);
     const first = requestsWith(mark);
     expect(first[0]!.tools).toContain('StructuredOutput');
-    const retry = api.requests.filter((r) => r.rawBody.includes('Your answer did not match the required JSON Schema') && r.rawBody.includes(mark));
+    const retry = api.requests.filter(
+      (r) => r.rawBody.includes('Your answer did not match the required JSON Schema') && r.rawBody.includes(mark),
+    );
     expect(retry.length).toBeGreaterThanOrEqual(1);
     expect(retry[0]!.turn).toBeGreaterThan(1); // the same conversation, resumed
   });
 
   test.each(['codex', 'copilot'])('%s: a matching answer lands in structured', async (backend) => {
     const mark = `so-${backend}-${Date.now()}`;
-    const job = (await spawn(backend, { prompt: `${mark}\n\`\`\`json\n{"name": "${backend}"}\n\`\`\``, output_schema: schema, wait_s: 150 })) as Timed;
+    const job = (await spawn(backend, {
+      prompt: `${mark}\n\`\`\`json\n{"name": "${backend}"}\n\`\`\``,
+      output_schema: schema,
+      wait_s: 150,
+    })) as Timed;
     expect(job, JSON.stringify(job)).toMatchObject({ state: 'succeeded', structured: { name: backend } });
     if (backend === 'codex') {
       // --output-schema: the Responses request asks for JSON in that shape.
       const body = requestsWith(mark)[0]!.body as { text?: { format?: { type?: string; schema?: unknown } } };
-      expect(body.text?.format).toMatchObject({ type: 'json_schema', schema: expect.objectContaining({ required: ['name'] }) });
+      expect(body.text?.format).toMatchObject({
+        type: 'json_schema',
+        schema: expect.objectContaining({ required: ['name'] }),
+      });
     }
   });
 });

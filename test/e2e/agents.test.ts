@@ -1,6 +1,15 @@
 // Named agents, sessions, structured output, caller rules and nesting, through the built
 // server and the SDK client, with the fake CLIs recording what they were started with.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -8,7 +17,18 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor, type FakeCliRecord } from '../helpers/processes.js';
 
-type Job = { agent_id: string; agent?: string; state: string; text?: string; error?: string; session_id?: string; structured?: unknown; started_at?: string; ended_at?: string; usage?: unknown };
+type Job = {
+  agent_id: string;
+  agent?: string;
+  state: string;
+  text?: string;
+  error?: string;
+  session_id?: string;
+  structured?: unknown;
+  started_at?: string;
+  ended_at?: string;
+  usage?: unknown;
+};
 type Waited = { finished: Job[]; pending: Job[] };
 
 const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-records-'));
@@ -27,7 +47,11 @@ const argAfter = (argv: string[], flag: string) => {
   return at < 0 ? undefined : argv[at + 1];
 };
 
-const baseEnv = { FAKE_CLI_RECORD: recordDir, FAKE_CLI_RECORD_ENV: 'POLYSPAWN_DEPTH,POLYSPAWN_ALLOW_DEPTH', POLYSPAWN_CONCURRENCY: '4' };
+const baseEnv = {
+  FAKE_CLI_RECORD: recordDir,
+  FAKE_CLI_RECORD_ENV: 'POLYSPAWN_DEPTH,POLYSPAWN_ALLOW_DEPTH',
+  POLYSPAWN_CONCURRENCY: '4',
+};
 const agentsDir = (project: string) => join(project, '.polyspawn', 'agents');
 const userAgentsDir = (project: string) => join(project, '.xdg-config', 'polyspawn', 'agents');
 
@@ -40,14 +64,17 @@ function writeAgent(dir: string, name: string, text: string): string {
   return file;
 }
 const agentText = (fields: Record<string, string>, prompt = 'You are a test agent.') =>
-  `---\n${Object.entries(fields).map(([k, v]) => `${k}: ${v}`).join('\n')}\n---\n${prompt}\n`;
+  `---\n${Object.entries(fields)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\n')}\n---\n${prompt}\n`;
 
 const errorText = async (s: TestServer, name: string, args: Record<string, unknown>) => {
   const result = await s.call(name, args);
   expect(result.isError, `${name} should fail`).toBe(true);
   return (result.content as { text: string }[])[0]!.text;
 };
-const finish = async (s: TestServer, ids: string[]) => (await s.callOk<Waited>('wait_for_agents', { agent_ids: ids, timeout_s: 30 })).finished;
+const finish = async (s: TestServer, ids: string[]) =>
+  (await s.callOk<Waited>('wait_for_agents', { agent_ids: ids, timeout_s: 30 })).finished;
 const toolNames = async (s: TestServer) => (await s.client.listTools()).tools.map((t) => t.name);
 
 describe('definitions on disk become tools, and the list follows the files', () => {
@@ -67,7 +94,8 @@ describe('definitions on disk become tools, and the list follows the files', () 
     await waitFor(`list_changed (${what})`, () => changes > before);
     // A change may come as a remove and a register: wait until the list says what it should.
     let ok = false;
-    for (let i = 0; i < 100 && !(ok = await check(await toolNames(s))); i++) await new Promise((r) => setTimeout(r, 30));
+    for (let i = 0; i < 100 && !(ok = await check(await toolNames(s))); i++)
+      await new Promise((r) => setTimeout(r, 30));
     expect(ok, what).toBe(true);
   };
 
@@ -75,15 +103,30 @@ describe('definitions on disk become tools, and the list follows the files', () 
     expect(existsSync(join(s.projectDir, '.polyspawn'))).toBe(false);
     expect(await toolNames(s)).not.toContain('spawn_helper');
 
-    const file = writeAgent(agentsDir(s.projectDir), 'helper', agentText({ description: 'First description.', backend: 'claude' }));
+    const file = writeAgent(
+      agentsDir(s.projectDir),
+      'helper',
+      agentText({ description: 'First description.', backend: 'claude' }),
+    );
     await changed('added', (names) => names.includes('spawn_helper'));
     const tool = (await s.client.listTools()).tools.find((t) => t.name === 'spawn_helper')!;
     expect(tool.description).toMatch(/^First description\./);
-    expect(Object.keys(tool.inputSchema.properties!)).toEqual(expect.arrayContaining(['prompt', 'model', 'cwd', 'resume', 'output_schema']));
+    expect(Object.keys(tool.inputSchema.properties!)).toEqual(
+      expect.arrayContaining(['prompt', 'model', 'cwd', 'resume', 'output_schema']),
+    );
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('system_prompt');
 
-    writeAgent(agentsDir(s.projectDir), 'helper', agentText({ description: 'Second description.', backend: 'claude', model: 'opus' }));
-    await changed('changed', async () => (await s.client.listTools()).tools.find((t) => t.name === 'spawn_helper')?.description?.startsWith('Second') ?? false);
+    writeAgent(
+      agentsDir(s.projectDir),
+      'helper',
+      agentText({ description: 'Second description.', backend: 'claude', model: 'opus' }),
+    );
+    await changed(
+      'changed',
+      async () =>
+        (await s.client.listTools()).tools.find((t) => t.name === 'spawn_helper')?.description?.startsWith('Second') ??
+        false,
+    );
     const changedTool = (await s.client.listTools()).tools.find((t) => t.name === 'spawn_helper')!;
     expect(Object.keys(changedTool.inputSchema.properties!)).not.toContain('model'); // fixed by the definition now
 
@@ -96,7 +139,9 @@ describe('definitions on disk become tools, and the list follows the files', () 
     const file = writeAgent(agentsDir(s.projectDir), 'broken', agentText({ description: 'x', backend: 'gpt' }));
     await waitFor('the log line', () => s.stderr().includes(`agent definition ${file} skipped: unknown backend "gpt"`));
     const listed = await s.callOk<{ problems: { file: string; problem: string }[] }>('list_agents');
-    expect(listed.problems).toEqual([expect.objectContaining({ file, problem: expect.stringMatching(/unknown backend "gpt"/) })]);
+    expect(listed.problems).toEqual([
+      expect.objectContaining({ file, problem: expect.stringMatching(/unknown backend "gpt"/) }),
+    ]);
     expect(await toolNames(s)).not.toContain('spawn_broken');
     writeAgent(agentsDir(s.projectDir), 'broken', agentText({ description: 'x', backend: 'codex' }));
     await changed('fixed', (names) => names.includes('spawn_broken'));
@@ -108,7 +153,14 @@ describe('definitions on disk become tools, and the list follows the files', () 
       agentsDir(s.projectDir),
       'fixed',
       agentText(
-        { description: 'Reads only.', backend: 'claude', model: 'opus', allow: '[Read, "Bash(git diff:*)"]', deny: '[Write]', mcp_servers: '{ docs: { command: docs-mcp, args: [--ro], env: { DOCS_TOKEN: tok-1234567890abcdef } } }' },
+        {
+          description: 'Reads only.',
+          backend: 'claude',
+          model: 'opus',
+          allow: '[Read, "Bash(git diff:*)"]',
+          deny: '[Write]',
+          mcp_servers: '{ docs: { command: docs-mcp, args: [--ro], env: { DOCS_TOKEN: tok-1234567890abcdef } } }',
+        },
         'You only read.',
       ),
     );
@@ -121,11 +173,17 @@ describe('definitions on disk become tools, and the list follows the files', () 
     expect(argAfter(argv, '--append-system-prompt')).toBe('You only read.');
     expect(argAfter(argv, '--permission-mode')).toBe('dontAsk');
     expect(argv).not.toContain('--dangerously-skip-permissions');
-    expect(argv.slice(argv.indexOf('--allowedTools'), argv.indexOf('--allowedTools') + 3)).toEqual(['--allowedTools', 'Read', 'Bash(git diff:*)']);
+    expect(argv.slice(argv.indexOf('--allowedTools'), argv.indexOf('--allowedTools') + 3)).toEqual([
+      '--allowedTools',
+      'Read',
+      'Bash(git diff:*)',
+    ]);
     expect(argAfter(argv, '--disallowedTools')).toBe('Write');
     expect(argv).toContain('--strict-mcp-config');
     // The CLI read the token from the file; once the run ended, the run folder was scrubbed of it.
-    expect(JSON.parse(readFileSync(argAfter(argv, '--mcp-config')!, 'utf8'))).toEqual({ mcpServers: { docs: { type: 'stdio', command: 'docs-mcp', args: ['--ro'], env: { DOCS_TOKEN: '[REDACTED]' } } } });
+    expect(JSON.parse(readFileSync(argAfter(argv, '--mcp-config')!, 'utf8'))).toEqual({
+      mcpServers: { docs: { type: 'stdio', command: 'docs-mcp', args: ['--ro'], env: { DOCS_TOKEN: '[REDACTED]' } } },
+    });
     const stored = readFileSync(join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'record.json'), 'utf8');
     expect(stored).toContain('"name": "fixed"');
     expect(stored).not.toContain('tok-1234567890abcdef');
@@ -140,7 +198,12 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
   afterAll(async () => s?.close());
 
-  const good = { name: 'writer', description: 'Writes docs.', backend: 'codex', system_prompt: 'You write clear docs.' };
+  const good = {
+    name: 'writer',
+    description: 'Writes docs.',
+    backend: 'codex',
+    system_prompt: 'You write clear docs.',
+  };
 
   test.each([
     [{ ...good, name: 'Writer!' }, /lower-case letters, digits/],
@@ -158,19 +221,44 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
 
   test('define in the project, refuse a silent overwrite, replace, list, remove', async () => {
-    const defined = await s.callOk<{ file: string; tool: string; replaced: boolean }>('define_agent', { ...good, session: true, output_schema: { type: 'object' } });
-    expect(defined).toMatchObject({ tool: 'spawn_writer', replaced: false, file: join(agentsDir(s.projectDir), 'writer', 'agent.md') });
+    const defined = await s.callOk<{ file: string; tool: string; replaced: boolean }>('define_agent', {
+      ...good,
+      session: true,
+      output_schema: { type: 'object' },
+    });
+    expect(defined).toMatchObject({
+      tool: 'spawn_writer',
+      replaced: false,
+      file: join(agentsDir(s.projectDir), 'writer', 'agent.md'),
+    });
     const text = readFileSync(defined.file, 'utf8');
-    expect(text).toMatch(/^---\nname: writer\ndescription: Writes docs\.\nbackend: codex\nsession: true\noutput_schema:\n {2}type: object\n---\n\nYou write clear docs\.\n$/);
+    expect(text).toMatch(
+      /^---\nname: writer\ndescription: Writes docs\.\nbackend: codex\nsession: true\noutput_schema:\n {2}type: object\n---\n\nYou write clear docs\.\n$/,
+    );
     expect(readdirSync(join(agentsDir(s.projectDir), 'writer'))).toEqual(['agent.md']); // no temp file left
     expect(await toolNames(s)).toContain('spawn_writer'); // at once, not after the watcher's delay
 
     expect(await errorText(s, 'define_agent', good)).toMatch(/already exists .* pass replace: true/);
-    const replaced = await s.callOk<{ replaced: boolean }>('define_agent', { ...good, description: 'Writes better docs.', replace: true });
+    const replaced = await s.callOk<{ replaced: boolean }>('define_agent', {
+      ...good,
+      description: 'Writes better docs.',
+      replace: true,
+    });
     expect(replaced.replaced).toBe(true);
 
-    const listed = await s.callOk<{ agents: { name: string; description: string; scope: string; session: boolean; usable_by_this_client: boolean }[]; folders: { project: string } }>('list_agents');
-    expect(listed.agents).toEqual([expect.objectContaining({ name: 'writer', description: 'Writes better docs.', scope: 'project', session: false, usable_by_this_client: true })]);
+    const listed = await s.callOk<{
+      agents: { name: string; description: string; scope: string; session: boolean; usable_by_this_client: boolean }[];
+      folders: { project: string };
+    }>('list_agents');
+    expect(listed.agents).toEqual([
+      expect.objectContaining({
+        name: 'writer',
+        description: 'Writes better docs.',
+        scope: 'project',
+        session: false,
+        usable_by_this_client: true,
+      }),
+    ]);
     expect(listed.folders.project).toBe(agentsDir(s.projectDir));
 
     const removed = await s.callOk<{ removed: string }>('remove_agent', { name: 'writer' });
@@ -181,16 +269,35 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
 
   test('user scope, and the project definition of the same name wins', async () => {
-    const user = await s.callOk<{ file: string }>('define_agent', { ...good, name: 'both', description: 'user one', scope: 'user' });
+    const user = await s.callOk<{ file: string }>('define_agent', {
+      ...good,
+      name: 'both',
+      description: 'user one',
+      scope: 'user',
+    });
     expect(user.file).toBe(join(userAgentsDir(s.projectDir), 'both', 'agent.md'));
-    const project = await s.callOk<{ file: string }>('define_agent', { ...good, name: 'both', description: 'project one' });
+    const project = await s.callOk<{ file: string }>('define_agent', {
+      ...good,
+      name: 'both',
+      description: 'project one',
+    });
     type Listed = { agents: { name: string; description: string; file: string; shadows?: string }[] };
     const listed = await s.callOk<Listed>('list_agents');
-    expect(listed.agents.find((a) => a.name === 'both')).toMatchObject({ description: 'project one', file: project.file, shadows: user.file });
+    expect(listed.agents.find((a) => a.name === 'both')).toMatchObject({
+      description: 'project one',
+      file: project.file,
+      shadows: user.file,
+    });
     const tool = (await s.client.listTools()).tools.find((t) => t.name === 'spawn_both')!;
     expect(tool.description).toMatch(/^project one/);
     // Defining the user one again says the project one is in effect.
-    const again = await s.callOk<{ note?: string }>('define_agent', { ...good, name: 'both', description: 'user two', scope: 'user', replace: true });
+    const again = await s.callOk<{ note?: string }>('define_agent', {
+      ...good,
+      name: 'both',
+      description: 'user two',
+      scope: 'user',
+      replace: true,
+    });
     expect(again.note).toMatch(/project definition of the same name .* takes precedence/);
     expect(await errorText(s, 'remove_agent', { name: 'both', scope: 'user', extra: 1 })).toMatch(/Unrecognized key/);
     const removed = await s.callOk<{ now_in_effect?: string }>('remove_agent', { name: 'both' });
@@ -204,8 +311,16 @@ describe('sessions', () => {
   let project: string;
   beforeAll(async () => {
     project = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'));
-    writeAgent(agentsDir(project), 'chat', agentText({ description: 'Remembers.', backend: 'claude', session: 'true' }));
-    writeAgent(agentsDir(project), 'coder', agentText({ description: 'Remembers too.', backend: 'codex', session: 'true' }));
+    writeAgent(
+      agentsDir(project),
+      'chat',
+      agentText({ description: 'Remembers.', backend: 'claude', session: 'true' }),
+    );
+    writeAgent(
+      agentsDir(project),
+      'coder',
+      agentText({ description: 'Remembers too.', backend: 'codex', session: 'true' }),
+    );
     s = await startServer({ env: baseEnv, projectDir: project });
   });
   afterAll(async () => {
@@ -213,7 +328,7 @@ describe('sessions', () => {
     rmSync(project, { recursive: true, force: true });
   });
 
-  test('the second call resumes the first one\'s session', async () => {
+  test("the second call resumes the first one's session", async () => {
     const tool = (await s.client.listTools()).tools.find((t) => t.name === 'spawn_chat')!;
     expect(Object.keys(tool.inputSchema.properties!)).toContain('new_session');
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('resume');
@@ -259,9 +374,14 @@ describe('sessions', () => {
   });
 
   test('the session survives a restart of the server', async () => {
-    const last = (await s.callOk<{ agents: { name: string; session_id?: string }[] }>('list_agents')).agents.find((x) => x.name === 'chat')!.session_id!;
+    const last = (await s.callOk<{ agents: { name: string; session_id?: string }[] }>('list_agents')).agents.find(
+      (x) => x.name === 'chat',
+    )!.session_id!;
     await s.close();
-    expect(JSON.parse(readFileSync(join(project, '.polyspawn', 'sessions', 'chat.json'), 'utf8'))).toMatchObject({ backend: 'claude', sessionId: last });
+    expect(JSON.parse(readFileSync(join(project, '.polyspawn', 'sessions', 'chat.json'), 'utf8'))).toMatchObject({
+      backend: 'claude',
+      sessionId: last,
+    });
     s = await startServer({ env: baseEnv, projectDir: project });
     const job = await s.callOk<Job>('spawn_chat', { prompt: 'chat after restart', wait_s: 30 });
     expect(job.session_id).toBe(last);
@@ -275,17 +395,29 @@ describe('structured output', () => {
     s = await startServer({ env: baseEnv });
   });
   afterAll(async () => s?.close());
-  const schema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false };
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string' } },
+    required: ['name'],
+    additionalProperties: false,
+  };
 
   test('claude gets --json-schema; an answer that does not match is retried once in the same session, then fails with the errors', async () => {
-    const job = await s.callOk<Job>('spawn_claude', { prompt: 'so-claude-mismatch', output_schema: schema, wait_s: 30 });
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: 'so-claude-mismatch',
+      output_schema: schema,
+      wait_s: 30,
+    });
     expect(job.state).toBe('failed');
     expect(job.error).toMatch(/did not match the output schema, also after one retry .*the answer is not JSON/);
     expect(job.structured).toBeUndefined();
     const first = recordOf('so-claude-mismatch');
     expect(JSON.parse(argAfter(first.argv, '--json-schema')!)).toEqual(schema);
     expect(first.prompt).toContain(`JSON Schema: ${JSON.stringify(schema)}`);
-    const retry = records().find((r) => r.prompt.startsWith('Your answer did not match the required JSON Schema') && r.argv.includes(job.session_id!))!;
+    const retry = records().find(
+      (r) =>
+        r.prompt.startsWith('Your answer did not match the required JSON Schema') && r.argv.includes(job.session_id!),
+    )!;
     expect(retry.prompt).toContain('the answer is not JSON');
     expect(argAfter(retry.argv, '--resume')).toBe(job.session_id);
     expect(argAfter(retry.argv, '--json-schema')).toBe(JSON.stringify(schema));
@@ -294,48 +426,77 @@ describe('structured output', () => {
   });
 
   test('valid JSON that breaks the schema: the errors name the field', async () => {
-    const job = await s.callOk<Job>('spawn_claude', { prompt: 'so-claude-type ```json\n{"name": 5}\n```', output_schema: schema, wait_s: 30 });
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: 'so-claude-type ```json\n{"name": 5}\n```',
+      output_schema: schema,
+      wait_s: 30,
+    });
     expect(job.state).toBe('failed');
-    const retry = records().find((r) => r.prompt.startsWith('Your answer did not match') && r.argv.includes(job.session_id!))!;
+    const retry = records().find(
+      (r) => r.prompt.startsWith('Your answer did not match') && r.argv.includes(job.session_id!),
+    )!;
     expect(retry.prompt).toContain('/name must be string');
   });
 
   test('codex gets --output-schema FILE; a matching answer lands in structuredContent', async () => {
-    const result = await s.call('spawn_codex', { prompt: 'so-codex-ok\n```json\n{"name": "polyspawn"}\n```', output_schema: schema, wait_s: 30 });
+    const result = await s.call('spawn_codex', {
+      prompt: 'so-codex-ok\n```json\n{"name": "polyspawn"}\n```',
+      output_schema: schema,
+      wait_s: 30,
+    });
     const job = result.structuredContent as Job;
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'polyspawn' } });
     const file = argAfter(recordOf('so-codex-ok').argv, '--output-schema')!;
     expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(schema);
-    expect(await s.callOk<Job>('result', { agent_id: job.agent_id })).toMatchObject({ structured: { name: 'polyspawn' } });
+    expect(await s.callOk<Job>('result', { agent_id: job.agent_id })).toMatchObject({
+      structured: { name: 'polyspawn' },
+    });
   });
 
   test('copilot has no flag: the server validates alone', async () => {
-    const job = await s.callOk<Job>('spawn_copilot', { prompt: 'so-copilot-ok ```json\n{"name": "c"}\n```', output_schema: schema, wait_s: 30 });
+    const job = await s.callOk<Job>('spawn_copilot', {
+      prompt: 'so-copilot-ok ```json\n{"name": "c"}\n```',
+      output_schema: schema,
+      wait_s: 30,
+    });
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'c' } });
   });
 
   test('an agent carries its schema; a bad schema on a spawn is refused', async () => {
-    writeAgent(agentsDir(s.projectDir), 'namer', agentText({ description: 'Names things.', backend: 'codex', output_schema: JSON.stringify(schema) }));
-    for (let i = 0; i < 200 && !(await toolNames(s)).includes('spawn_namer'); i++) await new Promise((r) => setTimeout(r, 25));
+    writeAgent(
+      agentsDir(s.projectDir),
+      'namer',
+      agentText({ description: 'Names things.', backend: 'codex', output_schema: JSON.stringify(schema) }),
+    );
+    for (let i = 0; i < 200 && !(await toolNames(s)).includes('spawn_namer'); i++)
+      await new Promise((r) => setTimeout(r, 25));
     const tool = (await s.client.listTools()).tools.find((t) => t.name === 'spawn_namer')!;
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('output_schema');
     const job = await s.callOk<Job>('spawn_namer', { prompt: 'so-agent ```json\n{"name": "n"}\n```', wait_s: 30 });
     expect(job).toMatchObject({ state: 'succeeded', agent: 'namer', structured: { name: 'n' } });
-    expect(await errorText(s, 'spawn_claude', { prompt: 'x', output_schema: { type: 'nope' } })).toMatch(/output_schema: the output schema is not a valid JSON Schema/);
+    expect(await errorText(s, 'spawn_claude', { prompt: 'x', output_schema: { type: 'nope' } })).toMatch(
+      /output_schema: the output schema is not a valid JSON Schema/,
+    );
   });
 });
 
 describe('caller rules', () => {
   test('only the named MCP clients may use an agent', async () => {
     const project = mkdtempSync(join(tmpdir(), 'polyspawn-callers-'));
-    writeAgent(agentsDir(project), 'private', agentText({ description: 'Only for Claude Code.', backend: 'claude', allowed_callers: '[claude-code]' }));
+    writeAgent(
+      agentsDir(project),
+      'private',
+      agentText({ description: 'Only for Claude Code.', backend: 'claude', allowed_callers: '[claude-code]' }),
+    );
     const allowed = await startServer({ env: baseEnv, projectDir: project, clientName: 'claude-code' });
     const other = await startServer({ env: baseEnv, projectDir: project, clientName: 'Visual Studio Code' });
     try {
       const ok = await allowed.callOk<Job>('spawn_private', { prompt: 'caller allowed', wait_s: 30 });
       expect(ok.state).toBe('succeeded');
       const refusal = await errorText(other, 'spawn_private', { prompt: 'caller refused' });
-      expect(refusal).toMatch(/^spawn_private refused: agent "private" may be used only by the MCP clients "claude-code", and this client is "Visual Studio Code"/);
+      expect(refusal).toMatch(
+        /^spawn_private refused: agent "private" may be used only by the MCP clients "claude-code", and this client is "Visual Studio Code"/,
+      );
       expect(() => recordOf('caller refused')).toThrow();
       const listed = await other.callOk<{ agents: { usable_by_this_client: boolean }[] }>('list_agents');
       expect(listed.agents[0]!.usable_by_this_client).toBe(false);
@@ -350,7 +511,11 @@ describe('caller rules', () => {
 describe('nesting', () => {
   test('every child gets the depth marker; an agent that allows nesting passes an allowance', async () => {
     const project = mkdtempSync(join(tmpdir(), 'polyspawn-nesting-'));
-    writeAgent(agentsDir(project), 'planner', agentText({ description: 'May delegate.', backend: 'claude', allow_nesting: 'true' }));
+    writeAgent(
+      agentsDir(project),
+      'planner',
+      agentText({ description: 'May delegate.', backend: 'claude', allow_nesting: 'true' }),
+    );
     // A stale allowance in the server's own environment must not reach its children.
     const s = await startServer({ env: { ...baseEnv, POLYSPAWN_ALLOW_DEPTH: '2' }, projectDir: project });
     try {
@@ -372,9 +537,13 @@ describe('nesting', () => {
       const names = await toolNames(s);
       expect(names.filter((n) => n.startsWith('spawn_') || n === 'define_agent' || n === 'remove_agent')).toEqual([]);
       expect(names).toEqual(expect.arrayContaining(['list', 'result', 'wait_for_agents', 'list_agents']));
-      expect(s.client.getInstructions()).toMatch(/serves no spawn tools: it was started inside an agent that polyspawn runs \(POLYSPAWN_DEPTH=1\).*allow_nesting/);
+      expect(s.client.getInstructions()).toMatch(
+        /serves no spawn tools: it was started inside an agent that polyspawn runs \(POLYSPAWN_DEPTH=1\).*allow_nesting/,
+      );
       for (const tool of ['spawn_claude', 'spawn_helper']) {
-        expect(await errorText(s, tool, { prompt: 'nested call' })).toMatch(new RegExp(`^${tool} refused: this polyspawn starts no agents, because it was started inside an agent`));
+        expect(await errorText(s, tool, { prompt: 'nested call' })).toMatch(
+          new RegExp(`^${tool} refused: this polyspawn starts no agents, because it was started inside an agent`),
+        );
       }
       expect(() => recordOf('nested call')).toThrow();
       expect((await s.callOk<{ agents: unknown[] }>('list')).agents).toEqual([]);

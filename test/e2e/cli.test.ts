@@ -25,7 +25,13 @@ function project(extraEnv: Record<string, string> = {}) {
     ...extraEnv,
   });
   const cli = (args: string[], options: { input?: string; env?: Record<string, string> } = {}) =>
-    spawnSync(process.execPath, [serverEntry, ...args], { cwd: dir, env: { ...env, ...options.env }, input: options.input ?? '', encoding: 'utf8', timeout: 30_000 });
+    spawnSync(process.execPath, [serverEntry, ...args], {
+      cwd: dir,
+      env: { ...env, ...options.env },
+      input: options.input ?? '',
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
   return { dir, env, records, cli };
 }
 
@@ -37,7 +43,8 @@ describe('polyspawn --help and wrong usage', () => {
     const p = project();
     const help = p.cli(['--help']);
     expect(help.status).toBe(0);
-    for (const command of ['[serve]', 'init', 'doctor', 'run', 'status']) expect(help.stdout).toContain(`polyspawn ${command}`);
+    for (const command of ['[serve]', 'init', 'doctor', 'run', 'status'])
+      expect(help.stdout).toContain(`polyspawn ${command}`);
     for (const command of ['init', 'doctor', 'run', 'status']) {
       const own = p.cli([command, '--help']);
       expect(own.status, command).toBe(0);
@@ -88,13 +95,15 @@ describe('polyspawn doctor and init, built', () => {
     expect(some.stdout).toContain('3 of 6 backends usable.');
   });
 
-  test('init writes this node and this installation\'s dist/src/cli.js, by absolute path', () => {
+  test("init writes this node and this installation's dist/src/cli.js, by absolute path", () => {
     const p = project();
     const r = p.cli(['init', '--claude', '--codex'], { env: { CODEX_HOME: join(p.dir, '.codex') } });
     expect(r.status).toBe(0);
     const agents = JSON.parse(readFileSync(join(p.dir, '.mcp.json'), 'utf8')).mcpServers.agents;
     expect(agents).toEqual({ type: 'stdio', command: process.execPath, args: [serverEntry] });
-    expect(readFileSync(join(p.dir, '.codex', 'config.toml'), 'utf8')).toContain(`args = [ ${JSON.stringify(serverEntry)} ]`);
+    expect(readFileSync(join(p.dir, '.codex', 'config.toml'), 'utf8')).toContain(
+      `args = [ ${JSON.stringify(serverEntry)} ]`,
+    );
   });
 });
 
@@ -104,14 +113,18 @@ describe('polyspawn run', () => {
     const r = p.cli(['run', 'codex', 'explain', 'this', '[[cli:sleep:200]]']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toBe('FAKE codex: explain this [[cli:sleep:200]]\n');
-    expect(r.stderr).toMatch(/^polyspawn: agent ([a-z2-9]{6}) \(codex, gpt-5\.5\) succeeded after [\d.]+ s · 12 in \/ 7 out tokens · \$0\.000085 \(estimated\) · log \S+stdout\.log\n$/);
+    expect(r.stderr).toMatch(
+      /^polyspawn: agent ([a-z2-9]{6}) \(codex, gpt-5\.5\) succeeded after [\d.]+ s · 12 in \/ 7 out tokens · \$0\.000085 \(estimated\) · log \S+stdout\.log\n$/,
+    );
     expect(r.stdout + r.stderr).not.toMatch(CONTROL);
     const id = /agent ([a-z2-9]{6})/.exec(r.stderr)![1]!;
 
     const status = p.cli(['status']);
     expect(status.status).toBe(0);
     expect(status.stdout).toContain('Active agents (0)');
-    expect(status.stdout).toMatch(new RegExp(`^  ${id} +succeeded +codex +gpt-5\\.5 .* 12/7 +\\$0\\.000085~ +explain this`, 'm'));
+    expect(status.stdout).toMatch(
+      new RegExp(`^  ${id} +succeeded +codex +gpt-5\\.5 .* 12/7 +\\$0\\.000085~ +explain this`, 'm'),
+    );
     expect(status.stdout).not.toMatch(CONTROL);
     const json = JSON.parse(p.cli(['status', '--json']).stdout);
     expect(json.history[0]).toMatchObject({ id, state: 'succeeded', backend: 'codex', inputTokens: 12 });
@@ -124,7 +137,11 @@ describe('polyspawn run', () => {
     const p = project();
     const fromStdin = p.cli(['run', 'claude', '-', '--json'], { input: '--starts with a dash\nsecond line' });
     expect(fromStdin.status).toBe(0);
-    expect(JSON.parse(fromStdin.stdout)).toMatchObject({ state: 'succeeded', backend: 'claude', text: 'FAKE claude: --starts with a dash\nsecond line' });
+    expect(JSON.parse(fromStdin.stdout)).toMatchObject({
+      state: 'succeeded',
+      backend: 'claude',
+      text: 'FAKE claude: --starts with a dash\nsecond line',
+    });
     const failed = p.cli(['run', 'copilot', 'break [[cli:fail]]']);
     expect(failed.status).toBe(1);
     expect(failed.stdout).toBe('');
@@ -132,7 +149,7 @@ describe('polyspawn run', () => {
     expect(failed.stderr).toMatch(/agent \w+ \(copilot, \S+\) failed after/);
   });
 
-  test('--resume in a later process: the turn is billed its own tokens, not the whole session\'s', () => {
+  test("--resume in a later process: the turn is billed its own tokens, not the whole session's", () => {
     const p = project();
     const first = p.cli(['run', 'codex', '--json', 'first turn']);
     expect(first.status, first.stderr).toBe(0);
@@ -152,7 +169,11 @@ describe('polyspawn run', () => {
     try {
       const key = 'mistral-test-key-0123456789abcdef';
       const p = project({ MISTRAL_API_KEY: key, POLYSPAWN_MISTRAL_BASE_URL: api.url });
-      const child = spawn(process.execPath, [serverEntry, 'run', 'mistral', 'hello api'], { cwd: p.dir, env: p.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [serverEntry, 'run', 'mistral', 'hello api'], {
+        cwd: p.dir,
+        env: p.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -174,7 +195,12 @@ describe('polyspawn run', () => {
     expect(script.error, 'this test needs script(1) from util-linux (apt-get install bsdutils)').toBeUndefined();
     const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
     const command = [process.execPath, serverEntry, 'run', 'claude', 'tty test [[cli:sleep:300]]'].map(quote).join(' ');
-    const r = spawnSync('script', ['-qfec', `stty cols 120; ${command}`, '/dev/null'], { cwd: p.dir, env: p.env, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync('script', ['-qfec', `stty cols 120; ${command}`, '/dev/null'], {
+      cwd: p.dir,
+      env: p.env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.status, r.stdout).toBe(0);
     // A drawn line: carriage return, erase line, a spinner frame, the id, backend/model, state, elapsed.
     expect(r.stdout).toMatch(/\r\u001b\[2K[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [a-z2-9]{6} claude\/sonnet (queued|running) [\d.]+ s/);
@@ -185,14 +211,26 @@ describe('polyspawn run', () => {
   test('Ctrl-C cancels the agent: exit 130, no process left, and the store says cancelled', async () => {
     const p = project();
     const gcFile = join(p.dir, 'grandchild.pid');
-    const child = spawn(process.execPath, [serverEntry, 'run', 'codex', `hang [[cli:hang]] [[cli:grandchild:${gcFile}]]`], { cwd: p.dir, env: p.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      [serverEntry, 'run', 'codex', `hang [[cli:hang]] [[cli:grandchild:${gcFile}]]`],
+      { cwd: p.dir, env: p.env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = once(child, 'exit');
-    await waitFor('the fake CLI and its grandchild to start', () => existsSync(gcFile) && readdirSync(p.records).some((f) => f.endsWith('.json')), 20_000);
-    const cliPid = Number(readdirSync(p.records).find((f) => f.endsWith('.json'))!.slice(0, -5));
+    await waitFor(
+      'the fake CLI and its grandchild to start',
+      () => existsSync(gcFile) && readdirSync(p.records).some((f) => f.endsWith('.json')),
+      20_000,
+    );
+    const cliPid = Number(
+      readdirSync(p.records)
+        .find((f) => f.endsWith('.json'))!
+        .slice(0, -5),
+    );
     const grandchild = Number(readFileSync(gcFile, 'utf8'));
     child.kill('SIGINT');
     const [code] = await exited;
@@ -210,12 +248,20 @@ describe('polyspawn run', () => {
 
   test('a second Ctrl-C kills at once, even an agent that ignores SIGTERM', async () => {
     const p = project({ POLYSPAWN_KILL_GRACE_S: '60' });
-    const child = spawn(process.execPath, [serverEntry, 'run', 'claude', 'stubborn [[cli:ignore-term]]'], { cwd: p.dir, env: p.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [serverEntry, 'run', 'claude', 'stubborn [[cli:ignore-term]]'], {
+      cwd: p.dir,
+      env: p.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = once(child, 'exit');
     await waitFor('the fake CLI to start', () => readdirSync(p.records).some((f) => f.endsWith('.json')), 20_000);
-    const cliPid = Number(readdirSync(p.records).find((f) => f.endsWith('.json'))!.slice(0, -5));
+    const cliPid = Number(
+      readdirSync(p.records)
+        .find((f) => f.endsWith('.json'))!
+        .slice(0, -5),
+    );
     child.kill('SIGINT');
     await waitFor('the cancel to begin', () => stderr.includes('cancelling agent'));
     child.kill('SIGINT');

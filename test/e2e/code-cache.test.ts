@@ -38,7 +38,9 @@ describe('the code cache', () => {
     const first = await session(env);
     await waitFor('the cache file', () => cacheFiles(dir).length === 1);
     const [name] = cacheFiles(dir);
-    expect(name).toMatch(new RegExp(`^cli-[0-9a-f]{8}-${process.version.replaceAll('.', '\\.')}-${process.arch}\\.v8cache$`));
+    expect(name).toMatch(
+      new RegExp(`^cli-[0-9a-f]{8}-${process.version.replaceAll('.', '\\.')}-${process.arch}\\.v8cache$`),
+    );
     const written = readFileSync(join(dir, name!));
     expect(await session(env)).toEqual(first);
     expect(readFileSync(join(dir, name!)).equals(written)).toBe(true);

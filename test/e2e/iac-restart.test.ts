@@ -7,7 +7,17 @@ import { startServer, type TestServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitFor } from '../helpers/processes.js';
 
-type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string; log?: string; raw?: unknown; usage?: unknown; cost_usd?: number };
+type Job = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  error?: string;
+  session_id?: string;
+  log?: string;
+  raw?: unknown;
+  usage?: unknown;
+  cost_usd?: number;
+};
 type Page = { text: string; size: number; offset: number; next_offset: number; eof: boolean; path: string };
 
 const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-restart-'));
@@ -34,10 +44,18 @@ describe('after a restart', () => {
     const cancelled = await s.callOk<Job>('spawn_claude', { prompt: 'restart: cancel me [[cli:hang]]' });
     Object.assign(named, { ok: ok.agent_id, flood: flood.agent_id });
     await s.callOk('cancel', { agent_id: cancelled.agent_id });
-    const waited = await s.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [ok.agent_id, failed.agent_id, slow.agent_id, flood.agent_id], timeout_s: 30 });
-    for (const j of waited.finished) before[j.agent_id] = await s.callOk<Job>('result', { agent_id: j.agent_id, include_raw: true });
+    const waited = await s.callOk<{ finished: Job[] }>('wait_for_agents', {
+      agent_ids: [ok.agent_id, failed.agent_id, slow.agent_id, flood.agent_id],
+      timeout_s: 30,
+    });
+    for (const j of waited.finished)
+      before[j.agent_id] = await s.callOk<Job>('result', { agent_id: j.agent_id, include_raw: true });
     before[cancelled.agent_id] = await s.callOk<Job>('result', { agent_id: cancelled.agent_id });
-    expect(Object.values(before).map((j) => j.state).sort()).toEqual(['cancelled', 'failed', 'succeeded', 'succeeded', 'timed_out']);
+    expect(
+      Object.values(before)
+        .map((j) => j.state)
+        .sort(),
+    ).toEqual(['cancelled', 'failed', 'succeeded', 'succeeded', 'timed_out']);
     await s.close();
   });
 
@@ -49,7 +67,10 @@ describe('after a restart', () => {
     }
     const listed = await s.callOk<{ agents: Job[] }>('list', { recent: 50 });
     expect(listed.agents.map((a) => a.agent_id).sort()).toEqual(Object.keys(before).sort());
-    const waited = await s.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', { agent_ids: Object.keys(before), timeout_s: 5 });
+    const waited = await s.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', {
+      agent_ids: Object.keys(before),
+      timeout_s: 5,
+    });
     expect(waited.pending).toEqual([]);
     expect(waited.finished.map((j) => j.agent_id).sort()).toEqual(Object.keys(before).sort());
 
@@ -79,7 +100,11 @@ describe('after a restart', () => {
 
     // resume: an agent_id of the earlier server continues its session.
     const ok = before[named.ok!]!;
-    const resumed = await s.callOk<Job>('spawn_claude', { prompt: 'restart: and again', resume: ok.agent_id, wait_s: 30 });
+    const resumed = await s.callOk<Job>('spawn_claude', {
+      prompt: 'restart: and again',
+      resume: ok.agent_id,
+      wait_s: 30,
+    });
     expect(resumed.session_id).toBe(ok.session_id);
     expect(Object.keys(before)).not.toContain(resumed.agent_id);
     await s.close();

@@ -23,7 +23,10 @@ function filesUnder(dir: string): string[] {
   });
 }
 
-const leaks = (text: string) => Object.entries(KEYS).filter(([, v]) => text.includes(v)).map(([k]) => k);
+const leaks = (text: string) =>
+  Object.entries(KEYS)
+    .filter(([, v]) => text.includes(v))
+    .map(([k]) => k);
 
 describe('secrets', () => {
   test('an agent that prints its API key leaves it in no file and no tool result', async () => {
@@ -31,7 +34,12 @@ describe('secrets', () => {
     writeFileSync(join(projectDir, 'api_keys.json'), JSON.stringify({ GEMINI_API_KEY: KEYS.GEMINI_API_KEY_IN_FILE }));
     const s = await startServer({
       projectDir,
-      env: { ANTHROPIC_API_KEY: KEYS.ANTHROPIC_API_KEY, GITHUB_TOKEN: KEYS.GITHUB_TOKEN, MISTRAL_API_KEY: KEYS.MISTRAL_API_KEY, POLYSPAWN_CONCURRENCY: '8' },
+      env: {
+        ANTHROPIC_API_KEY: KEYS.ANTHROPIC_API_KEY,
+        GITHUB_TOKEN: KEYS.GITHUB_TOKEN,
+        MISTRAL_API_KEY: KEYS.MISTRAL_API_KEY,
+        POLYSPAWN_CONCURRENCY: '8',
+      },
     });
     const results: unknown[] = [];
     const call = async (name: string, args: Record<string, unknown>) => {
@@ -49,7 +57,10 @@ describe('secrets', () => {
       ['claude', `slow ${KEYS.ANTHROPIC_API_KEY} [[cli:hang]]`],
     ] as const;
     const ids: string[] = [];
-    for (const [backend, prompt] of prompts) ids.push((await call(`spawn_${backend}`, { prompt, ...(prompt.includes('hang') ? { timeout_s: 1 } : {}) })).agent_id);
+    for (const [backend, prompt] of prompts)
+      ids.push(
+        (await call(`spawn_${backend}`, { prompt, ...(prompt.includes('hang') ? { timeout_s: 1 } : {}) })).agent_id,
+      );
     await call('wait_for_agents', { agent_ids: ids, timeout_s: 30 });
     for (const id of ids) {
       await call('result', { agent_id: id, include_raw: true });

@@ -21,11 +21,22 @@ let tarball = '';
 
 /** The environment of a user's shell: none of the npm_* variables `npm test` sets for its script. */
 const env: Record<string, string> = {};
-for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^npm_/i.test(k) && k !== 'INIT_CWD' && !k.startsWith('POLYSPAWN_')) env[k] = v;
+for (const [k, v] of Object.entries(process.env))
+  if (v !== undefined && !/^npm_/i.test(k) && k !== 'INIT_CWD' && !k.startsWith('POLYSPAWN_')) env[k] = v;
 delete env.CLAUDECODE;
-Object.assign(env, { XDG_CONFIG_HOME: join(root, 'xdg'), npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' });
+Object.assign(env, {
+  XDG_CONFIG_HOME: join(root, 'xdg'),
+  npm_config_update_notifier: 'false',
+  npm_config_fund: 'false',
+  npm_config_audit: 'false',
+});
 
-function run(command: string, args: string[], cwd: string, extra: Record<string, string> = {}): SpawnSyncReturns<string> {
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  extra: Record<string, string> = {},
+): SpawnSyncReturns<string> {
   const r = spawnSync(command, args, { cwd, env: { ...env, ...extra }, encoding: 'utf8', timeout: 120_000 });
   if (r.error) throw r.error;
   return r;
@@ -40,7 +51,16 @@ beforeAll(() => {
   const [info] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
   tarball = join(root, info!.filename);
   const files = info!.files.map((f) => f.path);
-  expect(files).toEqual(expect.arrayContaining(['dist/src/cli.js', 'dist/src/commands/run.js', 'dist/backends/models.json', 'dist/iac/store.js', 'README.md', 'api_keys.example.json']));
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'dist/src/cli.js',
+      'dist/src/commands/run.js',
+      'dist/backends/models.json',
+      'dist/iac/store.js',
+      'README.md',
+      'api_keys.example.json',
+    ]),
+  );
   expect(files.filter((f) => f.startsWith('test/') || f.startsWith('src/') || f.endsWith('.ts'))).toEqual([]);
   ok(run('npm', ['install', tarball], installDir), 'npm install <tarball>');
 }, 180_000);
@@ -55,9 +75,12 @@ describe('the packed tarball, installed into an empty folder', () => {
 
   test('installs the runtime dependencies only', () => {
     const modules = join(installDir, 'node_modules');
-    for (const dep of ['@modelcontextprotocol/sdk', 'jsonc-parser', 'smol-toml', 'zod']) expect(existsSync(join(modules, dep)), dep).toBe(true);
+    for (const dep of ['@modelcontextprotocol/sdk', 'jsonc-parser', 'smol-toml', 'zod'])
+      expect(existsSync(join(modules, dep)), dep).toBe(true);
     for (const dev of ['typescript', 'vitest', 'markdown-it']) expect(existsSync(join(modules, dev)), dev).toBe(false);
-    expect(JSON.parse(readFileSync(join(modules, 'polyspawn', 'package.json'), 'utf8')).bin).toEqual({ polyspawn: 'dist/src/cli.js' });
+    expect(JSON.parse(readFileSync(join(modules, 'polyspawn', 'package.json'), 'utf8')).bin).toEqual({
+      polyspawn: 'dist/src/cli.js',
+    });
   });
 
   test('polyspawn --help and doctor work', () => {
@@ -77,8 +100,23 @@ describe('the packed tarball, installed into an empty folder', () => {
     await client.connect(transport);
     try {
       const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['spawn_claude', 'spawn_codex', 'spawn_copilot', 'spawn_grok', 'wait_for_agents', 'result', 'list', 'cancel', 'logs']));
-      expect(client.getServerVersion()).toMatchObject({ name: 'polyspawn', version: JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')).version });
+      expect(tools.map((t) => t.name)).toEqual(
+        expect.arrayContaining([
+          'spawn_claude',
+          'spawn_codex',
+          'spawn_copilot',
+          'spawn_grok',
+          'wait_for_agents',
+          'result',
+          'list',
+          'cancel',
+          'logs',
+        ]),
+      );
+      expect(client.getServerVersion()).toMatchObject({
+        name: 'polyspawn',
+        version: JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')).version,
+      });
     } finally {
       await client.close();
     }

@@ -8,7 +8,8 @@ import { describe, expect, test } from 'vitest';
 import { repoRoot } from '../helpers/mcp.js';
 
 const script = join(repoRoot, 'scripts', 'gen-tool-docs.mjs');
-const check = (...args: string[]) => spawnSync(process.execPath, [script, '--check', ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 30_000 });
+const check = (...args: string[]) =>
+  spawnSync(process.execPath, [script, '--check', ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 30_000 });
 
 describe('README.md', () => {
   test('its tool reference matches the live tools/list (else: npm run docs)', () => {

@@ -12,7 +12,11 @@ import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 
 type Job = { agent_id: string; state: string };
-type Log = { level: string; logger?: string; data: { agent_id: string; state: string; message: string; task: string; error?: string } };
+type Log = {
+  level: string;
+  logger?: string;
+  data: { agent_id: string; state: string; message: string; task: string; error?: string };
+};
 
 let s: TestServer;
 const listChanged: number[] = [];
@@ -30,19 +34,25 @@ afterAll(async () => {
 });
 
 const iacFile = () => join(s.projectDir, 'IAC.md');
-const read = async (uri: string) => (await s.client.readResource({ uri })).contents[0] as { uri: string; mimeType: string; text: string };
+const read = async (uri: string) =>
+  (await s.client.readResource({ uri })).contents[0] as { uri: string; mimeType: string; text: string };
 const statesOf = (id: string) => logs.filter((l) => l.data.agent_id === id).map((l) => l.data.state);
 
 describe('resources', () => {
   test('the server declares resources with subscribe and listChanged; IAC.md is listed before any agent ran', async () => {
     expect(s.client.getServerCapabilities()?.resources).toEqual({ subscribe: true, listChanged: true });
     const { resources } = await s.client.listResources();
-    expect(resources).toEqual([expect.objectContaining({ uri: 'polyspawn://IAC.md', name: 'IAC.md', mimeType: 'text/markdown' })]);
+    expect(resources).toEqual([
+      expect.objectContaining({ uri: 'polyspawn://IAC.md', name: 'IAC.md', mimeType: 'text/markdown' }),
+    ]);
     const iac = await read('polyspawn://IAC.md');
     expect(iac.mimeType).toBe('text/markdown');
     expect(iac.text).toContain('No agent has run in this project yet');
     const { resourceTemplates } = await s.client.listResourceTemplates();
-    expect(resourceTemplates.map((t) => t.uriTemplate).sort()).toEqual(['polyspawn://agents/{agent_id}', 'polyspawn://agents/{agent_id}/log']);
+    expect(resourceTemplates.map((t) => t.uriTemplate).sort()).toEqual([
+      'polyspawn://agents/{agent_id}',
+      'polyspawn://agents/{agent_id}/log',
+    ]);
   });
 
   test('an agent: list_changed when it comes, its record and log readable, logging messages for each state', async () => {
@@ -60,21 +70,32 @@ describe('resources', () => {
 
     const { resources } = await s.client.listResources();
     const uris = resources.map((r) => r.uri);
-    expect(uris).toEqual(expect.arrayContaining(['polyspawn://IAC.md', `polyspawn://agents/${id}`, `polyspawn://agents/${id}/log`]));
+    expect(uris).toEqual(
+      expect.arrayContaining(['polyspawn://IAC.md', `polyspawn://agents/${id}`, `polyspawn://agents/${id}/log`]),
+    );
     const listed = resources.find((r) => r.uri === `polyspawn://agents/${id}`)!;
     expect(listed).toMatchObject({ mimeType: 'application/json', description: 'resource test [[cli:sleep:100]]' });
     expect(listed.title).toContain('succeeded');
 
     const record = await read(`polyspawn://agents/${id}`);
     expect(record.mimeType).toBe('application/json');
-    expect(JSON.parse(record.text)).toMatchObject({ agent_id: id, state: 'succeeded', backend: 'codex', text: 'FAKE codex: resource test [[cli:sleep:100]]', prompt: 'resource test [[cli:sleep:100]]' });
+    expect(JSON.parse(record.text)).toMatchObject({
+      agent_id: id,
+      state: 'succeeded',
+      backend: 'codex',
+      text: 'FAKE codex: resource test [[cli:sleep:100]]',
+      prompt: 'resource test [[cli:sleep:100]]',
+    });
     const log = await read(`polyspawn://agents/${id}/log`);
     expect(log.mimeType).toBe('text/plain');
     expect(log.text).toContain('"type":"thread.started"');
     expect(log.text).toContain('FAKE codex: resource test');
 
     // IAC.md as the writer puts it on disk (a moment after the change: writes are coalesced).
-    await waitFor('IAC.md to show the agent', () => existsSync(iacFile()) && readFileSync(iacFile(), 'utf8').includes(`### \`${id}\``));
+    await waitFor(
+      'IAC.md to show the agent',
+      () => existsSync(iacFile()) && readFileSync(iacFile(), 'utf8').includes(`### \`${id}\``),
+    );
     const iac = await read('polyspawn://IAC.md');
     expect(iac.text).toBe(readFileSync(iacFile(), 'utf8'));
     expect(iac.text).toContain(`### \`${id}\` · codex`);
@@ -88,7 +109,9 @@ describe('resources', () => {
     await s.callOk('cancel', { agent_id: job.agent_id });
     await waitFor('updated for the agent', () => updated.includes(uri));
     await waitFor('updated for IAC.md', () => updated.includes('polyspawn://IAC.md'));
-    await waitFor('IAC.md to show the cancelled agent', () => readFileSync(iacFile(), 'utf8').includes(`### \`${job.agent_id}\``));
+    await waitFor('IAC.md to show the cancelled agent', () =>
+      readFileSync(iacFile(), 'utf8').includes(`### \`${job.agent_id}\``),
+    );
     expect((await read('polyspawn://IAC.md')).text).toContain(job.agent_id);
     expect(JSON.parse((await read(uri)).text)).toMatchObject({ agent_id: job.agent_id, state: 'cancelled' });
     // A cancelled agent is a notice; the log is not subscribed, so it got no updates.
@@ -135,9 +158,14 @@ describe('resources', () => {
 
   test('agent ids complete; an unknown agent is an error that says what to do', async () => {
     const job = await s.callOk<Job>('spawn_copilot', { prompt: 'complete me', wait_s: 30 });
-    const { completion } = await s.client.complete({ ref: { type: 'ref/resource', uri: 'polyspawn://agents/{agent_id}' }, argument: { name: 'agent_id', value: job.agent_id.slice(0, 4) } });
+    const { completion } = await s.client.complete({
+      ref: { type: 'ref/resource', uri: 'polyspawn://agents/{agent_id}' },
+      argument: { name: 'agent_id', value: job.agent_id.slice(0, 4) },
+    });
     expect(completion.values).toContain(job.agent_id);
-    await expect(s.client.readResource({ uri: 'polyspawn://agents/zzzzzz' })).rejects.toThrow(/no agent with id "zzzzzz"/);
+    await expect(s.client.readResource({ uri: 'polyspawn://agents/zzzzzz' })).rejects.toThrow(
+      /no agent with id "zzzzzz"/,
+    );
     await expect(s.client.readResource({ uri: 'polyspawn://agents/zzzzzz/log' })).rejects.toThrow(/no agent with id/);
   });
 });

@@ -13,23 +13,51 @@ async function serverWithRunningJobs(count: number) {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-shutdown-'));
   const server = spawn(process.execPath, [serverEntry], {
     cwd: dir,
-    env: { ...process.env, PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`, FAKE_CLI_RECORD: dir, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(dir, 'xdg') },
+    env: {
+      ...process.env,
+      PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`,
+      FAKE_CLI_RECORD: dir,
+      POLYSPAWN_KILL_GRACE_S: '1',
+      XDG_CONFIG_HOME: join(dir, 'xdg'),
+    },
   }) as ChildProcessWithoutNullStreams;
   let stdout = '';
   server.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const send = (message: object) => server.stdin.write(`${JSON.stringify(message)}\n`);
-  send({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'shutdown-test', version: '1' } } });
+  send({
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'shutdown-test', version: '1' } },
+  });
   send({ jsonrpc: '2.0', method: 'notifications/initialized' });
   const backends = ['claude', 'codex', 'copilot'];
   for (let i = 0; i < count; i++) {
     // One job ignores SIGTERM: the grace period and SIGKILL must still end it.
     const extra = i === 0 ? '[[cli:ignore-term]]' : '[[cli:hang]]';
     const prompt = `job ${i} ${extra} [[cli:grandchild:${join(dir, `gc-${i}`)}]]`;
-    send({ jsonrpc: '2.0', id: i + 1, method: 'tools/call', params: { name: `spawn_${backends[i % 3]}`, arguments: { prompt } } });
+    send({
+      jsonrpc: '2.0',
+      id: i + 1,
+      method: 'tools/call',
+      params: { name: `spawn_${backends[i % 3]}`, arguments: { prompt } },
+    });
   }
   // Every job started: its record and its grandchild's pid file exist.
-  await waitFor('all jobs to start', () => readdirSync(dir).filter((f) => /^gc-\d+$/.test(f)).length === count && readdirSync(dir).filter((f) => /^\d+\.json$/.test(f)).length === count, 20_000);
-  const pids = readdirSync(dir).flatMap((f) => (/^\d+\.json$/.test(f) ? [Number(f.slice(0, -5))] : /^gc-\d+$/.test(f) ? [Number(readFileSync(join(dir, f), 'utf8'))] : []));
+  await waitFor(
+    'all jobs to start',
+    () =>
+      readdirSync(dir).filter((f) => /^gc-\d+$/.test(f)).length === count &&
+      readdirSync(dir).filter((f) => /^\d+\.json$/.test(f)).length === count,
+    20_000,
+  );
+  const pids = readdirSync(dir).flatMap((f) =>
+    /^\d+\.json$/.test(f)
+      ? [Number(f.slice(0, -5))]
+      : /^gc-\d+$/.test(f)
+        ? [Number(readFileSync(join(dir, f), 'utf8'))]
+        : [],
+  );
   expect(pids).toHaveLength(2 * count);
   return { server, pids, stdout: () => stdout, dir };
 }

@@ -6,7 +6,22 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
 
-type Job = { agent_id: string; state: string; backend: string; model: string; text?: string; error?: string; session_id?: string; log?: string; output_tail?: string; usage?: unknown; cost_usd?: number; cost_source?: string; exit_code?: number | null; elapsed_s: number };
+type Job = {
+  agent_id: string;
+  state: string;
+  backend: string;
+  model: string;
+  text?: string;
+  error?: string;
+  session_id?: string;
+  log?: string;
+  output_tail?: string;
+  usage?: unknown;
+  cost_usd?: number;
+  cost_source?: string;
+  exit_code?: number | null;
+  elapsed_s: number;
+};
 type Waited = { finished: Job[]; pending: Job[]; timed_out: boolean };
 
 const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-records-'));
@@ -38,7 +53,20 @@ const errorText = async (name: string, args: unknown) => {
 describe('the tool list', () => {
   test('every tool has a description, an input schema and annotations (titles and output schemas: in the full list)', async () => {
     const { tools } = await s.client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['spawn_claude', 'spawn_codex', 'spawn_copilot', 'spawn_grok', 'spawn_gemini', 'spawn_mistral', 'list', 'result', 'wait_for_agents', 'cancel']));
+    expect(tools.map((t) => t.name)).toEqual(
+      expect.arrayContaining([
+        'spawn_claude',
+        'spawn_codex',
+        'spawn_copilot',
+        'spawn_grok',
+        'spawn_gemini',
+        'spawn_mistral',
+        'list',
+        'result',
+        'wait_for_agents',
+        'cancel',
+      ]),
+    );
     for (const tool of tools) {
       expect(tool.description!.length, tool.name).toBeGreaterThan(40);
       expect(tool.inputSchema.type).toBe('object');
@@ -48,12 +76,20 @@ describe('the tool list', () => {
     }
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     // Annotations list only the hints that differ from the spec's defaults (src/mcp/tool-list.ts).
-    const hints = (name: string) => ({ readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true, ...byName[name]!.annotations });
+    const hints = (name: string) => ({
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: true,
+      ...byName[name]!.annotations,
+    });
     expect(hints('spawn_claude')).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(hints('spawn_grok')).toMatchObject({ readOnlyHint: false, destructiveHint: false });
     expect(hints('list')).toMatchObject({ readOnlyHint: true, openWorldHint: false });
     expect(hints('cancel')).toMatchObject({ readOnlyHint: false, idempotentHint: true, openWorldHint: false });
-    expect(Object.keys(byName.spawn_claude!.inputSchema.properties!)).toEqual(expect.arrayContaining(['prompt', 'model', 'cwd', 'system_prompt', 'resume', 'timeout_s', 'wait_s']));
+    expect(Object.keys(byName.spawn_claude!.inputSchema.properties!)).toEqual(
+      expect.arrayContaining(['prompt', 'model', 'cwd', 'system_prompt', 'resume', 'timeout_s', 'wait_s']),
+    );
     expect(Object.keys(byName.spawn_grok!.inputSchema.properties!)).not.toContain('cwd');
     expect(byName.spawn_claude!.inputSchema.required).toEqual(['prompt']);
   });
@@ -68,7 +104,9 @@ describe('the tool list', () => {
 
 describe('running agents', () => {
   test('each CLI backend: spawn returns at once, wait_for_agents returns the answer', async () => {
-    const started = await Promise.all(['claude', 'codex', 'copilot'].map((b) => spawn(b, { prompt: `hello ${b} [[cli:sleep:300]]` })));
+    const started = await Promise.all(
+      ['claude', 'codex', 'copilot'].map((b) => spawn(b, { prompt: `hello ${b} [[cli:sleep:300]]` })),
+    );
     for (const job of started) {
       expect(job.agent_id).toMatch(/^[a-z2-9]{6}$/);
       expect(['queued', 'running']).toContain(job.state);
@@ -77,7 +115,11 @@ describe('running agents', () => {
     expect(waited.pending).toEqual([]);
     expect(waited.timed_out).toBe(false);
     for (const job of waited.finished) {
-      expect(job).toMatchObject({ state: 'succeeded', text: `FAKE ${job.backend}: hello ${job.backend} [[cli:sleep:300]]`, exit_code: 0 });
+      expect(job).toMatchObject({
+        state: 'succeeded',
+        text: `FAKE ${job.backend}: hello ${job.backend} [[cli:sleep:300]]`,
+        exit_code: 0,
+      });
       expect(job.session_id).toBeTruthy();
       expect(job.usage).toEqual({ input_tokens: 12, output_tokens: 7, cached_input_tokens: 0 });
       expect(readFileSync(job.log!, 'utf8')).toContain('FAKE');
@@ -112,9 +154,15 @@ describe('running agents', () => {
 
   test('resume: an earlier agent_id or a raw session id continues its session', async () => {
     const first = await spawn('claude', { prompt: 'first turn', wait_s: 30 });
-    const second = await spawn('claude', { prompt: `second turn ${first.agent_id}`, resume: first.agent_id, wait_s: 30 });
+    const second = await spawn('claude', {
+      prompt: `second turn ${first.agent_id}`,
+      resume: first.agent_id,
+      wait_s: 30,
+    });
     expect(second.session_id).toBe(first.session_id);
-    expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(expect.arrayContaining(['--resume', first.session_id]));
+    expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(
+      expect.arrayContaining(['--resume', first.session_id]),
+    );
     const codexFirst = await spawn('codex', { prompt: 'codex first', wait_s: 30 });
     const codexSecond = await spawn('codex', { prompt: 'codex second', resume: codexFirst.session_id, wait_s: 30 });
     expect(codexSecond.session_id).toBe(codexFirst.session_id);
@@ -150,7 +198,9 @@ describe('running agents', () => {
 
 describe('the job table through the tools', () => {
   test('jobs past the concurrency limit (3) queue, and all finish', async () => {
-    const jobs = await Promise.all(Array.from({ length: 5 }, (_, i) => spawn('claude', { prompt: `queue ${i} [[cli:sleep:1500]]` })));
+    const jobs = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => spawn('claude', { prompt: `queue ${i} [[cli:sleep:1500]]` })),
+    );
     const listed = await s.callOk<{ agents: Job[]; running: number; queued: number }>('list');
     expect(listed.running).toBe(3);
     expect(listed.queued).toBe(2);
@@ -163,7 +213,11 @@ describe('the job table through the tools', () => {
   test('return_when any, and a wait that times out says what is pending', async () => {
     const fast = await spawn('codex', { prompt: 'fast one' });
     const slow = await spawn('codex', { prompt: 'slow one [[cli:sleep:4000]]' });
-    const any = await s.callOk<Waited>('wait_for_agents', { agent_ids: [fast.agent_id, slow.agent_id], return_when: 'any', timeout_s: 30 });
+    const any = await s.callOk<Waited>('wait_for_agents', {
+      agent_ids: [fast.agent_id, slow.agent_id],
+      return_when: 'any',
+      timeout_s: 30,
+    });
     expect(any.finished.map((j) => j.agent_id)).toEqual([fast.agent_id]);
     expect(any.pending.map((j) => j.agent_id)).toEqual([slow.agent_id]);
     const short = await s.callOk<Waited>('wait_for_agents', { agent_ids: [slow.agent_id], timeout_s: 0.2 });
@@ -174,7 +228,9 @@ describe('the job table through the tools', () => {
   test('cancel stops a running agent and its grandchild, and a queued one before it starts', async () => {
     const gcFile = join(recordDir, `gc-${Date.now()}`);
     const hung = await spawn('copilot', { prompt: `cancel me [[cli:grandchild:${gcFile}]]` });
-    const blockers = await Promise.all([1, 2].map((i) => spawn('claude', { prompt: `blocker ${i} [[cli:sleep:2000]]` })));
+    const blockers = await Promise.all(
+      [1, 2].map((i) => spawn('claude', { prompt: `blocker ${i} [[cli:sleep:2000]]` })),
+    );
     const queued = await spawn('claude', { prompt: 'never runs' });
     expect(queued.state).toBe('queued');
     expect((await s.callOk<Job>('cancel', { agent_id: queued.agent_id })).state).toBe('cancelled');
@@ -191,10 +247,14 @@ describe('the job table through the tools', () => {
   test('progress notifications arrive while wait_for_agents waits', async () => {
     const job = await spawn('codex', { prompt: 'progress [[cli:sleep:6500]]' });
     const progress: { progress: number; message?: string }[] = [];
-    const result = await s.client.callTool({ name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: 30 } }, undefined, {
-      onprogress: (p) => progress.push(p),
-      timeout: 60_000,
-    });
+    const result = await s.client.callTool(
+      { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: 30 } },
+      undefined,
+      {
+        onprogress: (p) => progress.push(p),
+        timeout: 60_000,
+      },
+    );
     expect((result.structuredContent as Waited).finished[0]!.state).toBe('succeeded');
     expect(progress.length).toBeGreaterThanOrEqual(1);
     expect(progress[0]!.message).toBe('0 of 1 agents finished');
@@ -203,7 +263,11 @@ describe('the job table through the tools', () => {
   test('a cancelled wait request stops waiting; the server keeps serving and the job keeps running', async () => {
     const job = await spawn('claude', { prompt: 'outlives the wait [[cli:sleep:1500]]' });
     const controller = new AbortController();
-    const waiting = s.client.callTool({ name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id] } }, undefined, { signal: controller.signal });
+    const waiting = s.client.callTool(
+      { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id] } },
+      undefined,
+      { signal: controller.signal },
+    );
     setTimeout(() => controller.abort('changed my mind'), 200);
     await expect(waiting).rejects.toThrow();
     const listed = await s.callOk<{ agents: Job[] }>('list');
@@ -246,9 +310,16 @@ describe('bad input gets an error that says what to change, and the server keeps
 
 describe('an unusable backend', () => {
   test('a missing CLI is reported in the instructions and as a clear error, with no job', async () => {
-    const other = await startServer({ env: { POLYSPAWN_CODEX_BIN: '/nonexistent/codex', PATH: `/usr/bin:/bin:${join(process.cwd(), 'test/fakes/bin')}` } });
+    const other = await startServer({
+      env: {
+        POLYSPAWN_CODEX_BIN: '/nonexistent/codex',
+        PATH: `/usr/bin:/bin:${join(process.cwd(), 'test/fakes/bin')}`,
+      },
+    });
     try {
-      expect(other.client.getInstructions()).toMatch(/spawn_codex: NOT usable here \(\/nonexistent\/codex .* is not an executable file/);
+      expect(other.client.getInstructions()).toMatch(
+        /spawn_codex: NOT usable here \(\/nonexistent\/codex .* is not an executable file/,
+      );
       const text = (await other.call('spawn_codex', { prompt: 'x' })).content as { text: string }[];
       expect(text[0]!.text).toMatch(/spawn_codex cannot run here: \/nonexistent\/codex/);
       expect((await other.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
@@ -261,7 +332,9 @@ describe('an unusable backend', () => {
     const other = await startServer({ fakeClis: false, env: { PATH: '/usr/bin:/bin' } });
     try {
       const result = await other.call('spawn_copilot', { prompt: 'x' });
-      expect((result.content as { text: string }[])[0]!.text).toMatch(/`copilot` is not on PATH: install it with `npm install -g @github\/copilot`, or set POLYSPAWN_COPILOT_BIN/);
+      expect((result.content as { text: string }[])[0]!.text).toMatch(
+        /`copilot` is not on PATH: install it with `npm install -g @github\/copilot`, or set POLYSPAWN_COPILOT_BIN/,
+      );
     } finally {
       await other.close();
     }

@@ -112,7 +112,8 @@ async function main() {
     name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);
 
   if (stderr) process.stderr.write(stderr);
-  if (lines.length > 0 && has('malformed')) lines[lines.length - 1] = 'this is not JSON: the fake CLI was told to be malformed';
+  if (lines.length > 0 && has('malformed'))
+    lines[lines.length - 1] = 'this is not JSON: the fake CLI was told to be malformed';
   let out = lines.join('\n') + (lines.length > 0 ? '\n' : '');
   if (lines.length > 0 && has('truncated')) {
     const last = lines[lines.length - 1];
@@ -145,7 +146,11 @@ function claude(answer, failed) {
     return { lines: [], exitCode: 1, stderr: 'fake-cli: claude without -p would start an interactive session\n' };
   }
   if (format === 'stream-json' && !args.includes('--verbose')) {
-    return { lines: [], exitCode: 1, stderr: 'Error: When using --print, --output-format=stream-json requires --verbose\n' };
+    return {
+      lines: [],
+      exitCode: 1,
+      stderr: 'Error: When using --print, --output-format=stream-json requires --verbose\n',
+    };
   }
   const usage = {
     input_tokens: failed ? 0 : 12,
@@ -171,7 +176,18 @@ function claude(answer, failed) {
     usage,
     modelUsage: failed
       ? {}
-      : { [model]: { inputTokens: 12, outputTokens: 7, cacheReadInputTokens: 0, cacheCreationInputTokens: 0, webSearchRequests: 0, costUSD: cost, contextWindow: 1000000, maxOutputTokens: 128000 } },
+      : {
+          [model]: {
+            inputTokens: 12,
+            outputTokens: 7,
+            cacheReadInputTokens: 0,
+            cacheCreationInputTokens: 0,
+            webSearchRequests: 0,
+            costUSD: cost,
+            contextWindow: 1000000,
+            maxOutputTokens: 128000,
+          },
+        },
     permission_denials: [],
     terminal_reason: failed ? 'api_error' : 'completed',
     api_error_status: failed ? 401 : null,
@@ -181,11 +197,40 @@ function claude(answer, failed) {
   const exitCode = failed ? 1 : 0;
   if (format === 'json') return { lines: [JSON.stringify(result)], exitCode };
   if (format === 'stream-json') {
-    const init = { type: 'system', subtype: 'init', cwd: process.cwd(), session_id: sessionId, tools: ['Bash', 'Edit', 'Read', 'Write'], mcp_servers: [], model, permissionMode: option(['--permission-mode']) ?? 'default', apiKeySource: 'ANTHROPIC_API_KEY', claude_code_version: '2.1.332', uuid: randomUUID() };
+    const init = {
+      type: 'system',
+      subtype: 'init',
+      cwd: process.cwd(),
+      session_id: sessionId,
+      tools: ['Bash', 'Edit', 'Read', 'Write'],
+      mcp_servers: [],
+      model,
+      permissionMode: option(['--permission-mode']) ?? 'default',
+      apiKeySource: 'ANTHROPIC_API_KEY',
+      claude_code_version: '2.1.332',
+      uuid: randomUUID(),
+    };
     const lines = [JSON.stringify(init)];
     if (!failed) {
-      const message = { id: 'msg_fake_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text: answer }], stop_reason: null, stop_sequence: null, usage: { input_tokens: 12, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 } };
-      lines.push(JSON.stringify({ type: 'assistant', message, parent_tool_use_id: null, session_id: sessionId, uuid: randomUUID() }));
+      const message = {
+        id: 'msg_fake_1',
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [{ type: 'text', text: answer }],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 12, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      };
+      lines.push(
+        JSON.stringify({
+          type: 'assistant',
+          message,
+          parent_tool_use_id: null,
+          session_id: sessionId,
+          uuid: randomUUID(),
+        }),
+      );
     }
     lines.push(JSON.stringify(result));
     return { lines, exitCode };
@@ -198,7 +243,8 @@ function claude(answer, failed) {
 
 function codex(answer, failed) {
   const execAt = args.indexOf('exec');
-  if (execAt < 0) return { lines: [], exitCode: 1, stderr: 'fake-cli: codex without exec would start an interactive session\n' };
+  if (execAt < 0)
+    return { lines: [], exitCode: 1, stderr: 'fake-cli: codex without exec would start an interactive session\n' };
   const positionals = codexPositionals(args.slice(execAt + 1));
   let threadId = randomUUID();
   if (positionals[0] === 'resume' && positionals[1] && positionals[1] !== '-') threadId = positionals[1];
@@ -216,7 +262,16 @@ function codex(answer, failed) {
         { type: 'thread.started', thread_id: threadId },
         { type: 'turn.started' },
         { type: 'item.completed', item: { id: 'item_0', type: 'agent_message', text: answer } },
-        { type: 'turn.completed', usage: { input_tokens: tokensIn, cached_input_tokens: 0, cache_write_input_tokens: 0, output_tokens: tokensOut, reasoning_output_tokens: 0 } },
+        {
+          type: 'turn.completed',
+          usage: {
+            input_tokens: tokensIn,
+            cached_input_tokens: 0,
+            cache_write_input_tokens: 0,
+            output_tokens: tokensOut,
+            reasoning_output_tokens: 0,
+          },
+        },
       ];
   const lastMessageFile = option(['--output-last-message', '-o']);
   if (lastMessageFile && !failed) writeFileSync(lastMessageFile, answer);
@@ -226,7 +281,28 @@ function codex(answer, failed) {
 
 /** The positional arguments of `codex exec ...`, skipping the options that take a value. */
 function codexPositionals(rest) {
-  const takesValue = new Set(['-c', '--config', '-m', '--model', '--enable', '--disable', '-i', '--image', '--output-schema', '-o', '--output-last-message', '-C', '--cd', '-s', '--sandbox', '-p', '--profile', '--color', '--add-dir', '--local-provider']);
+  const takesValue = new Set([
+    '-c',
+    '--config',
+    '-m',
+    '--model',
+    '--enable',
+    '--disable',
+    '-i',
+    '--image',
+    '--output-schema',
+    '-o',
+    '--output-last-message',
+    '-C',
+    '--cd',
+    '-s',
+    '--sandbox',
+    '-p',
+    '--profile',
+    '--color',
+    '--add-dir',
+    '--local-provider',
+  ]);
   const out = [];
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
@@ -245,7 +321,8 @@ function copilot(answer, failed) {
   const sessionId = option(['--resume', '-r']) ?? randomUUID();
   const model = option(['--model']) ?? process.env.COPILOT_MODEL ?? 'gpt-5.4';
   const now = () => new Date().toISOString();
-  const event = (type, data, extra = {}) => JSON.stringify({ type, data, ...extra, id: randomUUID(), timestamp: now(), parentId: randomUUID() });
+  const event = (type, data, extra = {}) =>
+    JSON.stringify({ type, data, ...extra, id: randomUUID(), timestamp: now(), parentId: randomUUID() });
   const interactionId = randomUUID();
   const messageId = randomUUID();
   const lines = [
@@ -268,11 +345,29 @@ function copilot(answer, failed) {
   const exitOverride = valueOf('exit');
   const exitCode = failed ? 1 : 0;
   const reported = exitOverride !== undefined ? Number(exitOverride) : exitCode; // copilot reports its own exit code
-  lines.push(JSON.stringify({ type: 'result', timestamp: now(), sessionId, exitCode: reported, usage: { premiumRequests: failed ? 0 : 1, totalApiDurationMs: 22, sessionDurationMs: 223, codeChanges: { linesAdded: 0, linesRemoved: 0, filesModified: [] } } }));
+  lines.push(
+    JSON.stringify({
+      type: 'result',
+      timestamp: now(),
+      sessionId,
+      exitCode: reported,
+      usage: {
+        premiumRequests: failed ? 0 : 1,
+        totalApiDurationMs: 22,
+        sessionDurationMs: 223,
+        codeChanges: { linesAdded: 0, linesRemoved: 0, filesModified: [] },
+      },
+    }),
+  );
 
   const usageFile = option(['--usage-output-file']);
   if (usageFile) {
-    const tokens = { inputTokens: failed ? 0 : 12, outputTokens: failed ? 0 : 7, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    const tokens = {
+      inputTokens: failed ? 0 : 12,
+      outputTokens: failed ? 0 : 7,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+    };
     const metrics = { requests: { count: failed ? 0 : 1, cost: failed ? 0 : 1 }, usage: tokens, totalNanoAiu: 0 };
     const usage = {
       totalPremiumRequestCost: failed ? 0 : 1,
@@ -310,9 +405,19 @@ function option(names) {
 function record() {
   const dir = process.env.FAKE_CLI_RECORD;
   if (!dir) return;
-  const names = ['CLAUDECODE', 'IS_SANDBOX', ...(process.env.FAKE_CLI_RECORD_ENV ?? '').split(',').map((s) => s.trim()).filter(Boolean)];
+  const names = [
+    'CLAUDECODE',
+    'IS_SANDBOX',
+    ...(process.env.FAKE_CLI_RECORD_ENV ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ];
   const env = Object.fromEntries(names.map((n) => [n, process.env[n] ?? null]));
-  writeAtomically(join(dir, `${process.pid}.json`), JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt }));
+  writeAtomically(
+    join(dir, `${process.pid}.json`),
+    JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt }),
+  );
 }
 
 function writeAtomically(path, text) {
@@ -329,7 +434,11 @@ function write(stream, data) {
 async function writeNoise(bytes) {
   const noise =
     name === 'claude'
-      ? { type: 'stream_event', event: { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: '' } }, session_id: 'noise' }
+      ? {
+          type: 'stream_event',
+          event: { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: '' } },
+          session_id: 'noise',
+        }
       : name === 'codex'
         ? { type: 'item.completed', item: { id: 'item_noise', type: 'reasoning', text: '' } }
         : { type: 'assistant.message_delta', data: { messageId: 'noise', deltaContent: '' }, ephemeral: true };

@@ -35,7 +35,10 @@ if (log || dumpDir) {
       }
       if (dumpDir) {
         const { rawBody: _raw, ...rest } = r;
-        writeFileSync(join(dumpDir, `${String(seen).padStart(3, '0')}-${r.protocol}.json`), JSON.stringify(rest, null, 2));
+        writeFileSync(
+          join(dumpDir, `${String(seen).padStart(3, '0')}-${r.protocol}.json`),
+          JSON.stringify(rest, null, 2),
+        );
       }
     }
   }, 100);

@@ -191,7 +191,9 @@ function parseAnthropic(body: Json): Parsed {
   });
   const systemParts = [typeof body.system === 'string' ? body.system : textOf(body.system)];
   for (const m of messages) if (isInstructionRole(m.role)) systemParts.push(textOf(m.content));
-  const tools = arr(body.tools).map((t) => (isObj(t) ? str(t.name) : '')).filter(Boolean);
+  const tools = arr(body.tools)
+    .map((t) => (isObj(t) ? str(t.name) : ''))
+    .filter(Boolean);
   const p: Parsed = {
     protocol: 'anthropic',
     stream: body.stream === true,
@@ -208,9 +210,8 @@ function parseAnthropic(body: Json): Parsed {
 const TOOL_OUTPUT_TYPES = ['function_call_output', 'custom_tool_call_output', 'local_shell_call_output'];
 
 function parseResponses(body: Json): Parsed {
-  const input: unknown[] = typeof body.input === 'string'
-    ? [{ type: 'message', role: 'user', content: body.input }]
-    : arr(body.input);
+  const input: unknown[] =
+    typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : arr(body.input);
   const items = input.filter(isObj);
   const userTexts: string[] = [];
   const systemParts: string[] = [];
@@ -474,7 +475,11 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
       else if (gem) parsed = parseGemini(body, gem[1] ?? '', gem[2] === 'streamGenerateContent');
     }
     if (!parsed) {
-      if (req.method === 'POST' && !isObj(body) && /\/(messages|responses|chat\/completions)$|:(stream)?[gG]enerateContent$/.test(path)) {
+      if (
+        req.method === 'POST' &&
+        !isObj(body) &&
+        /\/(messages|responses|chat\/completions)$|:(stream)?[gG]enerateContent$/.test(path)
+      ) {
         record.outcome = 'bad-request';
         sendJson(res, 400, { error: { message: 'fake: request body is not a JSON object' } });
         return;
@@ -598,9 +603,7 @@ interface Ctx {
   res: http.ServerResponse;
 }
 
-type Answer =
-  | { kind: 'text'; text: string; empty?: boolean; chunks?: boolean }
-  | { kind: 'tool'; command: string };
+type Answer = { kind: 'text'; text: string; empty?: boolean; chunks?: boolean } | { kind: 'tool'; command: string };
 
 function sendJson(res: http.ServerResponse, status: number, body: unknown, extra: http.OutgoingHttpHeaders = {}): void {
   const data = JSON.stringify(body);
@@ -638,7 +641,13 @@ function errorBody(ctx: Ctx, status: number): unknown {
     }
     default: {
       if (ctx.mistral) {
-        return { object: 'error', message, type: status === 401 ? 'unauthorized' : 'error', param: null, code: String(status) };
+        return {
+          object: 'error',
+          message,
+          type: status === 401 ? 'unauthorized' : 'error',
+          param: null,
+          code: String(status),
+        };
       }
       const type = status === 401 ? 'invalid_request_error' : status === 429 ? 'rate_limit_error' : 'server_error';
       const code = status === 401 ? 'invalid_api_key' : status === 429 ? 'rate_limit_exceeded' : null;
@@ -719,22 +728,28 @@ function replyAnthropic(ctx: Ctx, answer: Answer): void {
   const toolId = `toolu_fake_${n}`;
   const toolInput = answer.kind === 'tool' ? { command: answer.command, description: 'fake tool call' } : {};
   const stopReason = answer.kind === 'tool' ? 'tool_use' : 'end_turn';
-  const toolName = parsed.tools.includes('Bash') || parsed.tools.length === 0 ? 'Bash' : shellArgsFor(parsed.tools, '').name;
+  const toolName =
+    parsed.tools.includes('Bash') || parsed.tools.length === 0 ? 'Bash' : shellArgsFor(parsed.tools, '').name;
 
   if (!parsed.stream) {
     const content: unknown[] = [];
     if (answer.kind === 'tool') content.push({ type: 'tool_use', id: toolId, name: toolName, input: toolInput });
     else if (!answer.empty) content.push({ type: 'text', text: answer.text });
-    sendJson(res, 200, {
-      id,
-      type: 'message',
-      role: 'assistant',
-      model,
-      content,
-      stop_reason: stopReason,
-      stop_sequence: null,
-      usage,
-    }, { 'request-id': `req_fake_${n}` });
+    sendJson(
+      res,
+      200,
+      {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content,
+        stop_reason: stopReason,
+        stop_sequence: null,
+        usage,
+      },
+      { 'request-id': `req_fake_${n}` },
+    );
     return;
   }
 
@@ -743,27 +758,65 @@ function replyAnthropic(ctx: Ctx, answer: Answer): void {
     'cache-control': 'no-cache',
     'request-id': `req_fake_${n}`,
   });
-  sse(res, {
-    type: 'message_start',
-    message: {
-      id, type: 'message', role: 'assistant', model, content: [],
-      stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 },
+  sse(
+    res,
+    {
+      type: 'message_start',
+      message: {
+        id,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { ...usage, output_tokens: 1 },
+      },
     },
-  }, 'message_start');
+    'message_start',
+  );
   if (answer.kind === 'tool') {
-    sse(res, { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} } }, 'content_block_start');
-    sse(res, { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: JSON.stringify(toolInput) } }, 'content_block_delta');
+    sse(
+      res,
+      {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} },
+      },
+      'content_block_start',
+    );
+    sse(
+      res,
+      {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'input_json_delta', partial_json: JSON.stringify(toolInput) },
+      },
+      'content_block_delta',
+    );
     sse(res, { type: 'content_block_stop', index: 0 }, 'content_block_stop');
   } else if (!answer.empty) {
-    sse(res, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }, 'content_block_start');
-    sse(res, { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: answer.text } }, 'content_block_delta');
+    sse(
+      res,
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      'content_block_start',
+    );
+    sse(
+      res,
+      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: answer.text } },
+      'content_block_delta',
+    );
     sse(res, { type: 'content_block_stop', index: 0 }, 'content_block_stop');
   }
-  sse(res, {
-    type: 'message_delta',
-    delta: { stop_reason: stopReason, stop_sequence: null },
-    usage: { output_tokens: FAKE_USAGE.output },
-  }, 'message_delta');
+  sse(
+    res,
+    {
+      type: 'message_delta',
+      delta: { stop_reason: stopReason, stop_sequence: null },
+      usage: { output_tokens: FAKE_USAGE.output },
+    },
+    'message_delta',
+  );
   sse(res, { type: 'message_stop' }, 'message_stop');
   res.end();
 }
@@ -813,7 +866,11 @@ function replyResponses(ctx: Ctx, answer: Answer): void {
     return;
   }
   startSse(res);
-  sse(res, { type: 'response.created', response: { ...response, status: 'in_progress', output: [], usage: null } }, 'response.created');
+  sse(
+    res,
+    { type: 'response.created', response: { ...response, status: 'in_progress', output: [], usage: null } },
+    'response.created',
+  );
   sse(res, { type: 'response.output_item.done', output_index: 0, item }, 'response.output_item.done');
   sse(res, { type: 'response.completed', response }, 'response.completed');
   res.end();
@@ -863,15 +920,32 @@ function replyChat(ctx: Ctx, answer: Answer): void {
   if (toolCall) {
     sse(res, {
       ...base,
-      choices: [{
-        index: 0,
-        delta: { tool_calls: [{ index: 0, id: toolCall.id, type: 'function', function: { name: toolCall.function.name, arguments: '' } }] },
-        finish_reason: null,
-      }],
+      choices: [
+        {
+          index: 0,
+          delta: {
+            tool_calls: [
+              {
+                index: 0,
+                id: toolCall.id,
+                type: 'function',
+                function: { name: toolCall.function.name, arguments: '' },
+              },
+            ],
+          },
+          finish_reason: null,
+        },
+      ],
     });
     sse(res, {
       ...base,
-      choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: toolCall.function.arguments } }] }, finish_reason: null }],
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, function: { arguments: toolCall.function.arguments } }] },
+          finish_reason: null,
+        },
+      ],
     });
   } else if (text) {
     sse(res, { ...base, choices: [{ index: 0, delta: { content }, finish_reason: null }] });
@@ -921,7 +995,12 @@ function replyGemini(ctx: Ctx, answer: Answer): void {
       modelVersion: full.modelVersion,
       responseId: full.responseId,
     });
-    sse(res, { ...full, candidates: [{ content: { role: 'model', parts: [{ text: answer.text.slice(cut) }] }, finishReason: 'STOP', index: 0 }] });
+    sse(res, {
+      ...full,
+      candidates: [
+        { content: { role: 'model', parts: [{ text: answer.text.slice(cut) }] }, finishReason: 'STOP', index: 0 },
+      ],
+    });
   } else {
     sse(res, full);
   }

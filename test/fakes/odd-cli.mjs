@@ -37,8 +37,16 @@ let message;
 if (has('not-utf8')) {
   // JSON with raw bytes inside the string: 0xff and 0xfe never occur in UTF-8, 0xe9 is Latin-1
   // "é", and E2 82 starts a euro sign that never ends.
-  const text = Buffer.concat([Buffer.from('ODD: caf'), Buffer.from([0xe9, 0x20, 0xff, 0xfe, 0x20, 0xe2, 0x82]), Buffer.from(' end')]);
-  message = Buffer.concat([Buffer.from('{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"'), text, Buffer.from('"}}\n')]);
+  const text = Buffer.concat([
+    Buffer.from('ODD: caf'),
+    Buffer.from([0xe9, 0x20, 0xff, 0xfe, 0x20, 0xe2, 0x82]),
+    Buffer.from(' end'),
+  ]);
+  message = Buffer.concat([
+    Buffer.from('{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"'),
+    text,
+    Buffer.from('"}}\n'),
+  ]);
 } else {
   message = line({ type: 'item.completed', item: { id: 'item_0', type: 'agent_message', text: `ODD: ${prompt}` } });
 }
@@ -49,7 +57,7 @@ const closeOutput = () => {
   closeSync(2);
 };
 const write = (fd, bytes) => {
-  for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+  for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
 };
 
 if (has('close-stdout-first')) closeOutput();

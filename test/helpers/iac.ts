@@ -28,7 +28,15 @@ const md = new MarkdownIt({ html: true });
 function plain(token: Token | undefined): string {
   if (!token?.children) return token?.content ?? '';
   return token.children
-    .map((c) => (c.type === 'text' || c.type === 'code_inline' ? c.content : c.type === 'softbreak' || c.type === 'hardbreak' ? '\n' : c.type === 'html_inline' ? c.content : ''))
+    .map((c) =>
+      c.type === 'text' || c.type === 'code_inline'
+        ? c.content
+        : c.type === 'softbreak' || c.type === 'hardbreak'
+          ? '\n'
+          : c.type === 'html_inline'
+            ? c.content
+            : '',
+    )
     .join('');
 }
 
@@ -60,7 +68,8 @@ export function parseIac(text: string): ParsedIac {
   if (!text.endsWith(`${END_MARK}\n`)) throw new Error('IAC.md does not end with its end mark: cut short');
   const tokens = md.parse(text, {});
   const last = tokens[tokens.length - 1]!;
-  if (last.type !== 'html_block' || last.content.trim() !== END_MARK) throw new Error(`the end mark is not a block of its own (last token: ${last.type})`);
+  if (last.type !== 'html_block' || last.content.trim() !== END_MARK)
+    throw new Error(`the end mark is not a block of its own (last token: ${last.type})`);
   const lines = text.split('\n');
 
   let open = false;
@@ -73,14 +82,17 @@ export function parseIac(text: string): ParsedIac {
       } else if (c === '</details>') {
         if (!open) throw new Error('</details> without <details>');
         open = false;
-      } else if (c !== END_MARK && !c.startsWith('<!--')) throw new Error(`unexpected HTML outside code: ${c.slice(0, 80)}`);
+      } else if (c !== END_MARK && !c.startsWith('<!--'))
+        throw new Error(`unexpected HTML outside code: ${c.slice(0, 80)}`);
     }
-    for (const c of t.children ?? []) if (c.type === 'html_inline') throw new Error(`inline HTML outside code: ${c.content}`);
+    for (const c of t.children ?? [])
+      if (c.type === 'html_inline') throw new Error(`inline HTML outside code: ${c.content}`);
     if (t.type === 'table_open') {
       // In the source, every row must split into the header's cell count on unescaped pipes.
       const [from, to] = t.map!;
       const counts = lines.slice(from, to).map((l) => l.replace(/\\./g, '').split('|').length);
-      if (new Set(counts).size !== 1) throw new Error(`table rows with different cell counts: ${counts.join(',')} at line ${from + 1}`);
+      if (new Set(counts).size !== 1)
+        throw new Error(`table rows with different cell counts: ${counts.join(',')} at line ${from + 1}`);
     }
   }
   if (open) throw new Error('<details> never closed');
@@ -101,7 +113,8 @@ export function parseIac(text: string): ParsedIac {
         parsed.entries.push(entry);
         label = '';
       }
-      if (t.tag === 'h1' && (i !== 0 || title !== 'IAC.md: Inter-Agent Context')) throw new Error(`unexpected title: ${title}`);
+      if (t.tag === 'h1' && (i !== 0 || title !== 'IAC.md: Inter-Agent Context'))
+        throw new Error(`unexpected title: ${title}`);
       if (t.tag === 'h4' || t.tag === 'h5' || t.tag === 'h6') throw new Error(`unexpected heading: ${title}`);
       i += 2;
       continue;

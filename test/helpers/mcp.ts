@@ -23,15 +23,30 @@ export type TestServer = {
 };
 
 export async function startServer(
-  options: { env?: Record<string, string>; fakeClis?: boolean; projectDir?: string; /** clientInfo.name sent in initialize */ clientName?: string } = {},
+  options: {
+    env?: Record<string, string>;
+    fakeClis?: boolean;
+    projectDir?: string;
+    /** clientInfo.name sent in initialize */ clientName?: string;
+  } = {},
 ): Promise<TestServer> {
   const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
   const path = options.fakeClis === false ? process.env.PATH! : `${fakeBinDir}${delimiter}${process.env.PATH}`;
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   delete env.CLAUDECODE;
-  Object.assign(env, { PATH: path, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') }, options.env);
-  const transport = new StdioClientTransport({ command: process.execPath, args: [serverEntry], cwd: projectDir, env, stderr: 'pipe' });
+  Object.assign(
+    env,
+    { PATH: path, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') },
+    options.env,
+  );
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [serverEntry],
+    cwd: projectDir,
+    env,
+    stderr: 'pipe',
+  });
   let stderr = '';
   transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const client = new Client({ name: options.clientName ?? 'polyspawn-test', version: '0.0.0' });
@@ -44,7 +59,7 @@ export async function startServer(
     projectDir,
     stderr: () => stderr,
     call,
-    callOk: async <T,>(name: string, args: Record<string, unknown> = {}) => {
+    callOk: async <T>(name: string, args: Record<string, unknown> = {}) => {
       const result = await call(name, args);
       if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result.content)}`);
       return result.structuredContent as T;

@@ -30,7 +30,13 @@ export function isGone(pid: number): boolean {
 
 export const waitGone = (pid: number, ms = 5_000) => waitFor(`process ${pid} to be gone`, () => isGone(pid), ms);
 
-export type FakeCliRecord = { name: string; argv: string[]; cwd: string; env: { [k: string]: string | null }; prompt: string };
+export type FakeCliRecord = {
+  name: string;
+  argv: string[];
+  cwd: string;
+  env: { [k: string]: string | null };
+  prompt: string;
+};
 
 export function readRecord(dir: string, pid: number | undefined): FakeCliRecord {
   return JSON.parse(readFileSync(join(dir, `${pid}.json`), 'utf8')) as FakeCliRecord;

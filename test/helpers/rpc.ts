@@ -9,8 +9,17 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fakeBinDir, serverEntry } from './mcp.js';
 
-export type RpcResponse = { jsonrpc: '2.0'; id: number; result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
-export type ToolResult = { isError?: boolean; content?: { type: string; text: string }[]; structuredContent?: Record<string, unknown> };
+export type RpcResponse = {
+  jsonrpc: '2.0';
+  id: number;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+};
+export type ToolResult = {
+  isError?: boolean;
+  content?: { type: string; text: string }[];
+  structuredContent?: Record<string, unknown>;
+};
 
 /** Every server a test file started, so the file can check all of their stdout at the end. */
 export const started: RpcServer[] = [];
@@ -70,7 +79,15 @@ export async function startRpcServer(
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('POLYSPAWN_')) env[k] = v;
   delete env.CLAUDECODE;
-  Object.assign(env, { PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') }, options.env);
+  Object.assign(
+    env,
+    {
+      PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`,
+      POLYSPAWN_KILL_GRACE_S: '1',
+      XDG_CONFIG_HOME: join(projectDir, '.xdg-config'),
+    },
+    options.env,
+  );
   const [file, ...args] = (options.wrap ?? ((argv: string[]) => argv))([process.execPath, serverEntry]);
   const child = spawn(file!, args, { cwd: projectDir, env }) as ChildProcessWithoutNullStreams;
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
@@ -124,7 +141,11 @@ export async function startRpcServer(
   };
   const request = (method: string, params?: unknown, timeoutMs?: number) => {
     const n = nextId();
-    return requestRaw(n, Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: n, method, ...(params === undefined ? {} : { params }) })), timeoutMs);
+    return requestRaw(
+      n,
+      Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: n, method, ...(params === undefined ? {} : { params }) })),
+      timeoutMs,
+    );
   };
   const call = async (name: string, args: Record<string, unknown> = {}) => {
     const r = await request('tools/call', { name, arguments: args });
@@ -141,13 +162,14 @@ export async function startRpcServer(
     requestRaw,
     nextId,
     call,
-    callOk: async <T,>(name: string, args: Record<string, unknown> = {}) => {
+    callOk: async <T>(name: string, args: Record<string, unknown> = {}) => {
       const result = await call(name, args);
       if (result.isError) throw new Error(`${name} failed: ${result.content?.[0]?.text}`);
       return result.structuredContent as T;
     },
     notifications,
-    stdoutProblems: () => (rest.length ? [...problems, `bytes after the last newline: ${rest.toString().slice(0, 200)}`] : problems),
+    stdoutProblems: () =>
+      rest.length ? [...problems, `bytes after the last newline: ${rest.toString().slice(0, 200)}`] : problems,
     stdoutLines: () => lines,
     disconnect: async () => {
       child.stdin.end();
@@ -157,7 +179,11 @@ export async function startRpcServer(
   };
   started.push(server);
   if (options.initialize !== false) {
-    const init = await request('initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'polyspawn-reliability', version: '1' } }, 30_000);
+    const init = await request(
+      'initialize',
+      { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'polyspawn-reliability', version: '1' } },
+      30_000,
+    );
     if (init.error) throw new Error(`initialize: ${init.error.message}`);
     server.initialized = init.result;
     child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
@@ -205,7 +231,8 @@ export function reaperOf(serverPid: number): number | undefined {
 /** Open file descriptors of a process (Linux). */
 export const openFds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 /** Resident set of a process now, in MiB (Linux). */
-export const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+export const rssMiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 /** Stops every server this file started; returns what any of them wrote to stdout that is not JSON-RPC. */
 export async function stopAllAndCollectStdoutProblems(): Promise<string[]> {

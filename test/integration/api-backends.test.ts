@@ -18,7 +18,11 @@ const NAMES: Name[] = ['grok', 'gemini', 'mistral'];
 
 const KEYS: Record<Name, { env: string; value: string; aliases: string[] }> = {
   grok: { env: 'XAI_API_KEY', value: 'xai-test-key-0123456789', aliases: ['XAI_API_KEY', 'GROK_API_KEY', 'X_API_KEY'] },
-  gemini: { env: 'GEMINI_API_KEY', value: 'gemini-test-key-0123456789', aliases: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'] },
+  gemini: {
+    env: 'GEMINI_API_KEY',
+    value: 'gemini-test-key-0123456789',
+    aliases: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_AI_KEY'],
+  },
   mistral: { env: 'MISTRAL_API_KEY', value: 'mistral-test-key-0123456789', aliases: ['MISTRAL_API_KEY'] },
 };
 const OPENAI_KEY = 'sk-openai-must-never-reach-xai';
@@ -72,7 +76,10 @@ export async function resolve(specifier, context, next) {
 `,
   );
   const register = join(dir, 'register.mjs');
-  writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+  writeFileSync(
+    register,
+    `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`,
+  );
   return register;
 }
 
@@ -136,7 +143,11 @@ async function spawn(name: Name, args: Record<string, unknown>): Promise<JobResu
 }
 
 function expectFakeUsage(expect: ExpectStatic, job: JobResult, name: Name) {
-  expect(job.usage).toEqual({ input_tokens: FAKE_USAGE.input, output_tokens: FAKE_USAGE.output, cached_input_tokens: FAKE_USAGE.cached });
+  expect(job.usage).toEqual({
+    input_tokens: FAKE_USAGE.input,
+    output_tokens: FAKE_USAGE.output,
+    cached_input_tokens: FAKE_USAGE.cached,
+  });
   expect(job.cost_source).toBe('estimated');
   expect(job.cost_usd).toBeCloseTo(expectedCost(name), 12);
 }
@@ -151,7 +162,16 @@ test('starting the server and listing tools loads none of the three SDKs', async
   for (const name of NAMES) {
     const tool = tools.tools.find((t) => t.name === `spawn_${name}`)!;
     const props = Object.keys(tool.inputSchema.properties ?? {});
-    expect(props.sort()).toEqual(['max_output_tokens', 'model', 'output_schema', 'prompt', 'system_prompt', 'temperature', 'timeout_s', 'wait_s']);
+    expect(props.sort()).toEqual([
+      'max_output_tokens',
+      'model',
+      'output_schema',
+      'prompt',
+      'system_prompt',
+      'temperature',
+      'timeout_s',
+      'wait_s',
+    ]);
     expect(tool.annotations?.destructiveHint).toBe(false);
   }
   expect(server.client.getInstructions()).toMatch(/spawn_grok: usable/);
@@ -160,7 +180,12 @@ test('starting the server and listing tools loads none of the three SDKs', async
 describe.concurrent.each(NAMES)('%s', (name) => {
   test('success: text, usage, estimated cost, one request; the inputs reach the wire', async ({ expect }) => {
     const mark = marker(`ok-${name}`);
-    const job = await spawn(name, { prompt: `say hi ${mark}`, system_prompt: 'be brief', max_output_tokens: 64, temperature: 0.25 });
+    const job = await spawn(name, {
+      prompt: `say hi ${mark}`,
+      system_prompt: 'be brief',
+      max_output_tokens: 64,
+      temperature: 0.25,
+    });
     expect(job.state).toBe('succeeded');
     expect(job.text).toContain(`FAKE REPLY (turn 1): say hi ${mark}`);
     expect(job.error).toBeUndefined();
@@ -218,7 +243,9 @@ describe.concurrent.each(NAMES)('%s', (name) => {
     expect(job.usage).toBeUndefined();
     expect(job.cost_source).toBe('unknown');
     // retry-after: 2 on each, capped to POLYSPAWN_API_RETRY_AFTER_CAP_S=1.5, twice.
-    expect(runLog(job).match(/waiting 1\.5 s before attempt \d \(retry-after 2 s, capped at 1\.5 s\)/g)).toHaveLength(2);
+    expect(runLog(job).match(/waiting 1\.5 s before attempt \d \(retry-after 2 s, capped at 1\.5 s\)/g)).toHaveLength(
+      2,
+    );
     expect(job.elapsed_s).toBeGreaterThanOrEqual(2.9);
   });
 
@@ -285,7 +312,10 @@ describe.concurrent.each(NAMES)('%s', (name) => {
 
   test('cancel during a slow request: cancelled within a second, request aborted', async ({ expect }) => {
     const mark = marker(`cancel-${name}`);
-    const started = await server.callOk<JobResult>(`spawn_${name}`, { prompt: `[[fake:slow:20000]] ${mark}`, timeout_s: 60 });
+    const started = await server.callOk<JobResult>(`spawn_${name}`, {
+      prompt: `[[fake:slow:20000]] ${mark}`,
+      timeout_s: 60,
+    });
     await expect.poll(() => requestsFor(mark).length, { timeout: 10_000, interval: 20 }).toBe(1);
     const t0 = Date.now();
     const cancelled = await server.callOk<JobResult>('cancel', { agent_id: started.agent_id });
@@ -312,9 +342,15 @@ describe('keys', () => {
   beforeAll(async () => {
     projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
     // grok from the project's api_keys.json; gemini's empty value there must not hide the env.
-    writeFileSync(join(projectDir, 'api_keys.json'), JSON.stringify({ XAI_API_KEY: 'xai-from-project-file-0123', GEMINI_API_KEY: '' }));
+    writeFileSync(
+      join(projectDir, 'api_keys.json'),
+      JSON.stringify({ XAI_API_KEY: 'xai-from-project-file-0123', GEMINI_API_KEY: '' }),
+    );
     mkdirSync(join(projectDir, '.xdg-config', 'polyspawn'), { recursive: true });
-    keyless = await startServer({ projectDir, env: serverEnv({ XAI_API_KEY: 'xai-from-env-is-second', GOOGLE_AI_KEY: 'gemini-from-env-alias-0123' }) });
+    keyless = await startServer({
+      projectDir,
+      env: serverEnv({ XAI_API_KEY: 'xai-from-env-is-second', GOOGLE_AI_KEY: 'gemini-from-env-alias-0123' }),
+    });
   });
 
   afterAll(async () => {
@@ -336,7 +372,9 @@ describe('keys', () => {
     const list = await keyless.callOk<{ agents?: unknown[] }>('list');
     expect(JSON.stringify(list)).not.toContain(mark); // no job was created
     // The model is told what to set; the files tried are in the spawn's error (above) and in doctor.
-    expect(keyless.client.getInstructions()).toMatch(/spawn_mistral: NOT usable here \(no API key: set MISTRAL_API_KEY in api_keys\.json or the environment\)/);
+    expect(keyless.client.getInstructions()).toMatch(
+      /spawn_mistral: NOT usable here \(no API key: set MISTRAL_API_KEY in api_keys\.json or the environment\)/,
+    );
     expect(keyless.client.getInstructions()).not.toContain(join(projectDir, 'api_keys.json'));
   });
 
@@ -362,15 +400,23 @@ describe('keys', () => {
 
 describe('server shutdown', () => {
   test('closing the server aborts API requests in flight', async () => {
-    const other = await startServer({ env: serverEnv(Object.fromEntries(NAMES.map((n) => [KEYS[n].env, KEYS[n].value]))) });
+    const other = await startServer({
+      env: serverEnv(Object.fromEntries(NAMES.map((n) => [KEYS[n].env, KEYS[n].value]))),
+    });
     const marks = NAMES.map((n) => marker(`shutdown-${n}`));
     try {
-      await Promise.all(NAMES.map((n, i) => other.callOk(`spawn_${n}`, { prompt: `[[fake:slow:20000]] ${marks[i]}`, timeout_s: 60 })));
-      await expect.poll(() => marks.every((m) => requestsFor(m).length === 1), { timeout: 10_000, interval: 20 }).toBe(true);
+      await Promise.all(
+        NAMES.map((n, i) => other.callOk(`spawn_${n}`, { prompt: `[[fake:slow:20000]] ${marks[i]}`, timeout_s: 60 })),
+      );
+      await expect
+        .poll(() => marks.every((m) => requestsFor(m).length === 1), { timeout: 10_000, interval: 20 })
+        .toBe(true);
     } finally {
       await other.close(); // closes the server's stdin: it cancels every job and exits
     }
-    await expect.poll(() => marks.map((m) => requestsFor(m)[0]!.outcome), { timeout: 3000, interval: 20 }).toEqual(NAMES.map(() => 'slow-aborted'));
+    await expect
+      .poll(() => marks.map((m) => requestsFor(m)[0]!.outcome), { timeout: 3000, interval: 20 })
+      .toEqual(NAMES.map(() => 'slow-aborted'));
   });
 });
 
@@ -389,7 +435,9 @@ describe('unreachable endpoint', () => {
       },
     });
     try {
-      const jobs = await Promise.all(NAMES.map((n) => other.callOk<JobResult>(`spawn_${n}`, { prompt: 'hello', wait_s: 30 })));
+      const jobs = await Promise.all(
+        NAMES.map((n) => other.callOk<JobResult>(`spawn_${n}`, { prompt: 'hello', wait_s: 30 })),
+      );
       jobs.forEach((job, i) => {
         const n = NAMES[i]!;
         expect(job.state).toBe('failed');

@@ -39,13 +39,24 @@ afterAll(async () => {
 function appWith(env: Record<string, string>, files: Record<string, string> = {}): App {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-context-'));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  const app = createApp({ PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env }, dir, () => true);
+  const app = createApp(
+    { PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env },
+    dir,
+    () => true,
+  );
   open.push({ app, dir });
   return app;
 }
 
 async function run(app: App, backend: string, prompt: string) {
-  const job = app.jobs.submit({ backend, model: app.models[backend]!.default, prompt, cwd: app.config.projectDir, timeoutS: 30, extra: {} });
+  const job = app.jobs.submit({
+    backend,
+    model: app.models[backend]!.default,
+    prompt,
+    cwd: app.config.projectDir,
+    timeoutS: 30,
+    extra: {},
+  });
   const { finished } = await app.jobs.waitFor([job.id], { timeoutMs: 30_000, mode: 'all' });
   return finished[0]!;
 }
@@ -62,7 +73,10 @@ describe('the app context, not the process', () => {
   test("an API job finds its key in the app's environment at run time", async () => {
     const key = 'app-env-mistral-key-0123456789';
     const app = appWith({ MISTRAL_API_KEY: key, POLYSPAWN_MISTRAL_BASE_URL: api.url });
-    expect(app.availability(app.backends.find((b) => b.name === 'mistral')!)).toMatchObject({ usable: true, detail: 'HTTP API, key from env MISTRAL_API_KEY, base URL ' + api.url });
+    expect(app.availability(app.backends.find((b) => b.name === 'mistral')!)).toMatchObject({
+      usable: true,
+      detail: 'HTTP API, key from env MISTRAL_API_KEY, base URL ' + api.url,
+    });
     const mark = `context-key-${Date.now()}`;
     const job = await run(app, 'mistral', mark);
     expect(job.state).toBe('succeeded');
@@ -80,7 +94,7 @@ describe('the app context, not the process', () => {
     });
   });
 
-  test('each app has its own redactor: one app never learns another\'s keys', () => {
+  test("each app has its own redactor: one app never learns another's keys", () => {
     const first = appWith({ MISTRAL_API_KEY: 'first-app-key-0123456789' });
     const second = appWith({});
     expect(first.secrets.text('first-app-key-0123456789')).toBe('[REDACTED]');
@@ -93,7 +107,10 @@ describe("a backend's command and the child's environment", () => {
   const input = { prompt: 'p', model: 'm1', cwd: '/w', systemPrompt: 'Be brief.', extra: {} };
 
   test('copilot adds its instructions folder to the folders the child would inherit', () => {
-    const inherited = copilot.command(input, settings, { scratchDir: '/scratch', env: { COPILOT_CUSTOM_INSTRUCTIONS_DIRS: '/mine' } });
+    const inherited = copilot.command(input, settings, {
+      scratchDir: '/scratch',
+      env: { COPILOT_CUSTOM_INSTRUCTIONS_DIRS: '/mine' },
+    });
     expect(inherited.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS).toBe('/mine,/scratch/copilot-instructions');
     const none = copilot.command(input, settings, { scratchDir: '/scratch', env: {} });
     expect(none.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS).toBe('/scratch/copilot-instructions');

@@ -52,7 +52,6 @@ async function start(prompt: string, opts: Start = {}) {
   return { proc, dir, spec, record: () => readRecord(dir, proc.pid) };
 }
 
-
 function lastLine(text: string): string {
   return text.trimEnd().split('\n').at(-1) ?? '';
 }
@@ -226,9 +225,10 @@ describe('runProcess with the fake CLIs', () => {
     const { proc, record } = await start(prompt, { name: 'codex', args: ARGS.codex });
     const r = await proc.done;
     expect(r).toMatchObject({ end: 'exited', exitCode: 0, stdoutTruncated: false });
-    const message = r.stdout.split('\n').map((l) => (l ? json(l) : {})).find((e) => e.type === 'item.completed') as
-      | { item: { text: string } }
-      | undefined;
+    const message = r.stdout
+      .split('\n')
+      .map((l) => (l ? json(l) : {}))
+      .find((e) => e.type === 'item.completed') as { item: { text: string } } | undefined;
     expect(message?.item.text === `FAKE codex: ${prompt}`).toBe(true); // no 2 MB diff on failure
     expect(record().prompt === prompt).toBe(true);
   });
@@ -255,7 +255,12 @@ describe('runProcess with the fake CLIs', () => {
     process.env.CLAUDECODE = '1';
     try {
       const removed = await start('[[cli:echo-env:CLAUDECODE]]', {
-        env: { CLAUDECODE: undefined, IS_SANDBOX: '1', FAKE_CLI_RECORD_ENV: 'POLYSPAWN_TEST_VAR', POLYSPAWN_TEST_VAR: 'x y' },
+        env: {
+          CLAUDECODE: undefined,
+          IS_SANDBOX: '1',
+          FAKE_CLI_RECORD_ENV: 'POLYSPAWN_TEST_VAR',
+          POLYSPAWN_TEST_VAR: 'x y',
+        },
       });
       const r = await removed.proc.done;
       expect(json(r.stdout).result).toBe('');
@@ -288,7 +293,12 @@ describe('the fake CLIs speak their vendor formats', () => {
 
     const failed = await (await start('[[cli:fail]]', { name: 'codex', args: ARGS.codex })).proc.done;
     expect(failed.exitCode).toBe(1);
-    expect(failed.stdout.trimEnd().split('\n').map((l) => json(l).type)).toEqual(['thread.started', 'turn.started', 'error', 'turn.failed']);
+    expect(
+      failed.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => json(l).type),
+    ).toEqual(['thread.started', 'turn.started', 'error', 'turn.failed']);
   });
 
   it('copilot: assistant.message, a final result, and the usage file', async () => {
@@ -298,7 +308,11 @@ describe('the fake CLIs speak their vendor formats', () => {
     const r = await (await start('hi', { name: 'copilot', args })).proc.done;
     const events = r.stdout.trimEnd().split('\n').map(json);
     expect(events.find((e) => e.type === 'assistant.message')).toMatchObject({ data: { content: 'FAKE copilot: hi' } });
-    expect(events.at(-1)).toMatchObject({ type: 'result', exitCode: 0, usage: { premiumRequests: expect.any(Number) } });
+    expect(events.at(-1)).toMatchObject({
+      type: 'result',
+      exitCode: 0,
+      usage: { premiumRequests: expect.any(Number) },
+    });
     expect(JSON.parse(await readFile(usageFile, 'utf8'))).toHaveProperty('modelMetrics');
 
     const failed = await (await start('[[cli:fail]]', { name: 'copilot', args: ARGS.copilot })).proc.done;

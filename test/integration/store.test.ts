@@ -20,7 +20,15 @@ const project = () => {
   return { dir, state: join(dir, '.polyspawn'), iac: join(dir, 'IAC.md') };
 };
 const me: ProcessIdentity = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
-const openStore = (state: string, identity = me) => new RunStore({ stateDir: state, redactor: new Redactor(['configured-secret-123'], backends.flatMap((b) => b.secretPatterns)), identity });
+const openStore = (state: string, identity = me) =>
+  new RunStore({
+    stateDir: state,
+    redactor: new Redactor(
+      ['configured-secret-123'],
+      backends.flatMap((b) => b.secretPatterns),
+    ),
+    identity,
+  });
 
 let counter = 0;
 function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
@@ -36,7 +44,12 @@ function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
     state,
     createdAt: new Date().toISOString(),
     ...(state !== 'queued' ? { startedAt: new Date().toISOString() } : {}),
-    ...(state !== 'queued' && state !== 'running' ? { endedAt: new Date().toISOString(), outcome: { ok: state === 'succeeded', text: `answer ${id}`, costSource: 'unknown' as const } } : {}),
+    ...(state !== 'queued' && state !== 'running'
+      ? {
+          endedAt: new Date().toISOString(),
+          outcome: { ok: state === 'succeeded', text: `answer ${id}`, costSource: 'unknown' as const },
+        }
+      : {}),
     ...overrides,
   };
 }
@@ -49,7 +62,11 @@ function run(store: RunStore, final: JobState = 'succeeded', overrides: Partial<
   j.state = 'running';
   j.startedAt = new Date().toISOString();
   store.save(j);
-  Object.assign(j, { state: final, endedAt: new Date().toISOString(), outcome: { ok: final === 'succeeded', text: `answer ${j.id}`, costSource: 'unknown' } });
+  Object.assign(j, {
+    state: final,
+    endedAt: new Date().toISOString(),
+    outcome: { ok: final === 'succeeded', text: `answer ${j.id}`, costSource: 'unknown' },
+  });
   store.save(j);
   return j;
 }
@@ -63,7 +80,10 @@ describe('RunStore', () => {
     expect(stored).toMatchObject({ id: j.id, state: 'succeeded', owner: me, outcome: { text: `answer ${j.id}` } });
     expect(stored.prompt).toBe('use [REDACTED] and [REDACTED] please');
     expect(readFileSync(join(p.state, 'runs', j.id, 'prompt.txt'), 'utf8')).toBe(stored.prompt);
-    const lines = readFileSync(join(p.state, 'index.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { st: string });
+    const lines = readFileSync(join(p.state, 'index.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { st: string });
     expect(lines.map((l) => l.st)).toEqual(['queued', 'running', 'succeeded']);
 
     const other = openStore(p.state, { pid: 1, start: 'other' });
@@ -83,8 +103,13 @@ describe('RunStore', () => {
     expect(b.claimId('abc234')).toBe(true);
     // The job table asks the hook for every id it draws: ids it hands out are claimed in the store.
     const ids = new Set<string>();
-    const table = new JobTable({ concurrency: 1, execute: async () => ({ state: 'succeeded', outcome: { ok: true, text: '', costSource: 'unknown' } }), idTaken: (id) => b.claimId(id) });
-    for (let i = 0; i < 200; i++) ids.add(table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} }).id);
+    const table = new JobTable({
+      concurrency: 1,
+      execute: async () => ({ state: 'succeeded', outcome: { ok: true, text: '', costSource: 'unknown' } }),
+      idTaken: (id) => b.claimId(id),
+    });
+    for (let i = 0; i < 200; i++)
+      ids.add(table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} }).id);
     expect(ids.size).toBe(200);
     for (const id of ids) expect(a.claimId(id)).toBe(true);
   });
@@ -221,14 +246,21 @@ describe('recovery', () => {
 
     const next = openStore(p.state);
     const recovered: string[] = [];
-    const writer = new IacWriter(next, { file: p.iac, entries: 200, debounceMs: 0, onRecovered: (r) => recovered.push(...r.map((x) => x.record.id)) });
+    const writer = new IacWriter(next, {
+      file: p.iac,
+      entries: 200,
+      debounceMs: 0,
+      onRecovered: (r) => recovered.push(...r.map((x) => x.record.id)),
+    });
     writer.schedule();
     await writer.flush();
     expect(recovered.sort()).toEqual([running.id, queued.id, reused.id].sort());
     for (const id of recovered) {
       const r = next.get(id) as StoredRecord;
       expect(r.state).toBe('interrupted');
-      expect(r.outcome!.error).toMatch(/interrupted: the polyspawn server that ran it \(pid \d+\) ended before it finished/);
+      expect(r.outcome!.error).toMatch(
+        /interrupted: the polyspawn server that ran it \(pid \d+\) ended before it finished/,
+      );
     }
     expect(next.get(live.id)!.state).toBe('running');
     expect(next.get(finished.id)!.state).toBe('succeeded');
@@ -257,9 +289,16 @@ describe('JobTable over the store', () => {
     const earlier = openStore(p.state, { pid: 1, start: 'old' });
     const done = run(earlier);
     const store = openStore(p.state);
-    const execute: Executor = async () => ({ state: 'succeeded', outcome: { ok: true, text: 'new', costSource: 'unknown' } });
+    const execute: Executor = async () => ({
+      state: 'succeeded',
+      outcome: { ok: true, text: 'new', costSource: 'unknown' },
+    });
     const table = new JobTable({ concurrency: 2, execute, idTaken: (id) => store.claimId(id), history: store });
-    expect(table.get(done.id)).toMatchObject({ id: done.id, state: 'succeeded', outcome: { text: `answer ${done.id}` } });
+    expect(table.get(done.id)).toMatchObject({
+      id: done.id,
+      state: 'succeeded',
+      outcome: { text: `answer ${done.id}` },
+    });
     const fresh = table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} });
     expect(table.all().map((r) => r.id)).toEqual([done.id, fresh.id]);
     const waited = await table.waitFor([done.id, fresh.id], { timeoutMs: 5000, mode: 'all' });

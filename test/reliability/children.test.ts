@@ -15,7 +15,9 @@ type Job = { agent_id: string; state: string; text?: string; error?: string; log
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-children-'));
 let server: RpcServer;
 beforeAll(async () => {
-  server = await startRpcServer({ env: { POLYSPAWN_CONCURRENCY: '8', POLYSPAWN_CODEX_BIN: join(repoRoot, 'test', 'fakes', 'odd-cli.mjs') } });
+  server = await startRpcServer({
+    env: { POLYSPAWN_CONCURRENCY: '8', POLYSPAWN_CODEX_BIN: join(repoRoot, 'test', 'fakes', 'odd-cli.mjs') },
+  });
 });
 afterAll(async () => {
   expect(await stopAllAndCollectStdoutProblems()).toEqual([]);
@@ -29,7 +31,10 @@ async function pidsOf(file: string): Promise<number[]> {
 }
 const spawnOdd = async (directives: string, args: Record<string, unknown> = {}) => {
   const file = join(dir, `pids-${++n}`);
-  const job = await server.callOk<Job>('spawn_codex', { prompt: `odd ${n} [[odd:pids:${file}]] ${directives}`, ...args });
+  const job = await server.callOk<Job>('spawn_codex', {
+    prompt: `odd ${n} [[odd:pids:${file}]] ${directives}`,
+    ...args,
+  });
   return { job, file };
 };
 const waitDone = async (id: string, timeout_s = 30) => {
@@ -37,7 +42,8 @@ const waitDone = async (id: string, timeout_s = 30) => {
   expect(waited.finished, `${id} finished`).toHaveLength(1);
   return waited.finished[0]!;
 };
-const allGone = (pids: number[]) => waitFor(`processes ${pids.join(', ')} to be gone`, () => pids.every(isGone), 10_000);
+const allGone = (pids: number[]) =>
+  waitFor(`processes ${pids.join(', ')} to be gone`, () => pids.every(isGone), 10_000);
 
 describe('a child that closes its stdout', () => {
   test('and keeps running: it stays running (its answer already read) until its timeout ends it', async () => {
@@ -67,7 +73,9 @@ describe('a child that closes its stdout', () => {
     const [pid] = await pidsOf(file);
     const done = await waitDone(job.agent_id);
     expect(done.state).toBe('failed');
-    expect(done.error).toMatch(/codex exited with code 0 without a turn\.completed event: its output is malformed or truncated/);
+    expect(done.error).toMatch(
+      /codex exited with code 0 without a turn\.completed event: its output is malformed or truncated/,
+    );
     await allGone([pid!]);
   });
 });
@@ -85,7 +93,10 @@ describe('a child that forks and exits', () => {
   test('the fork holding its stdout and stderr open: succeeded at once, the fork ended', async () => {
     const gc = join(dir, 'gc-keeps-pipes');
     const started = Date.now();
-    const job = await server.callOk<Job>('spawn_claude', { prompt: `fork [[cli:grandchild:${gc}]] [[cli:exit-leaving-grandchild]] [[cli:grandchild-keeps-pipes]]`, wait_s: 30 });
+    const job = await server.callOk<Job>('spawn_claude', {
+      prompt: `fork [[cli:grandchild:${gc}]] [[cli:exit-leaving-grandchild]] [[cli:grandchild-keeps-pipes]]`,
+      wait_s: 30,
+    });
     expect(job).toMatchObject({ state: 'succeeded', text: expect.stringContaining('FAKE claude: fork') });
     expect(Date.now() - started).toBeLessThan(20_000); // not held until the fork would have ended
     await allGone([Number(readFileSync(gc, 'utf8'))]);
@@ -114,7 +125,8 @@ describe('a child whose output is not UTF-8', () => {
     await allGone([pid!]);
 
     const iac = join(server.projectDir, 'IAC.md');
-    const entry = () => (existsSync(iac) ? parseIac(readFileSync(iac, 'utf8')).entries.find((e) => e.id === job.agent_id) : undefined);
+    const entry = () =>
+      existsSync(iac) ? parseIac(readFileSync(iac, 'utf8')).entries.find((e) => e.id === job.agent_id) : undefined;
     await waitFor('IAC.md to show it finished', () => entry() !== undefined, 10_000);
     expect(entry()!.result).toBe('ODD: caf\uFFFD \uFFFD\uFFFD \uFFFD end\n');
   });

@@ -15,44 +15,57 @@ afterAll(async () => {
 });
 
 describe('the client disconnects with 10 jobs running', () => {
-  test('the server exits, no process of any job is left, and every job is recorded cancelled', { timeout: 90_000 }, async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-'));
-    const records = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-records-'));
-    const server = await startRpcServer({ projectDir, env: { POLYSPAWN_CONCURRENCY: '10', FAKE_CLI_RECORD: records, POLYSPAWN_KILL_GRACE_S: '1' } });
-    const backends = ['claude', 'codex', 'copilot'];
-    const ids: string[] = [];
-    for (let i = 0; i < 10; i++) {
-      // Two ignore SIGTERM: only the grace period's SIGKILL ends them.
-      const behaviour = i < 2 ? '[[cli:ignore-term]]' : '[[cli:hang]]';
-      const job = await server.callOk<Job>(`spawn_${backends[i % 3]}`, { prompt: `job ${i} ${behaviour} [[cli:grandchild:${join(records, `gc-${i}`)}]]` });
-      ids.push(job.agent_id);
-    }
-    await waitFor('all 10 jobs and their grandchildren to run', () => {
+  test(
+    'the server exits, no process of any job is left, and every job is recorded cancelled',
+    { timeout: 90_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-'));
+      const records = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-records-'));
+      const server = await startRpcServer({
+        projectDir,
+        env: { POLYSPAWN_CONCURRENCY: '10', FAKE_CLI_RECORD: records, POLYSPAWN_KILL_GRACE_S: '1' },
+      });
+      const backends = ['claude', 'codex', 'copilot'];
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        // Two ignore SIGTERM: only the grace period's SIGKILL ends them.
+        const behaviour = i < 2 ? '[[cli:ignore-term]]' : '[[cli:hang]]';
+        const job = await server.callOk<Job>(`spawn_${backends[i % 3]}`, {
+          prompt: `job ${i} ${behaviour} [[cli:grandchild:${join(records, `gc-${i}`)}]]`,
+        });
+        ids.push(job.agent_id);
+      }
+      await waitFor(
+        'all 10 jobs and their grandchildren to run',
+        () => {
+          const { leaders, grandchildren } = fakeCliPids(records);
+          return leaders.length === 10 && grandchildren.length === 10;
+        },
+        30_000,
+      );
       const { leaders, grandchildren } = fakeCliPids(records);
-      return leaders.length === 10 && grandchildren.length === 10;
-    }, 30_000);
-    const { leaders, grandchildren } = fakeCliPids(records);
-    const pids = [...leaders, ...grandchildren];
-    for (const pid of pids) expect(isGone(pid), `${pid} runs before the disconnect`).toBe(false);
-    const listed = await server.callOk<{ running: number }>('list');
-    expect(listed.running).toBe(10);
+      const pids = [...leaders, ...grandchildren];
+      for (const pid of pids) expect(isGone(pid), `${pid} runs before the disconnect`).toBe(false);
+      const listed = await server.callOk<{ running: number }>('list');
+      expect(listed.running).toBe(10);
 
-    const disconnectedAt = Date.now();
-    expect(await server.disconnect()).toBe(0);
-    // Within the grace period (1 s) plus the IAC.md flush; the bound only guards against a hang.
-    expect(Date.now() - disconnectedAt).toBeLessThan(20_000);
-    await waitFor('every job process to be gone', () => pids.every(isGone), 10_000);
-    expect(pids.filter((pid) => !isGone(pid))).toEqual([]);
+      const disconnectedAt = Date.now();
+      expect(await server.disconnect()).toBe(0);
+      // Within the grace period (1 s) plus the IAC.md flush; the bound only guards against a hang.
+      expect(Date.now() - disconnectedAt).toBeLessThan(20_000);
+      await waitFor('every job process to be gone', () => pids.every(isGone), 10_000);
+      expect(pids.filter((pid) => !isGone(pid))).toEqual([]);
 
-    // On record: a new server on the project answers for each job, and none is left running.
-    const next = await startRpcServer({ projectDir });
-    for (const id of ids) {
-      const job = await next.callOk<Job>('result', { agent_id: id });
-      expect(job.state, id).toBe('cancelled');
-    }
-    const after = await next.callOk<{ running: number; queued: number; agents: Job[] }>('list', { recent: 50 });
-    expect(after).toMatchObject({ running: 0, queued: 0 });
-    expect(after.agents.map((a) => a.state)).toEqual(Array(10).fill('cancelled'));
-    expect(readdirSync(join(projectDir, '.polyspawn', 'runs')).sort()).toEqual([...ids].sort());
-  });
+      // On record: a new server on the project answers for each job, and none is left running.
+      const next = await startRpcServer({ projectDir });
+      for (const id of ids) {
+        const job = await next.callOk<Job>('result', { agent_id: id });
+        expect(job.state, id).toBe('cancelled');
+      }
+      const after = await next.callOk<{ running: number; queued: number; agents: Job[] }>('list', { recent: 50 });
+      expect(after).toMatchObject({ running: 0, queued: 0 });
+      expect(after.agents.map((a) => a.state)).toEqual(Array(10).fill('cancelled'));
+      expect(readdirSync(join(projectDir, '.polyspawn', 'runs')).sort()).toEqual([...ids].sort());
+    },
+  );
 });

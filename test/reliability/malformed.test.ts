@@ -25,12 +25,20 @@ function prng(seed: number) {
 type Case = { label: string; params: unknown; raw?: Buffer[]; expect: RegExp };
 /** Where a string value holds RAW, the request's bytes there are replaced by raw bytes (not JSON-encodable). */
 const RAW = '__RAW_BYTES__';
-const INVALID_UTF8 = [Buffer.from([0xff]), Buffer.from([0xfe, 0xff]), Buffer.from([0xc3, 0x28]), Buffer.from([0xe2, 0x82]), Buffer.from([0xf0, 0x28, 0x8c, 0xbc]), Buffer.from([0xed, 0xa0, 0x80])];
+const INVALID_UTF8 = [
+  Buffer.from([0xff]),
+  Buffer.from([0xfe, 0xff]),
+  Buffer.from([0xc3, 0x28]),
+  Buffer.from([0xe2, 0x82]),
+  Buffer.from([0xf0, 0x28, 0x8c, 0xbc]),
+  Buffer.from([0xed, 0xa0, 0x80]),
+];
 
 function generate(count: number, seed: number): Case[] {
   const rand = prng(seed);
-  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
-  const word = (n = 1 + Math.floor(rand() * 12)) => Array.from({ length: n }, () => pick('abcdefghijklmnopqrstuvwxyz_0123456789'.split(''))).join('');
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const word = (n = 1 + Math.floor(rand() * 12)) =>
+    Array.from({ length: n }, () => pick('abcdefghijklmnopqrstuvwxyz_0123456789'.split(''))).join('');
   const wrongFor: Record<string, unknown[]> = {
     string: [42, -1.5, true, false, null, [], ['x'], {}, { a: 1 }],
     integer: ['7', 'seven', true, null, [], {}, 1.5, -3],
@@ -40,7 +48,15 @@ function generate(count: number, seed: number): Case[] {
   };
   // Each tool's fields and what they take; `min` ones are out of range below 0.
   const fields: Record<string, Record<string, string>> = {
-    spawn_claude: { prompt: 'string', model: 'string', cwd: 'string', system_prompt: 'string', resume: 'string', timeout_s: 'integer', wait_s: 'number' },
+    spawn_claude: {
+      prompt: 'string',
+      model: 'string',
+      cwd: 'string',
+      system_prompt: 'string',
+      resume: 'string',
+      timeout_s: 'integer',
+      wait_s: 'number',
+    },
     spawn_codex: { prompt: 'string', model: 'string', cwd: 'string', timeout_s: 'integer', wait_s: 'number' },
     spawn_copilot: { prompt: 'string', model: 'string', timeout_s: 'integer' },
     spawn_grok: { prompt: 'string', temperature: 'number', max_output_tokens: 'integer' },
@@ -62,7 +78,18 @@ function generate(count: number, seed: number): Case[] {
     logs: { agent_id: 'nosuch' },
   };
   const tools = Object.keys(fields);
-  const kinds = ['unknown-tool', 'missing', 'wrong-type', 'huge', 'unknown-key', 'bad-utf8', 'surrogate', 'out-of-range', 'not-an-object', 'no-name'] as const;
+  const kinds = [
+    'unknown-tool',
+    'missing',
+    'wrong-type',
+    'huge',
+    'unknown-key',
+    'bad-utf8',
+    'surrogate',
+    'out-of-range',
+    'not-an-object',
+    'no-name',
+  ] as const;
   const cases: Case[] = [];
   for (let i = 0; i < count; i++) {
     const kind = kinds[i % kinds.length]!;
@@ -71,34 +98,66 @@ function generate(count: number, seed: number): Case[] {
     switch (kind) {
       case 'unknown-tool': {
         const name = pick(['spawn_', 'get_', '', 'list_', 'LIST']) + word();
-        cases.push({ label: `unknown tool ${name}`, params: { name, arguments: {} }, expect: new RegExp(`Tool ${name} not found`) });
+        cases.push({
+          label: `unknown tool ${name}`,
+          params: { name, arguments: {} },
+          expect: new RegExp(`Tool ${name} not found`),
+        });
         break;
       }
       case 'missing': {
-        const [tool2, field] = pick([['spawn_claude', 'prompt'], ['spawn_codex', 'prompt'], ['spawn_grok', 'prompt'], ['result', 'agent_id'], ['cancel', 'agent_id'], ['logs', 'agent_id']] as const);
-        cases.push({ label: `${tool2} without ${field}`, params: { name: tool2, arguments: {} }, expect: new RegExp(`expected string, received undefined at ${field}`) });
+        const [tool2, field] = pick([
+          ['spawn_claude', 'prompt'],
+          ['spawn_codex', 'prompt'],
+          ['spawn_grok', 'prompt'],
+          ['result', 'agent_id'],
+          ['cancel', 'agent_id'],
+          ['logs', 'agent_id'],
+        ] as const);
+        cases.push({
+          label: `${tool2} without ${field}`,
+          params: { name: tool2, arguments: {} },
+          expect: new RegExp(`expected string, received undefined at ${field}`),
+        });
         break;
       }
       case 'wrong-type': {
         const field = pick(Object.keys(fields[tool]!));
         const value = pick(wrongFor[fields[tool]![field]!]!);
-        cases.push({ label: `${tool}.${field} = ${JSON.stringify(value)}`, params: { name: tool, arguments: { ...base(), [field]: value } }, expect: new RegExp(`at ${field}`) });
+        cases.push({
+          label: `${tool}.${field} = ${JSON.stringify(value)}`,
+          params: { name: tool, arguments: { ...base(), [field]: value } },
+          expect: new RegExp(`at ${field}`),
+        });
         break;
       }
       case 'huge': {
         const [tool2, field, size, message] = pick([
-          ['spawn_codex', 'prompt', 2_000_001 + Math.floor(rand() * 100_000), /prompt is longer than 2000000 characters/],
+          [
+            'spawn_codex',
+            'prompt',
+            2_000_001 + Math.floor(rand() * 100_000),
+            /prompt is longer than 2000000 characters/,
+          ],
           ['spawn_claude', 'model', 10_000, /Too big: expected string to have <=200 characters at model/],
           ['result', 'agent_id', 100_000, /Too big: expected string to have <=64 characters at agent_id/],
           ['cancel', 'agent_id', 65, /<=64 characters at agent_id/],
           ['spawn_claude', 'system_prompt', 250_000, /<=200000 characters at system_prompt/],
         ] as const);
-        cases.push({ label: `${tool2}.${field} of ${size} characters`, params: { name: tool2, arguments: { ...required[tool2], [field]: 'x'.repeat(size) } }, expect: message });
+        cases.push({
+          label: `${tool2}.${field} of ${size} characters`,
+          params: { name: tool2, arguments: { ...required[tool2], [field]: 'x'.repeat(size) } },
+          expect: message,
+        });
         break;
       }
       case 'unknown-key': {
         const key = `${word()}_${i}`;
-        cases.push({ label: `${tool} with ${key}`, params: { name: tool, arguments: { ...base(), [key]: word() } }, expect: new RegExp(`Unrecognized key.*${key}`) });
+        cases.push({
+          label: `${tool} with ${key}`,
+          params: { name: tool, arguments: { ...base(), [key]: word() } },
+          expect: new RegExp(`Unrecognized key.*${key}`),
+        });
         break;
       }
       case 'bad-utf8': {
@@ -114,7 +173,12 @@ function generate(count: number, seed: number): Case[] {
           ['spawn_copilot', { prompt: `do ${RAW} it`, timeout_s: -1 }, /at timeout_s/],
           [`spawn_${RAW}`, { prompt: 'x' }, /not found/],
         ] as const);
-        cases.push({ label: `${tool2} with invalid UTF-8 in ${JSON.stringify(args)}`, params: { name: tool2, arguments: args }, raw: [pick(INVALID_UTF8)], expect: message });
+        cases.push({
+          label: `${tool2} with invalid UTF-8 in ${JSON.stringify(args)}`,
+          params: { name: tool2, arguments: args },
+          raw: [pick(INVALID_UTF8)],
+          expect: message,
+        });
         break;
       }
       case 'surrogate': {
@@ -125,7 +189,11 @@ function generate(count: number, seed: number): Case[] {
           ['spawn_claude', { prompt: 'x', model: lone }, /unknown model/],
           ['spawn_codex', { prompt: lone, wait_s: 'no' }, /at wait_s/],
         ] as const);
-        cases.push({ label: `${tool2} with a lone surrogate`, params: { name: tool2, arguments: args }, expect: message });
+        cases.push({
+          label: `${tool2} with a lone surrogate`,
+          params: { name: tool2, arguments: args },
+          expect: message,
+        });
         break;
       }
       case 'out-of-range': {
@@ -141,17 +209,29 @@ function generate(count: number, seed: number): Case[] {
           ['logs', 'limit', 0],
           ['logs', 'offset', -5],
         ] as const);
-        cases.push({ label: `${tool2}.${field} = ${value}`, params: { name: tool2, arguments: { ...required[tool2], [field]: value } }, expect: new RegExp(`at ${field}`) });
+        cases.push({
+          label: `${tool2}.${field} = ${value}`,
+          params: { name: tool2, arguments: { ...required[tool2], [field]: value } },
+          expect: new RegExp(`at ${field}`),
+        });
         break;
       }
       case 'not-an-object': {
         const value = pick([[], ['x'], 'args', 42, true]);
-        cases.push({ label: `${tool} with arguments ${JSON.stringify(value)}`, params: { name: tool, arguments: value }, expect: /"arguments"[\s\S]*expected record/ });
+        cases.push({
+          label: `${tool} with arguments ${JSON.stringify(value)}`,
+          params: { name: tool, arguments: value },
+          expect: /"arguments"[\s\S]*expected record/,
+        });
         break;
       }
       case 'no-name': {
         const params = pick([{ arguments: {} }, { name: 42, arguments: {} }, { name: null }, { name: ['list'] }]);
-        cases.push({ label: `tools/call with ${JSON.stringify(params)}`, params, expect: /"name"[\s\S]*expected string/ });
+        cases.push({
+          label: `tools/call with ${JSON.stringify(params)}`,
+          params,
+          expect: /"name"[\s\S]*expected string/,
+        });
         break;
       }
     }
@@ -180,30 +260,37 @@ const errorText = (r: RpcResponse): string | undefined => {
 };
 
 describe('1,000 malformed tool calls', () => {
-  test('each gets an error naming its problem; none starts a job; a valid call works afterwards', { timeout: 180_000 }, async () => {
-    const cases = generate(1000, 7);
-    expect(new Set(cases.map((c) => c.label.split(' ')[0])).size).toBeGreaterThan(5);
-    const server = await startRpcServer({ env: { POLYSPAWN_CONCURRENCY: '4' } });
-    const failures: string[] = [];
-    for (let from = 0; from < cases.length; from += 50) {
-      const answers = await Promise.all(
-        cases.slice(from, from + 50).map(async (c, k) => {
-          const id = server.nextId();
-          return { c, n: from + k, r: await server.requestRaw(id, requestBytes(id, c)) };
-        }),
-      );
-      for (const { c, n, r } of answers) {
-        const text = errorText(r);
-        if (text === undefined) failures.push(`#${n} ${c.label}: not an error: ${JSON.stringify(r).slice(0, 300)}`);
-        else if (!c.expect.test(text)) failures.push(`#${n} ${c.label}: ${c.expect} not in: ${text.slice(0, 300)}`);
+  test(
+    'each gets an error naming its problem; none starts a job; a valid call works afterwards',
+    { timeout: 180_000 },
+    async () => {
+      const cases = generate(1000, 7);
+      expect(new Set(cases.map((c) => c.label.split(' ')[0])).size).toBeGreaterThan(5);
+      const server = await startRpcServer({ env: { POLYSPAWN_CONCURRENCY: '4' } });
+      const failures: string[] = [];
+      for (let from = 0; from < cases.length; from += 50) {
+        const answers = await Promise.all(
+          cases.slice(from, from + 50).map(async (c, k) => {
+            const id = server.nextId();
+            return { c, n: from + k, r: await server.requestRaw(id, requestBytes(id, c)) };
+          }),
+        );
+        for (const { c, n, r } of answers) {
+          const text = errorText(r);
+          if (text === undefined) failures.push(`#${n} ${c.label}: not an error: ${JSON.stringify(r).slice(0, 300)}`);
+          else if (!c.expect.test(text)) failures.push(`#${n} ${c.label}: ${c.expect} not in: ${text.slice(0, 300)}`);
+        }
       }
-    }
-    expect(failures).toEqual([]);
+      expect(failures).toEqual([]);
 
-    const listed = await server.callOk<{ agents: unknown[] }>('list', { recent: 1000 });
-    expect(listed.agents).toEqual([]);
-    const job = await server.callOk<{ state: string; text: string }>('spawn_codex', { prompt: 'still here', wait_s: 30 });
-    expect(job).toMatchObject({ state: 'succeeded', text: 'FAKE codex: still here' });
-    expect(server.child.exitCode).toBeNull();
-  });
+      const listed = await server.callOk<{ agents: unknown[] }>('list', { recent: 1000 });
+      expect(listed.agents).toEqual([]);
+      const job = await server.callOk<{ state: string; text: string }>('spawn_codex', {
+        prompt: 'still here',
+        wait_s: 30,
+      });
+      expect(job).toMatchObject({ state: 'succeeded', text: 'FAKE codex: still here' });
+      expect(server.child.exitCode).toBeNull();
+    },
+  );
 });

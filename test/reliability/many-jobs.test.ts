@@ -27,11 +27,16 @@ afterAll(async () => {
 
 async function batch(server: RpcServer, from: number): Promise<void> {
   const ids = await Promise.all(
-    Array.from({ length: BATCH }, (_, i) => server.callOk<Job>('spawn_codex', { prompt: `job ${from + i}` }).then((j) => j.agent_id)),
+    Array.from({ length: BATCH }, (_, i) =>
+      server.callOk<Job>('spawn_codex', { prompt: `job ${from + i}` }).then((j) => j.agent_id),
+    ),
   );
   let pending = ids;
   while (pending.length) {
-    const waited = await server.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', { agent_ids: pending, timeout_s: 50 });
+    const waited = await server.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', {
+      agent_ids: pending,
+      timeout_s: 50,
+    });
     for (const job of waited.finished) expect(job.state, job.agent_id).toBe('succeeded');
     pending = waited.pending.map((j) => j.agent_id);
   }
@@ -44,7 +49,7 @@ async function snapshot(server: RpcServer, dir: string): Promise<{ heap: number;
   process.kill(server.pid, 'SIGUSR2');
   let file = '';
   let size = -1;
-  for (const deadline = Date.now() + 60_000; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
     await new Promise((r) => setTimeout(r, 250));
     file ||= readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')) ?? '';
     if (!file) continue;
@@ -52,7 +57,10 @@ async function snapshot(server: RpcServer, dir: string): Promise<{ heap: number;
     if (now > 0 && now === size) break;
     size = now;
   }
-  const snap = JSON.parse(readFileSync(join(dir, file), 'utf8')) as { snapshot: { meta: { node_fields: string[]; node_types: [string[]] } }; nodes: number[] };
+  const snap = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
+    snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+    nodes: number[];
+  };
   const { node_fields: fields, node_types: types } = snap.snapshot.meta;
   const [type, selfSize] = [fields.indexOf('type'), fields.indexOf('self_size')];
   let heap = 0;
@@ -65,28 +73,33 @@ async function snapshot(server: RpcServer, dir: string): Promise<{ heap: number;
 }
 
 describe('5,000 jobs through one server', () => {
-  test('file descriptors and memory at the end are within 10% of where they were after the first 500', { timeout: 400_000 }, async () => {
-    const diagnostics = mkdtempSync(join(tmpdir(), 'polyspawn-heap-'));
-    const server = await startRpcServer({
-      env: {
-        POLYSPAWN_CONCURRENCY: '50',
-        POLYSPAWN_CODEX_BIN: join(repoRoot, 'test', 'fakes', 'instant', 'codex'),
-        NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${diagnostics}`,
-      },
-    });
-    const measure = async () => ({ fds: openFds(server.pid), ...(await snapshot(server, diagnostics)) });
-    let at500 = { fds: 0, heap: 0, code: 0 };
-    for (let done = 0; done < TOTAL; done += BATCH) {
-      await batch(server, done);
-      if (done + BATCH === 500) at500 = await measure();
-    }
-    const atEnd = await measure();
-    const listed = await server.callOk<{ agents: Job[]; running: number; queued: number }>('list', { recent: 1000 });
-    expect(listed).toMatchObject({ running: 0, queued: 0 });
-    expect(listed.agents).toHaveLength(1000);
-    const show = (m: typeof atEnd) => `${m.fds} fds, ${m.heap.toFixed(1)} MiB live heap of which ${m.code.toFixed(1)} MiB compiled code`;
-    console.log(`after 500 jobs: ${show(at500)}; after ${TOTAL}: ${show(atEnd)}`);
-    expect(atEnd.fds).toBeLessThanOrEqual(Math.floor(at500.fds * 1.1));
-    expect(atEnd.heap - atEnd.code).toBeLessThanOrEqual((at500.heap - at500.code) * 1.1);
-  });
+  test(
+    'file descriptors and memory at the end are within 10% of where they were after the first 500',
+    { timeout: 400_000 },
+    async () => {
+      const diagnostics = mkdtempSync(join(tmpdir(), 'polyspawn-heap-'));
+      const server = await startRpcServer({
+        env: {
+          POLYSPAWN_CONCURRENCY: '50',
+          POLYSPAWN_CODEX_BIN: join(repoRoot, 'test', 'fakes', 'instant', 'codex'),
+          NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${diagnostics}`,
+        },
+      });
+      const measure = async () => ({ fds: openFds(server.pid), ...(await snapshot(server, diagnostics)) });
+      let at500 = { fds: 0, heap: 0, code: 0 };
+      for (let done = 0; done < TOTAL; done += BATCH) {
+        await batch(server, done);
+        if (done + BATCH === 500) at500 = await measure();
+      }
+      const atEnd = await measure();
+      const listed = await server.callOk<{ agents: Job[]; running: number; queued: number }>('list', { recent: 1000 });
+      expect(listed).toMatchObject({ running: 0, queued: 0 });
+      expect(listed.agents).toHaveLength(1000);
+      const show = (m: typeof atEnd) =>
+        `${m.fds} fds, ${m.heap.toFixed(1)} MiB live heap of which ${m.code.toFixed(1)} MiB compiled code`;
+      console.log(`after 500 jobs: ${show(at500)}; after ${TOTAL}: ${show(atEnd)}`);
+      expect(atEnd.fds).toBeLessThanOrEqual(Math.floor(at500.fds * 1.1));
+      expect(atEnd.heap - atEnd.code).toBeLessThanOrEqual((at500.heap - at500.code) * 1.1);
+    },
+  );
 });

@@ -28,8 +28,17 @@ describe('stdout carries JSON-RPC only', () => {
     ]);
     const hanging = await server.callOk<Job>('spawn_copilot', { prompt: 'to cancel [[cli:hang]]' });
     await server.callOk('cancel', { agent_id: hanging.agent_id });
-    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: jobs.map((j) => j.agent_id), timeout_s: 50 });
-    expect(waited.finished.map((j) => j.state).sort()).toEqual(['failed', 'failed', 'succeeded', 'succeeded', 'timed_out']);
+    const waited = await server.callOk<{ finished: Job[] }>('wait_for_agents', {
+      agent_ids: jobs.map((j) => j.agent_id),
+      timeout_s: 50,
+    });
+    expect(waited.finished.map((j) => j.state).sort()).toEqual([
+      'failed',
+      'failed',
+      'succeeded',
+      'succeeded',
+      'timed_out',
+    ]);
     await server.callOk('logs', { agent_id: jobs[1]!.agent_id, tail: 4096 });
     expect((await server.request('resources/list', {})).error).toBeUndefined();
     expect((await server.request('resources/read', { uri: 'polyspawn://IAC.md' })).error).toBeUndefined();

@@ -19,8 +19,12 @@ type Kind = 'read-only' | 'full';
 const isRoot = process.getuid?.() === 0;
 const sh = (cmd: string, args: string[]) => spawnSync(cmd, args, { encoding: 'utf8' });
 const probe = mkdtempSync(join(tmpdir(), 'polyspawn-mount-probe-'));
-const canMountHere = isRoot && sh('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe]).status === 0 && sh('umount', [probe]).status === 0;
-const canUnshare = !canMountHere && sh('unshare', ['-Urm', 'sh', '-c', `mount -t tmpfs -o size=64k tmpfs ${probe}`]).status === 0;
+const canMountHere =
+  isRoot &&
+  sh('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe]).status === 0 &&
+  sh('umount', [probe]).status === 0;
+const canUnshare =
+  !canMountHere && sh('unshare', ['-Urm', 'sh', '-c', `mount -t tmpfs -o size=64k tmpfs ${probe}`]).status === 0;
 const how = canMountHere ? 'mount' : canUnshare ? 'unshare' : undefined;
 
 const mounted: string[] = [];
@@ -56,7 +60,10 @@ async function serverOn(kind: Kind, env: (dir: string) => Record<string, string>
   }
   // In a namespace of its own: mount, fill, then become the server.
   const script = `mount -t tmpfs -o "$1" tmpfs "$2" && { [ "$3" != full ] || dd if=/dev/zero of="$2/filler" bs=4096 2>/dev/null; true; } && shift 3 && exec "$@"`;
-  return startRpcServer({ env: env(dir), wrap: (argv) => ['unshare', '-Urm', 'sh', '-c', script, 'sh', OPTIONS[kind], dir, kind, ...argv] });
+  return startRpcServer({
+    env: env(dir),
+    wrap: (argv) => ['unshare', '-Urm', 'sh', '-c', script, 'sh', OPTIONS[kind], dir, kind, ...argv],
+  });
 }
 
 async function runJobs(server: RpcServer): Promise<Job[]> {
@@ -67,13 +74,21 @@ async function runJobs(server: RpcServer): Promise<Job[]> {
     // 2 MB of output: a log that fails part-way, the answer still read from memory.
     server.callOk<Job>('spawn_codex', { prompt: 'answer four [[cli:flood:2]]' }),
   ]);
-  const waited = await server.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', { agent_ids: jobs.map((j) => j.agent_id), timeout_s: 50 });
+  const waited = await server.callOk<{ finished: Job[]; pending: Job[] }>('wait_for_agents', {
+    agent_ids: jobs.map((j) => j.agent_id),
+    timeout_s: 50,
+  });
   expect(waited.pending).toEqual([]);
   return jobs;
 }
 
 async function expectAnswers(server: RpcServer, jobs: Job[]): Promise<void> {
-  const texts = ['FAKE claude: answer one', 'FAKE codex: answer two', 'FAKE copilot: answer three', 'FAKE codex: answer four [[cli:flood:2]]'];
+  const texts = [
+    'FAKE claude: answer one',
+    'FAKE codex: answer two',
+    'FAKE copilot: answer three',
+    'FAKE codex: answer four [[cli:flood:2]]',
+  ];
   for (const [i, job] of jobs.entries()) {
     const result = await server.callOk<Job>('result', { agent_id: job.agent_id });
     expect(result, job.agent_id).toMatchObject({ state: 'succeeded', text: texts[i] });
@@ -88,56 +103,93 @@ async function expectAnswers(server: RpcServer, jobs: Job[]): Promise<void> {
 
 const instructions = (server: RpcServer) => String(server.initialized?.instructions ?? '');
 
-describe.skipIf(!how)(`the store or IAC.md folder cannot be written (tmpfs via ${how ?? 'nothing: neither root nor user namespaces here'})`, () => {
-  for (const [kind, cause] of [
-    ['read-only', /cannot be written \(EROFS\)/],
-    ['full', /is full \(\d+ bytes free\)/],
-  ] as const) {
-    test(`${kind}: said at start; every job finishes with its answer; result, list and logs answer; no crash`, { timeout: 90_000 }, async () => {
-      const server = await serverOn(kind, (dir) => ({ POLYSPAWN_STATE_DIR: join(dir, 'state'), POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'), POLYSPAWN_CONCURRENCY: '4' }));
-      expect(server.stderr()).toMatch(new RegExp(`The run store \\(.*state\\) cannot be written: .*${cause.source}.*Agents still run`));
-      expect(server.stderr()).toMatch(new RegExp(`IAC.md \\(.*IAC.md\\) cannot be written: .*${cause.source}`));
-      expect(instructions(server)).toMatch(/WARNING: The run store .* cannot be written/);
-      const jobs = await runJobs(server);
-      await expectAnswers(server, jobs);
-      // On the job: each failed write is reported on stderr, once per job, not thrown.
-      await new Promise((r) => setTimeout(r, 500)); // the coalesced IAC.md write
-      // (On a read-only file system Node's recursive mkdir reports ENOENT, not EROFS.)
-      expect(server.stderr()).toMatch(kind === 'full' ? /could not record job \w+ in .*ENOSPC/ : /could not record job \w+ in .*(EROFS|ENOENT)/);
-      expect(server.stderr()).toMatch(kind === 'full' ? /could not write .*IAC\.md: .*ENOSPC/ : /could not write .*IAC\.md: .*(EROFS|ENOENT)/);
-      expect(server.stderr().match(/could not record job/g)!.length).toBeLessThanOrEqual(2); // once per cause, not per job
-      // Still serving, then a clean exit.
-      expect((await server.callOk<Job>('spawn_claude', { prompt: 'and again', wait_s: 30 })).state).toBe('succeeded');
-      expect(await server.disconnect()).toBe(0);
-    });
-  }
+describe.skipIf(!how)(
+  `the store or IAC.md folder cannot be written (tmpfs via ${how ?? 'nothing: neither root nor user namespaces here'})`,
+  () => {
+    for (const [kind, cause] of [
+      ['read-only', /cannot be written \(EROFS\)/],
+      ['full', /is full \(\d+ bytes free\)/],
+    ] as const) {
+      test(
+        `${kind}: said at start; every job finishes with its answer; result, list and logs answer; no crash`,
+        { timeout: 90_000 },
+        async () => {
+          const server = await serverOn(kind, (dir) => ({
+            POLYSPAWN_STATE_DIR: join(dir, 'state'),
+            POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'),
+            POLYSPAWN_CONCURRENCY: '4',
+          }));
+          expect(server.stderr()).toMatch(
+            new RegExp(`The run store \\(.*state\\) cannot be written: .*${cause.source}.*Agents still run`),
+          );
+          expect(server.stderr()).toMatch(new RegExp(`IAC.md \\(.*IAC.md\\) cannot be written: .*${cause.source}`));
+          expect(instructions(server)).toMatch(/WARNING: The run store .* cannot be written/);
+          const jobs = await runJobs(server);
+          await expectAnswers(server, jobs);
+          // On the job: each failed write is reported on stderr, once per job, not thrown.
+          await new Promise((r) => setTimeout(r, 500)); // the coalesced IAC.md write
+          // (On a read-only file system Node's recursive mkdir reports ENOENT, not EROFS.)
+          expect(server.stderr()).toMatch(
+            kind === 'full' ? /could not record job \w+ in .*ENOSPC/ : /could not record job \w+ in .*(EROFS|ENOENT)/,
+          );
+          expect(server.stderr()).toMatch(
+            kind === 'full' ? /could not write .*IAC\.md: .*ENOSPC/ : /could not write .*IAC\.md: .*(EROFS|ENOENT)/,
+          );
+          expect(server.stderr().match(/could not record job/g)!.length).toBeLessThanOrEqual(2); // once per cause, not per job
+          // Still serving, then a clean exit.
+          expect((await server.callOk<Job>('spawn_claude', { prompt: 'and again', wait_s: 30 })).state).toBe(
+            'succeeded',
+          );
+          expect(await server.disconnect()).toBe(0);
+        },
+      );
+    }
 
-  test("only IAC.md's folder is full: the store keeps every job (a new server answers for them)", { timeout: 90_000 }, async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-iac-full-'));
-    const server = await serverOn('full', (dir) => ({ POLYSPAWN_PROJECT_DIR: projectDir, POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'), POLYSPAWN_CONCURRENCY: '4' }));
-    expect(server.stderr()).toMatch(/IAC.md \(.*\) cannot be written: the disk holding .* is full/);
-    expect(server.stderr()).not.toMatch(/The run store/);
-    const jobs = await runJobs(server);
-    await expectAnswers(server, jobs);
-    await new Promise((r) => setTimeout(r, 500));
-    expect(server.stderr()).toMatch(/could not write .*IAC\.md: .*ENOSPC/);
-    expect(server.stderr()).not.toMatch(/could not record/);
-    expect(await server.disconnect()).toBe(0);
+    test(
+      "only IAC.md's folder is full: the store keeps every job (a new server answers for them)",
+      { timeout: 90_000 },
+      async () => {
+        const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-iac-full-'));
+        const server = await serverOn('full', (dir) => ({
+          POLYSPAWN_PROJECT_DIR: projectDir,
+          POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'),
+          POLYSPAWN_CONCURRENCY: '4',
+        }));
+        expect(server.stderr()).toMatch(/IAC.md \(.*\) cannot be written: the disk holding .* is full/);
+        expect(server.stderr()).not.toMatch(/The run store/);
+        const jobs = await runJobs(server);
+        await expectAnswers(server, jobs);
+        await new Promise((r) => setTimeout(r, 500));
+        expect(server.stderr()).toMatch(/could not write .*IAC\.md: .*ENOSPC/);
+        expect(server.stderr()).not.toMatch(/could not record/);
+        expect(await server.disconnect()).toBe(0);
 
-    const next = await startRpcServer({ env: { POLYSPAWN_PROJECT_DIR: projectDir } });
-    await expectAnswers(next, jobs);
-  });
-});
+        const next = await startRpcServer({ env: { POLYSPAWN_PROJECT_DIR: projectDir } });
+        await expectAnswers(next, jobs);
+      },
+    );
+  },
+);
 
 // Where a folder on the way exists but says ENOENT for any child (procfs; also a stale mount),
 // Node's recursive mkdir never returns: a core at 100%, the event loop stuck. The server must
 // neither hang nor spin, at start or on a job.
-test.skipIf(process.platform !== 'linux')('the store and IAC.md are set under /proc: said at start; every job finishes; no hang', { timeout: 90_000 }, async () => {
-  const dir = `/proc/polyspawn-test-${process.pid}`;
-  const server = await startRpcServer({ env: { POLYSPAWN_STATE_DIR: join(dir, 'state'), POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'), POLYSPAWN_CONCURRENCY: '4' } });
-  expect(server.stderr()).toMatch(/The run store \(\/proc\/.*state\) cannot be written/);
-  const jobs = await runJobs(server);
-  await expectAnswers(server, jobs);
-  expect((await server.callOk<Job>('spawn_claude', { prompt: 'and again', wait_s: 30 })).state).toBe('succeeded');
-  expect(await server.disconnect()).toBe(0);
-});
+test.skipIf(process.platform !== 'linux')(
+  'the store and IAC.md are set under /proc: said at start; every job finishes; no hang',
+  { timeout: 90_000 },
+  async () => {
+    const dir = `/proc/polyspawn-test-${process.pid}`;
+    const server = await startRpcServer({
+      env: {
+        POLYSPAWN_STATE_DIR: join(dir, 'state'),
+        POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'),
+        POLYSPAWN_CONCURRENCY: '4',
+      },
+    });
+    expect(server.stderr()).toMatch(/The run store \(\/proc\/.*state\) cannot be written/);
+    const jobs = await runJobs(server);
+    await expectAnswers(server, jobs);
+    expect((await server.callOk<Job>('spawn_claude', { prompt: 'and again', wait_s: 30 })).state).toBe('succeeded');
+    expect(await server.disconnect()).toBe(0);
+  },
+);

@@ -5,7 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import { namedAgentSettings, loadAgents, parseAgentFile, renderAgentFile, type AgentContext } from '../../src/jobs/agents/definitions.js';
+import {
+  namedAgentSettings,
+  loadAgents,
+  parseAgentFile,
+  renderAgentFile,
+  type AgentContext,
+} from '../../src/jobs/agents/definitions.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
 
@@ -13,7 +19,11 @@ function setup(env: NodeJS.ProcessEnv = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-'));
   const fullEnv = { XDG_CONFIG_HOME: join(dir, 'xdg'), ...env } as NodeJS.ProcessEnv;
   const config = loadConfig(backends, fullEnv, dir);
-  const ctx: AgentContext = { config, models: loadModels(modelsFiles(config.projectDir, config.userConfigDir, fullEnv)), backends };
+  const ctx: AgentContext = {
+    config,
+    models: loadModels(modelsFiles(config.projectDir, config.userConfigDir, fullEnv)),
+    backends,
+  };
   const write = (scope: 'project' | 'user', name: string, text: string) => {
     const folder = join(scope === 'project' ? config.agentsDir : join(config.userConfigDir, 'agents'), name);
     mkdirSync(folder, { recursive: true });
@@ -59,16 +69,35 @@ describe('parsing and checking agent.md', () => {
       timeoutS: 900,
       allow: ['Read', 'Grep'],
       deny: ['Write'],
-      mcpServers: { docs: { command: 'npx', args: ['-y', 'docs-mcp'], env: { DOCS_TOKEN: 'abc' } }, web: { url: 'https://mcp.example.com/mcp' } },
+      mcpServers: {
+        docs: { command: 'npx', args: ['-y', 'docs-mcp'], env: { DOCS_TOKEN: 'abc' } },
+        web: { url: 'https://mcp.example.com/mcp' },
+      },
       session: true,
       allowedCallers: ['claude-code'],
-      outputSchema: { type: 'object', properties: { verdict: { enum: ['approve', 'request_changes'] } }, required: ['verdict'] },
+      outputSchema: {
+        type: 'object',
+        properties: { verdict: { enum: ['approve', 'request_changes'] } },
+        required: ['verdict'],
+      },
       nesting: 1,
       scope: 'project',
       file: path,
     });
     // An allow list with no permission runs in the backend's allow-list mode.
-    expect(namedAgentSettings(reviewer, backends.find((b) => b.name === 'claude')!)).toMatchObject({ name: 'reviewer', permission: 'dontAsk', allowTools: ['Read', 'Grep'], denyTools: ['Write'], session: true, nesting: 1 });
+    expect(
+      namedAgentSettings(
+        reviewer,
+        backends.find((b) => b.name === 'claude')!,
+      ),
+    ).toMatchObject({
+      name: 'reviewer',
+      permission: 'dontAsk',
+      allowTools: ['Read', 'Grep'],
+      denyTools: ['Write'],
+      session: true,
+      nesting: 1,
+    });
   });
 
   test('the smallest definition, CRLF line ends and a BOM', () => {
@@ -87,13 +116,21 @@ describe('parsing and checking agent.md', () => {
     ['x2', file('description: "  "\nbackend: claude'), /description is empty/],
     ['x3', file('backend: claude'), /description: is required/],
     ['x4', file('description: x\nbackend: claude', '   \n'), /system prompt .* is empty/],
-    ['x5', file('description: x\nbackend: claude\noutput_schema: { type: nope }'), /output_schema: the output schema is not a valid JSON Schema/],
+    [
+      'x5',
+      file('description: x\nbackend: claude\noutput_schema: { type: nope }'),
+      /output_schema: the output schema is not a valid JSON Schema/,
+    ],
     ['x6', file('description: x\nbackend: claude\noutput_schema: [1]'), /output_schema: .*expected record/i],
     ['x7', file('description: x\nbackend: claude\nalowed_callers: [a]'), /unknown setting alowed_callers/],
     ['x8', file('description: x\nbackend: claude\nmodel: gpt-0'), /model: unknown model "gpt-0" for claude/],
     ['x9', file('description: x\nbackend: claude\npermission: yolo'), /permission "yolo" is not one of claude's/],
     ['x10', file('description: x\nbackend: codex\nallow: [shell]'), /codex has no per-tool allow or deny lists/],
-    ['x11', file('description: x\nbackend: grok\nmcp_servers: { a: { command: x } }'), /mcp_servers: backend grok is an HTTP API/],
+    [
+      'x11',
+      file('description: x\nbackend: grok\nmcp_servers: { a: { command: x } }'),
+      /mcp_servers: backend grok is an HTTP API/,
+    ],
     ['x12', file('description: x\nbackend: gemini\nsession: true'), /session: backend gemini cannot continue/],
     ['x13', file('description: x\nbackend: claude\nname: other'), /differs from the folder's name/],
     ['x14', file('description: [unclosed\nbackend: claude'), /not valid YAML/],
@@ -101,7 +138,11 @@ describe('parsing and checking agent.md', () => {
     ['x16', '---\ndescription: x\nbackend: claude\n', /frontmatter is not closed/],
     ['x17', file('- a list'), /must be a mapping/],
     ['x18', file('description: x\nbackend: claude\ntimeout_s: 0'), /timeout_s/],
-    ['x19', file('description: x\nbackend: claude\nmcp_servers: { "a.b": { command: x } }'), /"a.b" is not a valid MCP server name/],
+    [
+      'x19',
+      file('description: x\nbackend: claude\nmcp_servers: { "a.b": { command: x } }'),
+      /"a.b" is not a valid MCP server name/,
+    ],
     ['x20', file('description: x\nbackend: claude\nmcp_servers: { a: { url: "ftp://x" } }'), /mcp_servers\.a/],
     ['x21', file('description: x\ndescription: y\nbackend: claude'), /not valid YAML/],
   ])('%s is skipped with a reason', (name, text, reason) => {
@@ -161,7 +202,13 @@ describe('project over user', () => {
 
 describe('rendering', () => {
   test('a rendered file parses back to the same settings', () => {
-    const frontmatter = { name: 'r', description: 'Multi\nline: "quoted"', backend: 'claude', output_schema: { type: 'object', required: ['a'] }, allowed_callers: ['x-y'] };
+    const frontmatter = {
+      name: 'r',
+      description: 'Multi\nline: "quoted"',
+      backend: 'claude',
+      output_schema: { type: 'object', required: ['a'] },
+      allowed_callers: ['x-y'],
+    };
     const text = renderAgentFile(frontmatter, '  You: do # this\n---\nnot frontmatter\n');
     const parsed = parseAgentFile(text);
     expect(parsed).toEqual({ frontmatter, body: '\nYou: do # this\n---\nnot frontmatter\n' });
@@ -174,7 +221,9 @@ describe('polyspawn doctor', () => {
     const { dir, write } = setup();
     const path = write('project', 'oops', file('description: x\nbackend: nope'));
     const report = await collectDoctor({ XDG_CONFIG_HOME: join(dir, 'xdg'), PATH: '/nonexistent' }, dir);
-    expect(report.agentProblems).toEqual([expect.objectContaining({ file: path, problem: expect.stringMatching(/unknown backend "nope"/) })]);
+    expect(report.agentProblems).toEqual([
+      expect.objectContaining({ file: path, problem: expect.stringMatching(/unknown backend "nope"/) }),
+    ]);
     expect(formatDoctor(report)).toContain(`agent file skipped: ${path}: unknown backend "nope"`);
   });
 });

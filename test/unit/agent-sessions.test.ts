@@ -19,11 +19,28 @@ function setup(stateDir = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'))) {
     await new Promise<void>((r) => gates.set(job.prompt, r));
     running.delete(job.id);
     const sessionId = job.resumeSessionId ?? `session-of-${job.prompt}`;
-    return { state: 'succeeded', outcome: { ok: true, text: job.prompt, sessionId, sessionTotals: { inputTokens: started.length * 10, outputTokens: 1, cachedInputTokens: 0 }, costSource: 'unknown' } };
+    return {
+      state: 'succeeded',
+      outcome: {
+        ok: true,
+        text: job.prompt,
+        sessionId,
+        sessionTotals: { inputTokens: started.length * 10, outputTokens: 1, cachedInputTokens: 0 },
+        costSource: 'unknown',
+      },
+    };
   };
   const jobs = new JobTable({ concurrency: 4, execute });
   const sessions = new AgentSessions(stateDir, jobs);
-  const request = (prompt: string): JobRequest & { agent: { name: string } } => ({ backend: 'claude', model: 'sonnet', prompt, cwd: '/', timeoutS: 60, extra: {}, agent: { name: 'chat', session: true } });
+  const request = (prompt: string): JobRequest & { agent: { name: string } } => ({
+    backend: 'claude',
+    model: 'sonnet',
+    prompt,
+    cwd: '/',
+    timeoutS: 60,
+    extra: {},
+    agent: { name: 'chat', session: true },
+  });
   const release = async (prompt: string) => {
     for (let i = 0; i < 200 && !gates.has(prompt); i++) await new Promise((r) => setTimeout(r, 5));
     gates.get(prompt)!();
@@ -49,7 +66,11 @@ describe('session turns', () => {
     expect(t.started[2]!.previousSessionTotals).toEqual({ inputTokens: 20, outputTokens: 1, cachedInputTokens: 0 });
 
     const again = setup(t.stateDir); // a new server on the same store
-    expect(again.sessions.read('chat')).toMatchObject({ backend: 'claude', sessionId: 'session-of-one', lastJobId: c.id });
+    expect(again.sessions.read('chat')).toMatchObject({
+      backend: 'claude',
+      sessionId: 'session-of-one',
+      lastJobId: c.id,
+    });
     const d = again.sessions.submit(again.request('four'), false);
     await again.release('four');
     await whenFinished(again.jobs, d.id);

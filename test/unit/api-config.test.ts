@@ -28,7 +28,12 @@ describe('base_url', () => {
   });
 
   test('from the config file, overridden by POLYSPAWN_<NAME>_BASE_URL; a trailing slash is dropped', () => {
-    const { dir, env } = project({ backends: { grok: { base_url: 'https://gw.example.com/xai/v1/' }, gemini: { base_url: 'https://file.example.com' } } });
+    const { dir, env } = project({
+      backends: {
+        grok: { base_url: 'https://gw.example.com/xai/v1/' },
+        gemini: { base_url: 'https://file.example.com' },
+      },
+    });
     const c = loadConfig(backends, { ...env, POLYSPAWN_GEMINI_BASE_URL: 'http://127.0.0.1:8080' }, dir);
     expect(c.backends.grok!.baseUrl).toBe('https://gw.example.com/xai/v1');
     expect(c.backends.gemini!.baseUrl).toBe('http://127.0.0.1:8080');
@@ -38,7 +43,10 @@ describe('base_url', () => {
   test.each([
     [{ POLYSPAWN_MISTRAL_BASE_URL: 'not a url' }, /POLYSPAWN_MISTRAL_BASE_URL: "not a url" is not an http\(s\) URL/],
     [{ POLYSPAWN_GROK_BASE_URL: 'ftp://x.example.com' }, /is not an http\(s\) URL/],
-    [{ POLYSPAWN_CLAUDE_BASE_URL: 'http://x.example.com' }, /claude: base_url \(POLYSPAWN_CLAUDE_BASE_URL\) applies only to API backends/],
+    [
+      { POLYSPAWN_CLAUDE_BASE_URL: 'http://x.example.com' },
+      /claude: base_url \(POLYSPAWN_CLAUDE_BASE_URL\) applies only to API backends/,
+    ],
   ])('rejects %o', (extra, message) => {
     const { dir, env } = project();
     expect(() => loadConfig(backends, { ...env, ...extra }, dir)).toThrow(ConfigError);
@@ -65,7 +73,8 @@ describe('models table', () => {
   test.each(API)('%s: a default with a price, every alias priced', (name) => {
     const entry = table[name]!;
     expect(entry.prices[entry.default]).toBeDefined();
-    for (const target of Object.values(entry.aliases)) expect(entry.prices[target], `${name} alias -> ${target}`).toBeDefined();
+    for (const target of Object.values(entry.aliases))
+      expect(entry.prices[target], `${name} alias -> ${target}`).toBeDefined();
     expect(resolveModel(table, name, undefined)).toEqual({ model: entry.default });
   });
 
@@ -81,7 +90,10 @@ describe('backend declarations', () => {
     const b = backends.find((x) => x.name === name)!;
     expect(b).toMatchObject({ kind: 'api', supportsSystemPrompt: true, supportsResume: false });
     const extra = z.object(b.extraInput!).strict();
-    expect(extra.parse({ max_output_tokens: 100, temperature: 0.5 })).toEqual({ max_output_tokens: 100, temperature: 0.5 });
+    expect(extra.parse({ max_output_tokens: 100, temperature: 0.5 })).toEqual({
+      max_output_tokens: 100,
+      temperature: 0.5,
+    });
     expect(() => extra.parse({ temperature: 3 })).toThrow();
     expect(() => extra.parse({ max_output_tokens: 0 })).toThrow();
     expect(() => extra.parse({ max_output_tokens: 1.5 })).toThrow();
@@ -89,7 +101,13 @@ describe('backend declarations', () => {
 
   test('Mistral content: a string, text chunks among others, or null', () => {
     expect(mistralText('hi')).toBe('hi');
-    expect(mistralText([{ type: 'thinking', thinking: [{ type: 'text', text: 'hmm' }] }, { type: 'text', text: 'a' }, { type: 'text', text: 'b' }])).toBe('ab');
+    expect(
+      mistralText([
+        { type: 'thinking', thinking: [{ type: 'text', text: 'hmm' }] },
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ]),
+    ).toBe('ab');
     expect(mistralText(null)).toBe('');
   });
 });

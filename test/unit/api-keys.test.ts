@@ -15,7 +15,8 @@ function dirs(files: { project?: unknown; user?: unknown } = {}) {
   const d = { projectDir: join(root, 'project'), userConfigDir: join(root, 'xdg', 'polyspawn') };
   mkdirSync(d.projectDir, { recursive: true });
   mkdirSync(d.userConfigDir, { recursive: true });
-  const write = (dir: string, v: unknown) => writeFileSync(join(dir, 'api_keys.json'), typeof v === 'string' ? v : JSON.stringify(v));
+  const write = (dir: string, v: unknown) =>
+    writeFileSync(join(dir, 'api_keys.json'), typeof v === 'string' ? v : JSON.stringify(v));
   if (files.project !== undefined) write(d.projectDir, files.project);
   if (files.user !== undefined) write(d.userConfigDir, files.user);
   return d;
@@ -30,7 +31,11 @@ describe('findApiKey', () => {
 
   test('project file, then user file, then environment', () => {
     const both = dirs({ project: { XAI_API_KEY: 'p' }, user: { XAI_API_KEY: 'u' } });
-    expect(findApiKey(grok, both, { XAI_API_KEY: 'e' })).toMatchObject({ found: true, key: 'p', source: `XAI_API_KEY in ${join(both.projectDir, 'api_keys.json')}` });
+    expect(findApiKey(grok, both, { XAI_API_KEY: 'e' })).toMatchObject({
+      found: true,
+      key: 'p',
+      source: `XAI_API_KEY in ${join(both.projectDir, 'api_keys.json')}`,
+    });
     const user = dirs({ user: { GROK_API_KEY: 'u' } });
     expect(findApiKey(grok, user, { XAI_API_KEY: 'e' })).toMatchObject({ key: 'u', name: 'GROK_API_KEY' });
     expect(findApiKey(grok, dirs(), { X_API_KEY: 'e' })).toMatchObject({ key: 'e', source: 'env X_API_KEY' });
@@ -38,7 +43,11 @@ describe('findApiKey', () => {
 
   test('an empty or blank value never hides a key set further down', () => {
     const d = dirs({ project: { GEMINI_API_KEY: '' }, user: { GEMINI_API_KEY: '   ' } });
-    expect(findApiKey(gemini, d, { GEMINI_API_KEY: '', GOOGLE_API_KEY: ' g ' })).toMatchObject({ found: true, key: 'g', source: 'env GOOGLE_API_KEY' });
+    expect(findApiKey(gemini, d, { GEMINI_API_KEY: '', GOOGLE_API_KEY: ' g ' })).toMatchObject({
+      found: true,
+      key: 'g',
+      source: 'env GOOGLE_API_KEY',
+    });
   });
 
   test('within one place the first alias wins', () => {
@@ -81,14 +90,22 @@ describe('availability of API backends', () => {
       expect(missing.usable).toBe(false);
       expect(missing.detail).toContain(backend.keyNames[0]!);
     }
-    const ok = checkBackend(grok, { ...settings, baseUrl: 'http://127.0.0.1:1/v1' }, { GROK_API_KEY: 'secret-grok-key' }, d);
+    const ok = checkBackend(
+      grok,
+      { ...settings, baseUrl: 'http://127.0.0.1:1/v1' },
+      { GROK_API_KEY: 'secret-grok-key' },
+      d,
+    );
     expect(ok).toEqual({ usable: true, detail: 'HTTP API, key from env GROK_API_KEY, base URL http://127.0.0.1:1/v1' });
   });
 
-  test("the app finds the key files where its config says, from the environment it was given", () => {
+  test('the app finds the key files where its config says, from the environment it was given', () => {
     const d = dirs({ project: { MISTRAL_API_KEY: 'from-file' } });
     const env = { POLYSPAWN_PROJECT_DIR: d.projectDir, XDG_CONFIG_HOME: join(d.userConfigDir, '..') };
     const app = createApp(env, tmpdir(), () => true);
-    expect(app.availability(mistral)).toEqual({ usable: true, detail: `HTTP API, key from MISTRAL_API_KEY in ${join(d.projectDir, 'api_keys.json')}` });
+    expect(app.availability(mistral)).toEqual({
+      usable: true,
+      detail: `HTTP API, key from MISTRAL_API_KEY in ${join(d.projectDir, 'api_keys.json')}`,
+    });
   });
 });

@@ -84,7 +84,9 @@ describe('withPolicy', () => {
     expect(r.attempts).toBe(2);
     expect(calls).toHaveLength(2);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(45);
-    expect(lines.join('\n')).toMatch(/waiting 0\.1 s before attempt 2 \(retry-after 0\.1 s\)|waiting 0 s before attempt 2/);
+    expect(lines.join('\n')).toMatch(
+      /waiting 0\.1 s before attempt 2 \(retry-after 0\.1 s\)|waiting 0 s before attempt 2/,
+    );
   });
 
   test('429 always: rate_limited after exactly 3 attempts, with what to do', async () => {
@@ -93,7 +95,9 @@ describe('withPolicy', () => {
     expect(calls).toHaveLength(3);
     expect(f.kind).toBe('rate_limited');
     expect(f.details).toMatchObject({ status: 429, attempts: 3 });
-    expect(f.message).toMatch(/^rate_limited: Vendor is rate limiting this key \(HTTP 429: slow down\); gave up after 3 attempts .*Wait a minute/);
+    expect(f.message).toMatch(
+      /^rate_limited: Vendor is rate limiting this key \(HTTP 429: slow down\); gave up after 3 attempts .*Wait a minute/,
+    );
   });
 
   test('a retry-after above 30 s is capped at 30 s (fake clock)', async () => {
@@ -133,13 +137,19 @@ describe('withPolicy', () => {
   test('500 always: server, names the status and the vendor message', async () => {
     script([{ status: 500, body: '{"error":{"message":"boom"}}' }]);
     const f = await failure(withPolicy('Vendor', ctx(), sdkLike));
-    expect(f.message).toBe('server: Vendor failed (HTTP 500: boom) on 3 attempts. The service is having trouble: try again later');
+    expect(f.message).toBe(
+      'server: Vendor failed (HTTP 500: boom) on 3 attempts. The service is having trouble: try again later',
+    );
   });
 
   test.each([
     [401, '{"error":{"message":"bad key"}}', 'auth'],
     [403, '{"message":"no credits"}', 'auth'],
-    [400, '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}', 'auth'],
+    [
+      400,
+      '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}',
+      'auth',
+    ],
     [400, '{"error":{"message":"bad temperature"}}', 'bad_request'],
     [404, '{"error":{"message":"model not found"}}', 'bad_request'],
     [422, '{"detail":"invalid"}', 'bad_request'],
@@ -163,14 +173,20 @@ describe('withPolicy', () => {
   test('connection refused: server, retried, names the cause and the base URL setting', async () => {
     const port = await closedPort();
     const f = await failure(
-      withPolicy('Vendor', ctx({ baseUrl: `http://127.0.0.1:${port}`, hints: { baseUrl: 'POLYSPAWN_X_BASE_URL' } }), async (a) => {
-        const res = await a.fetch(`http://127.0.0.1:${port}/v1/x`, { signal: a.signal });
-        return res.json();
-      }),
+      withPolicy(
+        'Vendor',
+        ctx({ baseUrl: `http://127.0.0.1:${port}`, hints: { baseUrl: 'POLYSPAWN_X_BASE_URL' } }),
+        async (a) => {
+          const res = await a.fetch(`http://127.0.0.1:${port}/v1/x`, { signal: a.signal });
+          return res.json();
+        },
+      ),
     );
     expect(f.kind).toBe('server');
     expect(f.details.attempts).toBe(3);
-    expect(f.message).toMatch(/could not reach Vendor at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\) in 3 attempts.*POLYSPAWN_X_BASE_URL/);
+    expect(f.message).toMatch(
+      /could not reach Vendor at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\) in 3 attempts.*POLYSPAWN_X_BASE_URL/,
+    );
   });
 
   test('timeout: the attempt is aborted at the deadline, and not retried', async () => {
@@ -253,14 +269,23 @@ describe('helpers', () => {
     expect(retryAfterMs(h({ 'retry-after-ms': '250', 'retry-after': '9' }), undefined)).toBe(250);
     const now = Date.parse('2026-01-01T00:00:00Z');
     expect(retryAfterMs(h({ 'retry-after': 'Thu, 01 Jan 2026 00:00:07 GMT' }), undefined, now)).toBe(7000);
-    expect(retryAfterMs(h({}), '{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}')).toBe(37_000);
+    expect(
+      retryAfterMs(
+        h({}),
+        '{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}',
+      ),
+    ).toBe(37_000);
     expect(retryAfterMs(h({ 'retry-after': 'soon' }), undefined)).toBeUndefined();
     expect(retryAfterMs(undefined, undefined)).toBeUndefined();
   });
 
   test('vendorMessage: OpenAI, Gemini and Mistral error bodies, and plain text', () => {
-    expect(vendorMessage('{"error":{"message":"Incorrect API key","type":"invalid_request_error"}}')).toBe('Incorrect API key');
-    expect(vendorMessage('{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}')).toBe('Resource exhausted');
+    expect(vendorMessage('{"error":{"message":"Incorrect API key","type":"invalid_request_error"}}')).toBe(
+      'Incorrect API key',
+    );
+    expect(vendorMessage('{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}')).toBe(
+      'Resource exhausted',
+    );
     expect(vendorMessage('{"object":"error","message":"Unauthorized","type":"unauthorized"}')).toBe('Unauthorized');
     expect(vendorMessage('<html>Bad   Gateway</html>')).toBe('<html>Bad Gateway</html>');
     expect(vendorMessage('')).toBeUndefined();
@@ -287,10 +312,14 @@ describe('helpers', () => {
     expect(o).toMatchObject({ ok: false, error: 'server: x', costSource: 'unknown' });
     expect(failureOf(o)).toEqual({ kind: 'server', status: 503, attempts: 3 });
     const e = emptyAnswer('Vendor', 'length', 1, makeUsage(3, 4, 0), { id: 'r1' });
-    expect(e.error).toBe('bad_response: Vendor returned an empty answer (finish reason: length). Raise max_output_tokens');
+    expect(e.error).toBe(
+      'bad_response: Vendor returned an empty answer (finish reason: length). Raise max_output_tokens',
+    );
     expect(e.usage).toEqual({ inputTokens: 3, outputTokens: 4, cachedInputTokens: 0 });
     expect(failureOf(e)?.kind).toBe('bad_response');
-    expect(failureOf({ ok: true, text: 'x', costSource: 'unknown', raw: { failure: { kind: 'nope' } } })).toBeUndefined();
+    expect(
+      failureOf({ ok: true, text: 'x', costSource: 'unknown', raw: { failure: { kind: 'nope' } } }),
+    ).toBeUndefined();
   });
 });
 

@@ -100,21 +100,25 @@ function layerOf(file: string): string | undefined {
   return best?.name;
 }
 
-const lineOf = (source: ts.SourceFile, node: ts.Node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+const lineOf = (source: ts.SourceFile, node: ts.Node) =>
+  source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
 
 /** Every module the file imports: static and dynamic, values and types, re-exports, require(). */
 function importsOf(source: ts.SourceFile): Import[] {
   const found: Import[] = [];
   const add = (node: ts.Node, specifier: ts.Node | undefined) => {
-    if (specifier && ts.isStringLiteralLike(specifier)) found.push({ specifier: specifier.text, line: lineOf(source, node) });
+    if (specifier && ts.isStringLiteralLike(specifier))
+      found.push({ specifier: specifier.text, line: lineOf(source, node) });
   };
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) add(node, node.moduleSpecifier);
-    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node, node.moduleReference.expression);
+    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference))
+      add(node, node.moduleReference.expression);
     else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node, node.argument.literal);
     else if (ts.isCallExpression(node)) {
       const callee = node.expression;
-      if (callee.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(callee) && callee.text === 'require')) add(node, node.arguments[0]);
+      if (callee.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(callee) && callee.text === 'require'))
+        add(node, node.arguments[0]);
     }
     ts.forEachChild(node, visit);
   };
@@ -172,7 +176,13 @@ function cycles(graph: Map<string, Set<string>>): string[][] {
   return found;
 }
 
-function checkImports(file: string, layer: string, source: ts.SourceFile, files: Map<string, string>, graph: Map<string, Set<string>>): Violation[] {
+function checkImports(
+  file: string,
+  layer: string,
+  source: ts.SourceFile,
+  files: Map<string, string>,
+  graph: Map<string, Set<string>>,
+): Violation[] {
   const violations: Violation[] = [];
   const edges = new Set<string>();
   graph.set(file, edges);
@@ -182,7 +192,11 @@ function checkImports(file: string, layer: string, source: ts.SourceFile, files:
     if (!target) {
       if (specifier.startsWith(MCP_SDK.package) && !MCP_SDK.onlyIn.includes(layer)) {
         const speakers = MCP_SDK.onlyIn.flatMap((l) => LAYERS[l]!.holds).join(' and ');
-        violations.push({ rule: 'mcp-sdk', where, problem: `imports ${specifier}: only ${speakers} speak MCP; move the code that needs it there, and pass plain values down` });
+        violations.push({
+          rule: 'mcp-sdk',
+          where,
+          problem: `imports ${specifier}: only ${speakers} speak MCP; move the code that needs it there, and pass plain values down`,
+        });
       }
       continue;
     }
@@ -191,7 +205,11 @@ function checkImports(file: string, layer: string, source: ts.SourceFile, files:
     const { mayImport, fix } = LAYERS[layer]!;
     if (targetLayer === layer || (targetLayer && mayImport.includes(targetLayer))) continue;
     const may = mayImport.length ? `may import only ${mayImport.join(', ')}` : 'may import no other layer';
-    violations.push({ rule: `layer:${layer}`, where, problem: `imports ${target} (${targetLayer ?? 'no layer'}); ${layer} ${may}: ${fix}` });
+    violations.push({
+      rule: `layer:${layer}`,
+      where,
+      problem: `imports ${target} (${targetLayer ?? 'no layer'}); ${layer} ${may}: ${fix}`,
+    });
   }
   return violations;
 }
@@ -218,15 +236,25 @@ function checkArchitecture(files: Map<string, string>): Violation[] {
   for (const [file, text] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const layer = layerOf(file);
     if (!layer) {
-      violations.push({ rule: 'no-layer', where: file, problem: `belongs to no layer: put it in a layer's folder, or add it to LAYERS in test/unit/architecture.test.ts` });
+      violations.push({
+        rule: 'no-layer',
+        where: file,
+        problem: `belongs to no layer: put it in a layer's folder, or add it to LAYERS in test/unit/architecture.test.ts`,
+      });
       continue;
     }
     const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
     violations.push(...checkImports(file, layer, source, files, graph));
-    if (!VENDOR_NAMES.allowedIn.includes(layer) && !VENDOR_NAMES.exceptFiles.includes(file)) violations.push(...checkVendorNames(file, source));
+    if (!VENDOR_NAMES.allowedIn.includes(layer) && !VENDOR_NAMES.exceptFiles.includes(file))
+      violations.push(...checkVendorNames(file, source));
   }
   for (const path of cycles(graph)) {
-    violations.push({ rule: 'cycle', where: path.join(' → '), problem: 'is an import cycle: move what these files share into one that all of them import (type imports count too)' });
+    violations.push({
+      rule: 'cycle',
+      where: path.join(' → '),
+      problem:
+        'is an import cycle: move what these files share into one that all of them import (type imports count too)',
+    });
   }
   return violations;
 }
@@ -322,8 +350,12 @@ describe('the checker', () => {
       'cycle src/jobs/a.ts → src/jobs/b.ts → src/jobs/a.ts',
     ]);
     const problem = (where: string) => violations.find((v) => v.where === where)?.problem;
-    expect(problem('iac/store.ts:1')).toBe(`imports src/jobs/process/runner.ts (process); iac may import only jobs, config, backends, lib: ${LAYERS.iac!.fix}`);
-    expect(problem('src/jobs/table.ts:6')).toContain("names a vendor in } with grok`, /xai-[a-z]+/: vendor facts live in backends/");
+    expect(problem('iac/store.ts:1')).toBe(
+      `imports src/jobs/process/runner.ts (process); iac may import only jobs, config, backends, lib: ${LAYERS.iac!.fix}`,
+    );
+    expect(problem('src/jobs/table.ts:6')).toContain(
+      'names a vendor in } with grok`, /xai-[a-z]+/: vendor facts live in backends/',
+    );
   });
 
   test('lets the allowed arrows, packages, comments and the client-config exception pass', () => {

@@ -17,26 +17,32 @@ const VENDOR_KEYS: Record<string, string[]> = {
 };
 
 describe('key shapes', () => {
-  test.each(Object.entries(VENDOR_KEYS))("%s declares its vendor's key shapes; the generic redactor alone knows none of them", (name, keys) => {
-    const backend = backends.find((b) => b.name === name)!;
-    const own = new Redactor([], backend.secretPatterns);
-    const generic = new Redactor();
-    for (const key of keys) {
-      expect(own.text(`key=${key}`)).toBe(`key=${REDACTED}`);
-      expect(generic.text(`key=${key}`)).toBe(`key=${key}`);
-    }
-  });
+  test.each(Object.entries(VENDOR_KEYS))(
+    "%s declares its vendor's key shapes; the generic redactor alone knows none of them",
+    (name, keys) => {
+      const backend = backends.find((b) => b.name === name)!;
+      const own = new Redactor([], backend.secretPatterns);
+      const generic = new Redactor();
+      for (const key of keys) {
+        expect(own.text(`key=${key}`)).toBe(`key=${REDACTED}`);
+        expect(generic.text(`key=${key}`)).toBe(`key=${key}`);
+      }
+    },
+  );
 
   test('a backend whose keys have no shape declares none; generic shapes need no backend', () => {
     expect(backends.find((b) => b.name === 'mistral')!.secretPatterns).toEqual([]);
-    expect(new Redactor().text('AKIAIOSFODNN7EXAMPLE and Bearer abcdefghijklmnopqrstuvwxyz')).toBe(`${REDACTED} and Bearer ${REDACTED}`);
+    expect(new Redactor().text('AKIAIOSFODNN7EXAMPLE and Bearer abcdefghijklmnopqrstuvwxyz')).toBe(
+      `${REDACTED} and Bearer ${REDACTED}`,
+    );
   });
 
   test("the app's redactor knows every backend's shapes, keys it was never given included", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-shapes-'));
     const app = createApp({ PATH: process.env.PATH, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, dir, () => true);
     try {
-      for (const key of Object.values(VENDOR_KEYS).flat()) expect(app.secrets.text(`key=${key}`)).toBe(`key=${REDACTED}`);
+      for (const key of Object.values(VENDOR_KEYS).flat())
+        expect(app.secrets.text(`key=${key}`)).toBe(`key=${REDACTED}`);
     } finally {
       app.agents.close();
       await app.iac.close();

@@ -9,14 +9,27 @@ import type { BackendSettings, CliBackend, CliResult, SpawnInput } from '../../b
 
 const samples = join(import.meta.dirname, '..', 'fixtures', 'cli-samples');
 const sample = (name: string) => readFileSync(join(samples, name), 'utf8');
-const input = (over: Partial<SpawnInput> = {}): SpawnInput => ({ prompt: '--rm -rf "quoted" ünï', model: 'm1', cwd: '/tmp', extra: {}, ...over });
+const input = (over: Partial<SpawnInput> = {}): SpawnInput => ({
+  prompt: '--rm -rf "quoted" ünï',
+  model: 'm1',
+  cwd: '/tmp',
+  extra: {},
+  ...over,
+});
 const settings = (backend: CliBackend, over: Partial<BackendSettings> = {}): BackendSettings => ({
   permission: backend.permissionModes[0],
   allowTools: [],
   denyTools: [],
   ...over,
 });
-const run = (stdout: string, over: Partial<CliResult> = {}): CliResult => ({ stdout, stderr: '', exitCode: 0, stdoutTruncated: false, artifacts: {}, ...over });
+const run = (stdout: string, over: Partial<CliResult> = {}): CliResult => ({
+  stdout,
+  stderr: '',
+  exitCode: 0,
+  stdoutTruncated: false,
+  artifacts: {},
+  ...over,
+});
 const ctx = { scratchDir: '/scratch' };
 
 describe('every backend', () => {
@@ -44,10 +57,23 @@ describe('claude arguments', () => {
       ctx,
     );
     expect(spec.args).toEqual([
-      '-p', '--output-format', 'stream-json', '--verbose', '--model', 'm1',
-      '--append-system-prompt', 'Be terse.', '--resume', 'abc-123',
-      '--permission-mode', 'acceptEdits',
-      '--allowedTools', 'Read', 'Edit', '--disallowedTools', 'Bash(git push)',
+      '-p',
+      '--output-format',
+      'stream-json',
+      '--verbose',
+      '--model',
+      'm1',
+      '--append-system-prompt',
+      'Be terse.',
+      '--resume',
+      'abc-123',
+      '--permission-mode',
+      'acceptEdits',
+      '--allowedTools',
+      'Read',
+      'Edit',
+      '--disallowedTools',
+      'Bash(git push)',
     ]);
     expect(spec.env.IS_SANDBOX).toBeUndefined();
   });
@@ -56,18 +82,49 @@ describe('claude arguments', () => {
 describe('codex arguments', () => {
   test('a new session bypasses approvals and sandbox and reads stdin', () => {
     const spec = codex.command(input(), settings(codex), ctx);
-    expect(spec.args).toEqual(['exec', '--json', '--skip-git-repo-check', '--model', 'm1', '--dangerously-bypass-approvals-and-sandbox', '-']);
+    expect(spec.args).toEqual([
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '--model',
+      'm1',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '-',
+    ]);
   });
   test('sandboxed, with developer instructions', () => {
-    const spec = codex.command(input({ systemPrompt: 'Say "hi"\nthen stop' }), settings(codex, { permission: 'workspace-write' }), ctx);
+    const spec = codex.command(
+      input({ systemPrompt: 'Say "hi"\nthen stop' }),
+      settings(codex, { permission: 'workspace-write' }),
+      ctx,
+    );
     expect(spec.args).toEqual([
-      'exec', '--json', '--skip-git-repo-check', '--model', 'm1', '--sandbox', 'workspace-write',
-      '-c', 'developer_instructions="Say \\"hi\\"\\nthen stop"', '-',
+      'exec',
+      '--json',
+      '--skip-git-repo-check',
+      '--model',
+      'm1',
+      '--sandbox',
+      'workspace-write',
+      '-c',
+      'developer_instructions="Say \\"hi\\"\\nthen stop"',
+      '-',
     ]);
   });
   test('resume puts the session id before the stdin marker, and the sandbox in config', () => {
     const spec = codex.command(input({ resumeSessionId: 'th-1' }), settings(codex, { permission: 'read-only' }), ctx);
-    expect(spec.args).toEqual(['exec', 'resume', '--json', '--skip-git-repo-check', '--model', 'm1', '-c', 'sandbox_mode="read-only"', 'th-1', '-']);
+    expect(spec.args).toEqual([
+      'exec',
+      'resume',
+      '--json',
+      '--skip-git-repo-check',
+      '--model',
+      'm1',
+      '-c',
+      'sandbox_mode="read-only"',
+      'th-1',
+      '-',
+    ]);
   });
 });
 
@@ -75,19 +132,34 @@ describe('copilot arguments', () => {
   test('defaults: JSON output, usage file, all tools and paths', () => {
     const spec = copilot.command(input(), settings(copilot), ctx);
     expect(spec.args).toEqual([
-      '--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color',
-      '--model', 'm1', '--usage-output-file', '/scratch/copilot-usage.json', '--allow-all-tools', '--allow-all-paths',
+      '--output-format',
+      'json',
+      '--no-auto-update',
+      '--no-ask-user',
+      '--no-color',
+      '--model',
+      'm1',
+      '--usage-output-file',
+      '/scratch/copilot-usage.json',
+      '--allow-all-tools',
+      '--allow-all-paths',
     ]);
     expect(spec.artifacts).toEqual({ usage: '/scratch/copilot-usage.json' });
   });
   test('a system prompt goes in an instructions file in a folder copilot is told about', () => {
     const spec = copilot.command(input({ systemPrompt: 'Be brief.' }), settings(copilot), ctx);
-    expect(spec.files).toEqual({ '/scratch/copilot-instructions/.github/instructions/polyspawn.instructions.md': 'Be brief.' });
+    expect(spec.files).toEqual({
+      '/scratch/copilot-instructions/.github/instructions/polyspawn.instructions.md': 'Be brief.',
+    });
     expect(spec.env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS).toMatch(/(^|,)\/scratch\/copilot-instructions$/);
     expect(copilot.command(input(), settings(copilot), ctx).env).toEqual({});
   });
   test('resume joins its optional value; tool lists are one variadic flag each', () => {
-    const spec = copilot.command(input({ resumeSessionId: 's-9' }), settings(copilot, { permission: 'listed', allowTools: ['shell', 'write'], denyTools: ['shell(git push)'] }), ctx);
+    const spec = copilot.command(
+      input({ resumeSessionId: 's-9' }),
+      settings(copilot, { permission: 'listed', allowTools: ['shell', 'write'], denyTools: ['shell(git push)'] }),
+      ctx,
+    );
     expect(spec.args).toContain('--resume=s-9');
     expect(spec.args.slice(-5)).toEqual(['--allow-tool', 'shell', 'write', '--deny-tool', 'shell(git push)']);
     expect(spec.args).not.toContain('--allow-all-tools');
@@ -97,15 +169,24 @@ describe('copilot arguments', () => {
 describe('claude parsing', () => {
   test('json success', () => {
     const o = claude.parse(run(sample('claude-json.json')));
-    expect(o).toMatchObject({ ok: true, text: 'Hello from the fake model.', sessionId: '822d91cc-4015-4819-b951-98dc0b497411', costUsd: 0.000188, costSource: 'reported' });
+    expect(o).toMatchObject({
+      ok: true,
+      text: 'Hello from the fake model.',
+      sessionId: '822d91cc-4015-4819-b951-98dc0b497411',
+      costUsd: 0.000188,
+      costSource: 'reported',
+    });
     expect(o.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
   });
-  test.each(['claude-stream-json.jsonl', 'claude-stream-json-tool.jsonl'])('stream-json %s ends in the result record', (file) => {
-    const o = claude.parse(run(sample(file)));
-    expect(o.ok).toBe(true);
-    expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    expect(o.text.length).toBeGreaterThan(0);
-  });
+  test.each(['claude-stream-json.jsonl', 'claude-stream-json-tool.jsonl'])(
+    'stream-json %s ends in the result record',
+    (file) => {
+      const o = claude.parse(run(sample(file)));
+      expect(o.ok).toBe(true);
+      expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(o.text.length).toBeGreaterThan(0);
+    },
+  );
   test('API error: subtype success but is_error true and exit 1 is a failure', () => {
     const o = claude.parse(run(sample('claude-json-api-error-401.json'), { exitCode: 1 }));
     expect(o.ok).toBe(false);
@@ -126,14 +207,17 @@ describe('claude parsing', () => {
 });
 
 describe('codex parsing', () => {
-  test.each(['codex-exec-json.jsonl', 'codex-exec-resume-json.jsonl', 'codex-exec-json-tool.jsonl'])('%s succeeds with thread id and usage', (file) => {
-    const o = codex.parse(run(sample(file)));
-    expect(o.ok).toBe(true);
-    expect(o.sessionId).toMatch(/^01a214/);
-    expect(o.text.length).toBeGreaterThan(0);
-    expect(o.sessionTotals!.inputTokens).toBeGreaterThan(0); // this turn's share is taken by the executor
-    expect(o.costSource).toBe('unknown'); // estimated later from the price table
-  });
+  test.each(['codex-exec-json.jsonl', 'codex-exec-resume-json.jsonl', 'codex-exec-json-tool.jsonl'])(
+    '%s succeeds with thread id and usage',
+    (file) => {
+      const o = codex.parse(run(sample(file)));
+      expect(o.ok).toBe(true);
+      expect(o.sessionId).toMatch(/^01a214/);
+      expect(o.text.length).toBeGreaterThan(0);
+      expect(o.sessionTotals!.inputTokens).toBeGreaterThan(0); // this turn's share is taken by the executor
+      expect(o.costSource).toBe('unknown'); // estimated later from the price table
+    },
+  );
   test('the model-metadata error item is a warning, not a failure', () => {
     expect(codex.parse(run(sample('codex-exec-json.jsonl'))).text).toBe('Hello from the fake model.');
   });
@@ -154,7 +238,12 @@ describe('codex parsing', () => {
 describe('copilot parsing', () => {
   test('success, with tokens from the usage file and premium requests from the result', () => {
     const o = copilot.parse(run(sample('copilot-json.jsonl'), { artifacts: { usage: sample('copilot-usage.json') } }));
-    expect(o).toMatchObject({ ok: true, text: 'Hello from the fake model.', premiumRequests: 0, costSource: 'unknown' });
+    expect(o).toMatchObject({
+      ok: true,
+      text: 'Hello from the fake model.',
+      premiumRequests: 0,
+      costSource: 'unknown',
+    });
     expect(o.sessionTotals).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
     expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
   });
@@ -173,7 +262,9 @@ describe('copilot parsing', () => {
   });
   test('no result record is a failure; an unreadable usage file is ignored', () => {
     const lines = sample('copilot-json.jsonl').trim().split('\n');
-    const o = copilot.parse(run(lines.slice(0, -1).join('\n'), { stdoutTruncated: true, artifacts: { usage: '{broken' } }));
+    const o = copilot.parse(
+      run(lines.slice(0, -1).join('\n'), { stdoutTruncated: true, artifacts: { usage: '{broken' } }),
+    );
     expect(o.ok).toBe(false);
     expect(o.error).toMatch(/too long to read whole/);
   });
@@ -208,7 +299,9 @@ describe('real failure and retry outputs recorded against the fake model API', (
     ['copilot-json-tool-permission-denied.jsonl', 0, true, /./],
   ] as const)('%s', (file, exitCode, ok, says) => {
     const backend = { claude, codex, copilot }[file.split('-')[0] as 'claude' | 'codex' | 'copilot'];
-    const o = backend.parse(run(sample(file), { exitCode, artifacts: { usage: file.includes('401') ? copilotUsage401() : undefined } }));
+    const o = backend.parse(
+      run(sample(file), { exitCode, artifacts: { usage: file.includes('401') ? copilotUsage401() : undefined } }),
+    );
     expect(o.ok).toBe(ok);
     expect(ok ? o.text : o.error).toMatch(says);
     expect(o.sessionId).toBeTruthy();
@@ -220,7 +313,11 @@ describe('real failure and retry outputs recorded against the fake model API', (
     expect(claudeResumed.usage).toEqual({ inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 });
     const fourth = claude.parse(run(sample('claude-json-resume-fourth-turn.json')));
     expect(fourth.ok).toBe(true);
-    expect(copilot.parse(run(sample('copilot-json-resume.jsonl'), { artifacts: { usage: sample('copilot-usage-after-resume.json') } })).sessionTotals).toEqual({
+    expect(
+      copilot.parse(
+        run(sample('copilot-json-resume.jsonl'), { artifacts: { usage: sample('copilot-usage-after-resume.json') } }),
+      ).sessionTotals,
+    ).toEqual({
       inputTokens: 24,
       outputTokens: 14,
       cachedInputTokens: 0,

@@ -15,8 +15,21 @@ describe('config', () => {
   test('defaults with no file', () => {
     const { dir, env } = project();
     const c = loadConfig(backends, env, dir);
-    expect(c).toMatchObject({ projectDir: dir, stateDir: join(dir, '.polyspawn'), concurrency: 4, timeoutS: 1800, killGraceMs: 5000, files: [] });
-    expect(c.backends.claude).toEqual({ enabled: true, permission: 'bypassPermissions', allowTools: [], denyTools: [], bin: undefined });
+    expect(c).toMatchObject({
+      projectDir: dir,
+      stateDir: join(dir, '.polyspawn'),
+      concurrency: 4,
+      timeoutS: 1800,
+      killGraceMs: 5000,
+      files: [],
+    });
+    expect(c.backends.claude).toEqual({
+      enabled: true,
+      permission: 'bypassPermissions',
+      allowTools: [],
+      denyTools: [],
+      bin: undefined,
+    });
     expect(c.backends.codex!.permission).toBe('danger-full-access');
     expect(c.backends.copilot!.permission).toBe('allow-all');
   });
@@ -24,9 +37,22 @@ describe('config', () => {
   test('user file, then project file, then environment', () => {
     const { dir, env } = project();
     mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
-    writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify({ concurrency: 2, timeout_s: 60, backends: { claude: { permission: 'plan' } } }));
-    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ concurrency: 3, backends: { claude: { allow_tools: ['Read'] }, codex: { permission: 'workspace-write' } } }));
-    const c = loadConfig(backends, { ...env, POLYSPAWN_TIMEOUT_S: '90', POLYSPAWN_COPILOT_ENABLED: 'false', POLYSPAWN_CLAUDE_BIN: '/x/claude' }, dir);
+    writeFileSync(
+      join(dir, 'xdg', 'polyspawn', 'config.json'),
+      JSON.stringify({ concurrency: 2, timeout_s: 60, backends: { claude: { permission: 'plan' } } }),
+    );
+    writeFileSync(
+      join(dir, 'polyspawn.config.json'),
+      JSON.stringify({
+        concurrency: 3,
+        backends: { claude: { allow_tools: ['Read'] }, codex: { permission: 'workspace-write' } },
+      }),
+    );
+    const c = loadConfig(
+      backends,
+      { ...env, POLYSPAWN_TIMEOUT_S: '90', POLYSPAWN_COPILOT_ENABLED: 'false', POLYSPAWN_CLAUDE_BIN: '/x/claude' },
+      dir,
+    );
     expect(c.files).toHaveLength(2);
     expect(c.concurrency).toBe(3);
     expect(c.timeoutS).toBe(90);
@@ -49,7 +75,9 @@ describe('config', () => {
 
   test('bad environment values and unparsable files', () => {
     const { dir, env } = project();
-    expect(() => loadConfig(backends, { ...env, POLYSPAWN_CONCURRENCY: 'lots' }, dir)).toThrow(/POLYSPAWN_CONCURRENCY=lots is not a number/);
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_CONCURRENCY: 'lots' }, dir)).toThrow(
+      /POLYSPAWN_CONCURRENCY=lots is not a number/,
+    );
     writeFileSync(join(dir, 'polyspawn.config.json'), '{ nope');
     expect(() => loadConfig(backends, env, dir)).toThrow(/is not valid JSON/);
   });
@@ -64,19 +92,30 @@ describe('models', () => {
   test('overrides merge into the shipped table', () => {
     const { dir, env } = project();
     mkdirSync(join(dir, '.polyspawn'));
-    writeFileSync(join(dir, '.polyspawn', 'models.json'), JSON.stringify({ codex: { default: 'gpt-9', aliases: { nine: 'gpt-9' }, prices: { 'gpt-9': { input: 2, output: 8 } } } }));
+    writeFileSync(
+      join(dir, '.polyspawn', 'models.json'),
+      JSON.stringify({
+        codex: { default: 'gpt-9', aliases: { nine: 'gpt-9' }, prices: { 'gpt-9': { input: 2, output: 8 } } },
+      }),
+    );
     const table = loadModels(modelsFiles(dir, join(dir, 'xdg', 'polyspawn'), env));
     expect(table.codex!.default).toBe('gpt-9');
     expect(table.codex!.aliases.fast).toBeTruthy(); // shipped aliases are kept
     expect(resolveModel(table, 'codex', 'nine')).toEqual({ model: 'gpt-9' });
     expect(resolveModel(table, 'codex', undefined)).toEqual({ model: 'gpt-9' });
     expect(resolveModel(table, 'codex', 'gpt-5.4')).toEqual({ model: 'gpt-5.4' });
-    expect(resolveModel(table, 'codex', 'gpt-0')).toMatchObject({ error: expect.stringMatching(/unknown model "gpt-0" for codex: use one of .*nine/) });
+    expect(resolveModel(table, 'codex', 'gpt-0')).toMatchObject({
+      error: expect.stringMatching(/unknown model "gpt-0" for codex: use one of .*nine/),
+    });
   });
 
   test('cost estimate: uncached input, cached input and output at their prices', () => {
     const table = { codex: { default: 'a', aliases: {}, prices: { a: { input: 2, cachedInput: 0.5, output: 10 } } } };
-    expect(estimateCost(table, 'codex', 'a', { inputTokens: 1_000_000, cachedInputTokens: 400_000, outputTokens: 100_000 })).toBeCloseTo(1.2 + 0.2 + 1.0);
-    expect(estimateCost(table, 'codex', 'b', { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1 })).toBeUndefined();
+    expect(
+      estimateCost(table, 'codex', 'a', { inputTokens: 1_000_000, cachedInputTokens: 400_000, outputTokens: 100_000 }),
+    ).toBeCloseTo(1.2 + 0.2 + 1.0);
+    expect(
+      estimateCost(table, 'codex', 'b', { inputTokens: 1, cachedInputTokens: 0, outputTokens: 1 }),
+    ).toBeUndefined();
   });
 });

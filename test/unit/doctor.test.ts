@@ -22,7 +22,10 @@ function project() {
   const base = { XDG_CONFIG_HOME: join(root, 'xdg') };
   return {
     dir,
-    withClis: { ...base, PATH: [fakeBinDir, dirname(process.execPath), '/usr/bin', '/bin'].join(delimiter) } as NodeJS.ProcessEnv,
+    withClis: {
+      ...base,
+      PATH: [fakeBinDir, dirname(process.execPath), '/usr/bin', '/bin'].join(delimiter),
+    } as NodeJS.ProcessEnv,
     withoutClis: { ...base, PATH: empty } as NodeJS.ProcessEnv,
   };
 }
@@ -30,7 +33,13 @@ function project() {
 async function doctor(argv: string[], env: NodeJS.ProcessEnv, cwd: string) {
   let stdout = '';
   let stderr = '';
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) }, stdin: new PassThrough(), env, cwd };
+  const io = {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    stdin: new PassThrough(),
+    env,
+    cwd,
+  };
   const code = await doctorCommand(argv, io);
   return { code, stdout, stderr };
 }
@@ -44,9 +53,13 @@ describe('doctor', () => {
     expect(code).toBe(0);
     expect(stdout).toMatch(/^backend +kind +status +model +details$/m);
     for (const cli of ['claude', 'codex', 'copilot']) {
-      expect(row(stdout, cli)).toMatch(new RegExp(`^${cli} +cli +ok +\\S+ +${fakeBinDir}/${cli}, 0\\.0\\.0-fake \\(${cli}\\)$`));
+      expect(row(stdout, cli)).toMatch(
+        new RegExp(`^${cli} +cli +ok +\\S+ +${fakeBinDir}/${cli}, 0\\.0\\.0-fake \\(${cli}\\)$`),
+      );
     }
-    expect(row(stdout, 'grok')).toMatch(/^grok +api +NOT USABLE +\S+ +no API key: set XAI_API_KEY \(or GROK_API_KEY, X_API_KEY\) in api_keys\.json or the environment$/);
+    expect(row(stdout, 'grok')).toMatch(
+      /^grok +api +NOT USABLE +\S+ +no API key: set XAI_API_KEY \(or GROK_API_KEY, X_API_KEY\) in api_keys\.json or the environment$/,
+    );
     expect(row(stdout, 'mistral')).toContain('no API key: set MISTRAL_API_KEY in api_keys.json');
     expect(stdout).toContain(`project     ${p.dir}`);
     expect(stdout).toContain(`IAC.md      ${join(p.dir, 'IAC.md')} (not written yet`);
@@ -60,29 +73,44 @@ describe('doctor', () => {
     const p = project();
     const { code, stdout } = await doctor([], p.withoutClis, p.dir);
     expect(code).toBe(1);
-    expect(row(stdout, 'codex')).toMatch(/NOT USABLE .*`codex` is not on PATH: install it with `npm install -g @openai\/codex`, or set POLYSPAWN_CODEX_BIN to its path/);
+    expect(row(stdout, 'codex')).toMatch(
+      /NOT USABLE .*`codex` is not on PATH: install it with `npm install -g @openai\/codex`, or set POLYSPAWN_CODEX_BIN to its path/,
+    );
     expect(stdout).toContain('No backend is usable: install one of the CLIs or set an API key');
   });
 
   test('keys: the name and where, never the value; base URLs, default or configured', async () => {
     const p = project();
     writeFileSync(join(p.dir, 'api_keys.json'), JSON.stringify({ XAI_API_KEY: XAI_KEY, GEMINI_API_KEY: '' }));
-    const env = { ...p.withoutClis, MISTRAL_API_KEY: MISTRAL_KEY, POLYSPAWN_MISTRAL_BASE_URL: 'http://127.0.0.1:9/v1/' };
+    const env = {
+      ...p.withoutClis,
+      MISTRAL_API_KEY: MISTRAL_KEY,
+      POLYSPAWN_MISTRAL_BASE_URL: 'http://127.0.0.1:9/v1/',
+    };
     for (const argv of [[], ['--json']]) {
       const { code, stdout, stderr } = await doctor(argv, env, p.dir);
       expect(code).toBe(0);
       expect(stdout + stderr).not.toContain(XAI_KEY);
       expect(stdout + stderr).not.toContain(MISTRAL_KEY);
       if (argv.length === 0) {
-        expect(row(stdout, 'grok')).toMatch(new RegExp(`ok .*key XAI_API_KEY in ${join(p.dir, 'api_keys.json')}; base URL https://api\\.x\\.ai/v1 \\(default\\)$`));
-        expect(row(stdout, 'mistral')).toMatch(/ok .*key from env MISTRAL_API_KEY; base URL http:\/\/127\.0\.0\.1:9\/v1$/);
+        expect(row(stdout, 'grok')).toMatch(
+          new RegExp(
+            `ok .*key XAI_API_KEY in ${join(p.dir, 'api_keys.json')}; base URL https://api\\.x\\.ai/v1 \\(default\\)$`,
+          ),
+        );
+        expect(row(stdout, 'mistral')).toMatch(
+          /ok .*key from env MISTRAL_API_KEY; base URL http:\/\/127\.0\.0\.1:9\/v1$/,
+        );
         // An empty value is no key.
         expect(row(stdout, 'gemini')).toContain('NOT USABLE');
         expect(stdout).toContain(`${join(p.dir, 'api_keys.json')} (found)`);
         expect(stdout).toContain('2 of 6 backends usable.');
       } else {
         const report = JSON.parse(stdout);
-        expect(report.backends.find((b: { name: string }) => b.name === 'grok')).toMatchObject({ usable: true, keySource: `XAI_API_KEY in ${join(p.dir, 'api_keys.json')}` });
+        expect(report.backends.find((b: { name: string }) => b.name === 'grok')).toMatchObject({
+          usable: true,
+          keySource: `XAI_API_KEY in ${join(p.dir, 'api_keys.json')}`,
+        });
       }
     }
   });
@@ -92,7 +120,9 @@ describe('doctor', () => {
     const broken = await collectDoctor({ ...p.withClis, FAKE_CLI_VERSION: 'fail' }, p.dir);
     const claude = broken.backends.find((b) => b.name === 'claude')!;
     expect(claude.usable).toBe(false);
-    expect(claude.detail).toMatch(/is there but broken \(--version exited with code 3: fake-cli: claude is broken\): reinstall it \(install it with `npm install -g @anthropic-ai\/claude-code`\), or set POLYSPAWN_CLAUDE_BIN/);
+    expect(claude.detail).toMatch(
+      /is there but broken \(--version exited with code 3: fake-cli: claude is broken\): reinstall it \(install it with `npm install -g @anthropic-ai\/claude-code`\), or set POLYSPAWN_CLAUDE_BIN/,
+    );
     expect(broken.usable).toBe(0);
 
     const hung = await collectDoctor({ ...p.withClis, FAKE_CLI_VERSION: 'hang' }, p.dir, { versionTimeoutMs: 300 });
@@ -103,10 +133,17 @@ describe('doctor', () => {
 
   test('disabled backends and a bin override that is not there', async () => {
     const p = project();
-    const report = await collectDoctor({ ...p.withClis, POLYSPAWN_CODEX_ENABLED: '0', POLYSPAWN_CLAUDE_BIN: '/nowhere/claude' }, p.dir);
+    const report = await collectDoctor(
+      { ...p.withClis, POLYSPAWN_CODEX_ENABLED: '0', POLYSPAWN_CLAUDE_BIN: '/nowhere/claude' },
+      p.dir,
+    );
     const text = formatDoctor(report);
-    expect(row(text, 'codex')).toMatch(/^codex +cli +disabled +.*disabled \(POLYSPAWN_CODEX_ENABLED or backends\.codex\.enabled in the config\)$/);
-    expect(row(text, 'claude')).toMatch(/NOT USABLE .*\/nowhere\/claude \(from POLYSPAWN_CLAUDE_BIN or the config\) is not an executable file: fix the path/);
+    expect(row(text, 'codex')).toMatch(
+      /^codex +cli +disabled +.*disabled \(POLYSPAWN_CODEX_ENABLED or backends\.codex\.enabled in the config\)$/,
+    );
+    expect(row(text, 'claude')).toMatch(
+      /NOT USABLE .*\/nowhere\/claude \(from POLYSPAWN_CLAUDE_BIN or the config\) is not an executable file: fix the path/,
+    );
     expect(report.usable).toBe(1); // copilot
   });
 

@@ -55,10 +55,19 @@ describe('Redactor', () => {
 
   test('configuredSecrets: backend keys from env and api_keys.json, and env names that say key or token', () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
-    writeFileSync(join(dir, 'api_keys.json'), JSON.stringify({ XAI_API_KEY: 'xai-file-value-123456', SOMETHING_ELSE: 'another-file-secret' }));
+    writeFileSync(
+      join(dir, 'api_keys.json'),
+      JSON.stringify({ XAI_API_KEY: 'xai-file-value-123456', SOMETHING_ELSE: 'another-file-secret' }),
+    );
     const env = { MISTRAL_API_KEY: MISTRAL, GITHUB_TOKEN: 'gh-token-value-xyz', HOME: '/root', PATH: '/usr/bin' };
-    const values = configuredSecrets([grok, mistral, claude], { projectDir: dir, userConfigDir: join(dir, 'none') }, env);
-    expect(values).toEqual(expect.arrayContaining(['xai-file-value-123456', 'another-file-secret', MISTRAL, 'gh-token-value-xyz']));
+    const values = configuredSecrets(
+      [grok, mistral, claude],
+      { projectDir: dir, userConfigDir: join(dir, 'none') },
+      env,
+    );
+    expect(values).toEqual(
+      expect.arrayContaining(['xai-file-value-123456', 'another-file-secret', MISTRAL, 'gh-token-value-xyz']),
+    );
     expect(values).not.toContain('/root');
     expect(values).not.toContain('/usr/bin');
   });
@@ -74,7 +83,9 @@ describe('files and log pages', () => {
     const text = `${pad} ${MISTRAL} middle ${SHAPED.github}\nend ${'é'.repeat(1000)} ${SHAPED.openai}`;
     writeFileSync(dirty, text);
     expect(await scrubFile(dirty, r)).toBe(true);
-    expect(readFileSync(dirty, 'utf8')).toBe(`${pad} ${REDACTED} middle ${REDACTED}\nend ${'é'.repeat(1000)} ${REDACTED}`);
+    expect(readFileSync(dirty, 'utf8')).toBe(
+      `${pad} ${REDACTED} middle ${REDACTED}\nend ${'é'.repeat(1000)} ${REDACTED}`,
+    );
     const clean = join(dir, 'clean.log');
     writeFileSync(clean, 'nothing here');
     expect(await scrubFile(clean, r)).toBe(false);
@@ -132,12 +143,30 @@ describe('files and log pages', () => {
       writeFileSync(join(dir, 'stdout.log'), `printed ${MISTRAL}\n`);
       control.onOutputTail(() => `tail ${SHAPED.xai}`);
       if (job.prompt === 'throw') throw new Error(`boom ${MISTRAL}`);
-      return { state: 'succeeded', outcome: { ok: true, text: `answer ${MISTRAL}`, costSource: 'unknown', raw: { key: SHAPED.openai } } };
+      return {
+        state: 'succeeded',
+        outcome: { ok: true, text: `answer ${MISTRAL}`, costSource: 'unknown', raw: { key: SHAPED.openai } },
+      };
     };
-    const guarded = guardExecutor(inner, r, () => dir, () => undefined);
+    const guarded = guardExecutor(
+      inner,
+      r,
+      () => dir,
+      () => undefined,
+    );
     let tail: ((n: number) => string) | undefined;
     const control = { signal: new AbortController().signal, onOutputTail: (t: (n: number) => string) => (tail = t) };
-    const job = { id: 'abc', backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {}, state: 'running' as const, createdAt: '' };
+    const job = {
+      id: 'abc',
+      backend: 'x',
+      model: 'm',
+      prompt: 'p',
+      cwd: '/',
+      timeoutS: 1,
+      extra: {},
+      state: 'running' as const,
+      createdAt: '',
+    };
     const result = await guarded(job, control);
     expect(result.outcome.text).toBe(`answer ${REDACTED}`);
     expect(result.outcome.raw).toEqual({ key: REDACTED });

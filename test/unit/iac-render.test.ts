@@ -8,7 +8,10 @@ import type { JobState } from '../../src/jobs/table.js';
 import { parseIac } from '../helpers/iac.js';
 
 const ticks = (n: number) => '`'.repeat(n);
-const everyTickRun = Array.from({ length: 20 }, (_, i) => `${ticks(i + 1)}run ${i + 1}${ticks(i + 1)}\n${ticks(i + 1)}\n   ${ticks(i + 1)}`).join('\n');
+const everyTickRun = Array.from(
+  { length: 20 },
+  (_, i) => `${ticks(i + 1)}run ${i + 1}${ticks(i + 1)}\n${ticks(i + 1)}\n   ${ticks(i + 1)}`,
+).join('\n');
 
 /** Text an agent might write that breaks naive Markdown. */
 const HOSTILE: Record<string, string> = {
@@ -21,7 +24,8 @@ const HOSTILE: Record<string, string> = {
   nonAscii: 'Grüße 日本語 🎉 العربية \u202Eevil\u202C ẞ',
   nul: 'a\u0000b\u0000\u0007c \u001b[31mred\u001b[0m \u000b\u000c',
   surrogate: 'lone \uD800 and \uDFFF surrogates',
-  markdown: '# Heading\n---\n===\n* list\n1. item\n> quote\n[link](http://x) ![img](x) $x^2$ &amp; **bold** _it_ ~~del~~\n    indented code\n~~~\nfence\n~~~',
+  markdown:
+    '# Heading\n---\n===\n* list\n1. item\n> quote\n[link](http://x) ![img](x) $x^2$ &amp; **bold** _it_ ~~del~~\n    indented code\n~~~\nfence\n~~~',
   backslashEnd: 'ends with a backslash \\',
 };
 
@@ -50,7 +54,13 @@ function record(overrides: Partial<StoredRecord> & { state: JobState }): StoredR
 const ctx = { runPath: (id: string) => `.polyspawn/runs/${id}` };
 
 function documentOf(records: StoredRecord[], active: ActiveRow[] = []): string {
-  return renderDocument({ now: Date.parse('2026-05-01T13:00:00Z'), active, entries: records.map((r) => renderEntry(r, ctx)), totalFinished: records.length, storePath: '.polyspawn' });
+  return renderDocument({
+    now: Date.parse('2026-05-01T13:00:00Z'),
+    active,
+    entries: records.map((r) => renderEntry(r, ctx)),
+    totalFinished: records.length,
+    storePath: '.polyspawn',
+  });
 }
 
 describe('escaping primitives', () => {
@@ -88,43 +98,73 @@ describe('escaping primitives', () => {
 });
 
 describe('IAC.md with hostile content', () => {
-  test.each(Object.entries(HOSTILE))('%s: in the prompt, result, error, model and task, the document parses and round-trips', (_name, text) => {
-    const rec = record({
-      state: 'failed',
-      model: `model ${text.slice(0, 200)}`,
-      prompt: `${text}\n\nsecond paragraph ${text}`,
-      outcome: { ok: false, text, error: `error: ${text}`, costSource: 'estimated', costUsd: 0.0123 },
-    });
-    const ok = record({ state: 'succeeded', prompt: text, outcome: { ok: true, text: `${text}\n${text}`, costSource: 'reported', costUsd: 1.5 } });
-    const active: ActiveRow[] = [{ id: 'act001', state: 'running', backend: 'claude', model: text.slice(0, 50), task: taskLine(text), createdAt: '2026-05-01T12:59:00Z', startedAt: '2026-05-01T12:59:30Z' }];
-    const doc = documentOf([rec, ok], active);
-    const parsed = parseIac(doc);
+  test.each(Object.entries(HOSTILE))(
+    '%s: in the prompt, result, error, model and task, the document parses and round-trips',
+    (_name, text) => {
+      const rec = record({
+        state: 'failed',
+        model: `model ${text.slice(0, 200)}`,
+        prompt: `${text}\n\nsecond paragraph ${text}`,
+        outcome: { ok: false, text, error: `error: ${text}`, costSource: 'estimated', costUsd: 0.0123 },
+      });
+      const ok = record({
+        state: 'succeeded',
+        prompt: text,
+        outcome: { ok: true, text: `${text}\n${text}`, costSource: 'reported', costUsd: 1.5 },
+      });
+      const active: ActiveRow[] = [
+        {
+          id: 'act001',
+          state: 'running',
+          backend: 'claude',
+          model: text.slice(0, 50),
+          task: taskLine(text),
+          createdAt: '2026-05-01T12:59:00Z',
+          startedAt: '2026-05-01T12:59:30Z',
+        },
+      ];
+      const doc = documentOf([rec, ok], active);
+      const parsed = parseIac(doc);
 
-    expect(parsed.activeHeader).toEqual(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed']);
-    expect(parsed.active).toHaveLength(1);
-    expect(parsed.active[0]![0]).toBe('act001');
-    expect(parsed.active[0]![4]).toBe(inlineText(taskLine(text)) || '—');
+      expect(parsed.activeHeader).toEqual(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed']);
+      expect(parsed.active).toHaveLength(1);
+      expect(parsed.active[0]![0]).toBe('act001');
+      expect(parsed.active[0]![4]).toBe(inlineText(taskLine(text)) || '—');
 
-    expect(parsed.entries.map((e) => e.id)).toEqual([rec.id, ok.id]);
-    for (const [entry, source] of [
-      [parsed.entries[0]!, rec],
-      [parsed.entries[1]!, ok],
-    ] as const) {
-      expect(entry.header).toEqual(['Started', 'Duration', 'Tokens', 'Cost']);
-      expect(entry.cells).toHaveLength(4);
-      expect(entry.prompt).toBe(expectedFence(shorten(source.prompt, PROMPT_CHARS).text));
-      expect(entry.task).toBe(inlineText(taskLine(source.prompt)) || '—');
-      expect(entry.result).toBe(source.outcome!.text ? expectedFence(shorten(source.outcome!.text, RESULT_CHARS).text) : undefined);
-    }
-    expect(parsed.entries[0]!.heading).toContain(inlineText(rec.model));
-    expect(parsed.entries[0]!.error).toBe(expectedFence(shorten(rec.outcome!.error!, 2000).text + (rec.outcome!.error!.length > 2000 ? `\n… (${rec.outcome!.error!.length - shorten(rec.outcome!.error!, 2000).text.length} more characters: \`result\` tool)` : '')));
-    expect(parsed.entries[0]!.cells[3]).toBe('$0.0123 (estimated)');
-    expect(parsed.entries[1]!.error).toBeUndefined(); // no error block for a success
-  });
+      expect(parsed.entries.map((e) => e.id)).toEqual([rec.id, ok.id]);
+      for (const [entry, source] of [
+        [parsed.entries[0]!, rec],
+        [parsed.entries[1]!, ok],
+      ] as const) {
+        expect(entry.header).toEqual(['Started', 'Duration', 'Tokens', 'Cost']);
+        expect(entry.cells).toHaveLength(4);
+        expect(entry.prompt).toBe(expectedFence(shorten(source.prompt, PROMPT_CHARS).text));
+        expect(entry.task).toBe(inlineText(taskLine(source.prompt)) || '—');
+        expect(entry.result).toBe(
+          source.outcome!.text ? expectedFence(shorten(source.outcome!.text, RESULT_CHARS).text) : undefined,
+        );
+      }
+      expect(parsed.entries[0]!.heading).toContain(inlineText(rec.model));
+      expect(parsed.entries[0]!.error).toBe(
+        expectedFence(
+          shorten(rec.outcome!.error!, 2000).text +
+            (rec.outcome!.error!.length > 2000
+              ? `\n… (${rec.outcome!.error!.length - shorten(rec.outcome!.error!, 2000).text.length} more characters: \`result\` tool)`
+              : ''),
+        ),
+      );
+      expect(parsed.entries[0]!.cells[3]).toBe('$0.0123 (estimated)');
+      expect(parsed.entries[1]!.error).toBeUndefined(); // no error block for a success
+    },
+  );
 
   test('everything at once, in 50 entries: each closed, each once, newest first as given', () => {
     const records = Array.from({ length: 50 }, (_, i) =>
-      record({ state: (['succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'] as const)[i % 5]!, prompt: `${i}: ${ALL}`, outcome: { ok: i % 5 === 0, text: ALL, error: ALL, costSource: 'unknown' } }),
+      record({
+        state: (['succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'] as const)[i % 5]!,
+        prompt: `${i}: ${ALL}`,
+        outcome: { ok: i % 5 === 0, text: ALL, error: ALL, costSource: 'unknown' },
+      }),
     );
     const parsed = parseIac(documentOf(records));
     expect(parsed.entries.map((e) => e.id)).toEqual(records.map((r) => r.id));
@@ -132,7 +172,11 @@ describe('IAC.md with hostile content', () => {
   });
 
   test('long results and prompts are cut, with where to find the whole', () => {
-    const long = record({ state: 'succeeded', prompt: 'P'.repeat(PROMPT_CHARS + 5000), outcome: { ok: true, text: 'R'.repeat(RESULT_CHARS * 3), costSource: 'unknown' } });
+    const long = record({
+      state: 'succeeded',
+      prompt: 'P'.repeat(PROMPT_CHARS + 5000),
+      outcome: { ok: true, text: 'R'.repeat(RESULT_CHARS * 3), costSource: 'unknown' },
+    });
     const parsed = parseIac(documentOf([long]));
     const [entry] = parsed.entries;
     expect(entry!.result!.length).toBeLessThanOrEqual(RESULT_CHARS + 1);
@@ -144,8 +188,24 @@ describe('IAC.md with hostile content', () => {
 
   test('every state renders, and an empty store says so', () => {
     const states: JobState[] = ['succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'];
-    const parsed = parseIac(documentOf(states.map((state) => record({ state, prompt: state, outcome: { ok: state === 'succeeded', text: '', error: `${state} error`, costSource: 'unknown' } }))));
-    expect(parsed.entries.map((e) => e.heading.split(' ').pop())).toEqual(['succeeded', 'failed', 'out', 'cancelled', 'interrupted']);
+    const parsed = parseIac(
+      documentOf(
+        states.map((state) =>
+          record({
+            state,
+            prompt: state,
+            outcome: { ok: state === 'succeeded', text: '', error: `${state} error`, costSource: 'unknown' },
+          }),
+        ),
+      ),
+    );
+    expect(parsed.entries.map((e) => e.heading.split(' ').pop())).toEqual([
+      'succeeded',
+      'failed',
+      'out',
+      'cancelled',
+      'interrupted',
+    ]);
     expect(parsed.entries.filter((e) => e.error).length).toBe(4);
     const empty = documentOf([]);
     expect(parseIac(empty).entries).toEqual([]);
@@ -155,7 +215,9 @@ describe('IAC.md with hostile content', () => {
 
 /** What a reader sees of inline() text: the cleaned single line. */
 function inlineText(s: string): string {
-  return clean(s).replace(/\s*\n\s*/g, ' ').trim();
+  return clean(s)
+    .replace(/\s*\n\s*/g, ' ')
+    .trim();
 }
 
 /** What a reader sees inside fence(): the cleaned text, ending with one newline. */

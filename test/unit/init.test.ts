@@ -6,7 +6,13 @@ import { PassThrough } from 'node:stream';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
 import { describe, expect, test } from 'vitest';
-import { CODEX_TOOL_TIMEOUT_S, initCommand, runInit, type FileReport, type ServerCommand } from '../../src/commands/init.js';
+import {
+  CODEX_TOOL_TIMEOUT_S,
+  initCommand,
+  runInit,
+  type FileReport,
+  type ServerCommand,
+} from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
 
 const server: ServerCommand = { command: '/opt/node/bin/node', args: ['/opt/polyspawn/dist/src/cli.js'] };
@@ -28,17 +34,25 @@ function setup() {
   };
   const read = (path: string) => readFileSync(path, 'utf8');
   const json = (path: string) => jsonc.parse(read(path)) as Record<string, any>;
-  const init = (s: ServerCommand = server) => runInit({ dir, clients: ['claude', 'vscode', 'codex'], server: s, codexHome });
+  const init = (s: ServerCommand = server) =>
+    runInit({ dir, clients: ['claude', 'vscode', 'codex'], server: s, codexHome });
   return { root, dir, codexHome, file, write, read, json, init };
 }
 
-const actions = (reports: FileReport[]) => Object.fromEntries(reports.map((r) => [r.file.split('/').slice(-2).join('/'), r.action]));
+const actions = (reports: FileReport[]) =>
+  Object.fromEntries(reports.map((r) => [r.file.split('/').slice(-2).join('/'), r.action]));
 
 /** Runs the command with in-memory streams; returns its exit code and what it printed. */
 async function command(argv: string[], cwd: string, env: NodeJS.ProcessEnv) {
   let stdout = '';
   let stderr = '';
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) }, stdin: new PassThrough(), env, cwd };
+  const io = {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+    stdin: new PassThrough(),
+    env,
+    cwd,
+  };
   const cli = join(cwd, 'installed-cli.js');
   writeFileSync(cli, '');
   const code = await initCommand(argv, io, { cli });
@@ -49,8 +63,15 @@ describe('init in an empty project', () => {
   test('writes all four files, each with our entry and nothing else', () => {
     const t = setup();
     const reports = t.init();
-    expect(actions(reports)).toEqual({ 'project/.mcp.json': 'created', '.claude/settings.local.json': 'created', '.vscode/mcp.json': 'created', 'codex-home/config.toml': 'created' });
-    expect(JSON.parse(t.read(t.file.mcp))).toEqual({ mcpServers: { agents: { type: 'stdio', command: server.command, args: server.args } } });
+    expect(actions(reports)).toEqual({
+      'project/.mcp.json': 'created',
+      '.claude/settings.local.json': 'created',
+      '.vscode/mcp.json': 'created',
+      'codex-home/config.toml': 'created',
+    });
+    expect(JSON.parse(t.read(t.file.mcp))).toEqual({
+      mcpServers: { agents: { type: 'stdio', command: server.command, args: server.args } },
+    });
     expect(JSON.parse(t.read(t.file.settings))).toEqual({ enabledMcpjsonServers: ['agents'] });
 
     const vscode = JSON.parse(t.read(t.file.vscode));
@@ -61,17 +82,28 @@ describe('init in an empty project', () => {
       GEMINI_API_KEY: '${input:gemini-api-key}',
       MISTRAL_API_KEY: '${input:mistral-api-key}',
     });
-    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual(['xai-api-key', 'gemini-api-key', 'mistral-api-key']);
+    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual([
+      'xai-api-key',
+      'gemini-api-key',
+      'mistral-api-key',
+    ]);
     for (const input of vscode.inputs) expect(input).toMatchObject({ type: 'promptString', password: true });
     // Every ${input:...} the server uses is declared, and no key value is in the file.
-    for (const ref of JSON.stringify(vscode.servers).matchAll(/\$\{input:([a-z-]+)\}/g)) expect(vscode.inputs.map((i: { id: string }) => i.id)).toContain(ref[1]);
+    for (const ref of JSON.stringify(vscode.servers).matchAll(/\$\{input:([a-z-]+)\}/g))
+      expect(vscode.inputs.map((i: { id: string }) => i.id)).toContain(ref[1]);
 
     // any: the parsed TOML is walked by the assertions, which check its shape themselves.
     const codex = parseToml(t.read(t.file.codex)) as any;
-    expect(codex.mcp_servers.agents).toMatchObject({ command: server.command, args: server.args, tool_timeout_sec: CODEX_TOOL_TIMEOUT_S });
+    expect(codex.mcp_servers.agents).toMatchObject({
+      command: server.command,
+      args: server.args,
+      tool_timeout_sec: CODEX_TOOL_TIMEOUT_S,
+    });
     expect(codex.mcp_servers.agents.tool_timeout_sec).toBeGreaterThanOrEqual(DEFAULT_WAIT_S * 3);
     expect(codex.mcp_servers.agents.startup_timeout_sec).toBeGreaterThan(10);
-    expect(codex.mcp_servers.agents.env_vars).toEqual(expect.arrayContaining(['XAI_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY']));
+    expect(codex.mcp_servers.agents.env_vars).toEqual(
+      expect.arrayContaining(['XAI_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY']),
+    );
   });
 
   test('a second run changes nothing and says so', () => {
@@ -79,7 +111,12 @@ describe('init in an empty project', () => {
     t.init();
     const before = Object.values(t.file).map(t.read);
     const reports = t.init();
-    expect(actions(reports)).toEqual({ 'project/.mcp.json': 'unchanged', '.claude/settings.local.json': 'unchanged', '.vscode/mcp.json': 'unchanged', 'codex-home/config.toml': 'kept' });
+    expect(actions(reports)).toEqual({
+      'project/.mcp.json': 'unchanged',
+      '.claude/settings.local.json': 'unchanged',
+      '.vscode/mcp.json': 'unchanged',
+      'codex-home/config.toml': 'kept',
+    });
     expect(Object.values(t.file).map(t.read)).toEqual(before);
     expect(reports.find((r) => r.client === 'codex')!.details.join(' ')).toMatch(/already there .*left as it is$/);
   });
@@ -112,13 +149,22 @@ describe('init merges into existing files', () => {
     expect(m.other).toBe(true);
     expect(t.read(t.file.mcp)).toMatch(/^ {8}"agents": \{/m); // the file's own 4-space indent
     const s = t.json(t.file.settings);
-    expect(s).toEqual({ permissions: { allow: ['Bash(npm test)'] }, enabledMcpjsonServers: ['github', 'agents'], disabledMcpjsonServers: ['legacy'] });
+    expect(s).toEqual({
+      permissions: { allow: ['Bash(npm test)'] },
+      enabledMcpjsonServers: ['github', 'agents'],
+      disabledMcpjsonServers: ['legacy'],
+    });
     const v = t.read(t.file.vscode);
     expect(v).toContain('// my servers');
     expect(v).toContain('// the token');
     const vj = t.json(t.file.vscode);
     expect(Object.keys(vj.servers)).toEqual(['github', 'agents']);
-    expect(vj.inputs.map((i: { id: string }) => i.id)).toEqual(['gh-token', 'xai-api-key', 'gemini-api-key', 'mistral-api-key']);
+    expect(vj.inputs.map((i: { id: string }) => i.id)).toEqual([
+      'gh-token',
+      'xai-api-key',
+      'gemini-api-key',
+      'mistral-api-key',
+    ]);
     // Codex: appended only, every byte of the original kept.
     const c = t.read(t.file.codex);
     expect(c.startsWith(codex)).toBe(true);
@@ -136,17 +182,50 @@ describe('init merges into existing files', () => {
 
   test('an older polyspawn entry is brought up to date, keeping what the user added to it', () => {
     const t = setup();
-    t.write(t.file.mcp, JSON.stringify({ mcpServers: { agents: { command: 'node', args: ['dist/src/cli.js'], env: { POLYSPAWN_CONCURRENCY: '2' } } } }, null, 2));
-    t.write(t.file.vscode, JSON.stringify({ servers: { agents: { type: 'stdio', command: 'npx', args: ['-y', 'polyspawn'], env: { XAI_API_KEY: '${input:my-xai}', POLYSPAWN_TIMEOUT_S: '600' } } } }, null, 2));
+    t.write(
+      t.file.mcp,
+      JSON.stringify(
+        { mcpServers: { agents: { command: 'node', args: ['dist/src/cli.js'], env: { POLYSPAWN_CONCURRENCY: '2' } } } },
+        null,
+        2,
+      ),
+    );
+    t.write(
+      t.file.vscode,
+      JSON.stringify(
+        {
+          servers: {
+            agents: {
+              type: 'stdio',
+              command: 'npx',
+              args: ['-y', 'polyspawn'],
+              env: { XAI_API_KEY: '${input:my-xai}', POLYSPAWN_TIMEOUT_S: '600' },
+            },
+          },
+        },
+        null,
+        2,
+      ),
+    );
     const reports = t.init();
     const byFile = Object.fromEntries(reports.map((r) => [r.file, r]));
     expect(byFile[t.file.mcp]!.action).toBe('updated');
     expect(byFile[t.file.mcp]!.details.join('\n')).toContain('(was: node dist/src/cli.js)');
-    expect(t.json(t.file.mcp).mcpServers.agents).toEqual({ type: 'stdio', command: server.command, args: server.args, env: { POLYSPAWN_CONCURRENCY: '2' } });
+    expect(t.json(t.file.mcp).mcpServers.agents).toEqual({
+      type: 'stdio',
+      command: server.command,
+      args: server.args,
+      env: { POLYSPAWN_CONCURRENCY: '2' },
+    });
     const agents = t.json(t.file.vscode).servers.agents;
     expect(agents).toMatchObject({ command: server.command, args: server.args });
     // The user's own key reference and setting stay; the missing ones are added.
-    expect(agents.env).toMatchObject({ XAI_API_KEY: '${input:my-xai}', POLYSPAWN_TIMEOUT_S: '600', GEMINI_API_KEY: '${input:gemini-api-key}', POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' });
+    expect(agents.env).toMatchObject({
+      XAI_API_KEY: '${input:my-xai}',
+      POLYSPAWN_TIMEOUT_S: '600',
+      GEMINI_API_KEY: '${input:gemini-api-key}',
+      POLYSPAWN_PROJECT_DIR: '${workspaceFolder}',
+    });
   });
 
   test('--npx and back: the entry follows, never duplicated', () => {
@@ -165,13 +244,43 @@ describe('init refuses what it cannot merge, leaving it byte-for-byte untouched'
     ['.mcp.json with comments (Claude Code reads strict JSON)', 'mcp', '// hi\n{}', /\.mcp\.json is not valid JSON/],
     ['.mcp.json that is not an object', 'mcp', '[1, 2]', /does not hold a JSON object/],
     ['mcpServers that is not an object', 'mcp', '{"mcpServers": []}', /"mcpServers" is not an object/],
-    ["someone else's agents server", 'mcp', '{"mcpServers": {"agents": {"command": "other-agents-server"}}}', /already runs something else \(other-agents-server\)/],
-    ['broken settings.local.json', 'settings', '{"enabledMcpjsonServers": ["a",]}', /settings\.local\.json is not valid JSON/],
-    ['enabledMcpjsonServers that is not a list', 'settings', '{"enabledMcpjsonServers": "agents"}', /not a list of names/],
-    ['broken .vscode/mcp.json', 'vscode', '{ "servers": { "a": { "command": } } }', /mcp\.json is not valid JSON with comments \(ValueExpected at line 1/],
+    [
+      "someone else's agents server",
+      'mcp',
+      '{"mcpServers": {"agents": {"command": "other-agents-server"}}}',
+      /already runs something else \(other-agents-server\)/,
+    ],
+    [
+      'broken settings.local.json',
+      'settings',
+      '{"enabledMcpjsonServers": ["a",]}',
+      /settings\.local\.json is not valid JSON/,
+    ],
+    [
+      'enabledMcpjsonServers that is not a list',
+      'settings',
+      '{"enabledMcpjsonServers": "agents"}',
+      /not a list of names/,
+    ],
+    [
+      'broken .vscode/mcp.json',
+      'vscode',
+      '{ "servers": { "a": { "command": } } }',
+      /mcp\.json is not valid JSON with comments \(ValueExpected at line 1/,
+    ],
     ['inputs that is not a list', 'vscode', '{ "inputs": {} }', /"inputs" is not a list/],
-    ['broken config.toml', 'codex', 'model = "x"\n[mcp_servers\ncommand = 1\n', /config\.toml is not valid TOML .*line 2/],
-    ['mcp_servers as an inline table', 'codex', 'mcp_servers = { github = { command = "gh" } }\n', /cannot be added .*add it by hand/s],
+    [
+      'broken config.toml',
+      'codex',
+      'model = "x"\n[mcp_servers\ncommand = 1\n',
+      /config\.toml is not valid TOML .*line 2/,
+    ],
+    [
+      'mcp_servers as an inline table',
+      'codex',
+      'mcp_servers = { github = { command = "gh" } }\n',
+      /cannot be added .*add it by hand/s,
+    ],
   ];
   for (const [name, which, text, message] of cases) {
     test(name, () => {
@@ -194,7 +303,9 @@ describe('the init command', () => {
     const { code, stdout } = await command(['--claude', t.dir], t.root, { CODEX_HOME: t.codexHome });
     expect(code).toBe(0);
     expect(stdout).toContain(`polyspawn init in ${t.dir}`);
-    expect(stdout).toMatch(/Claude Code +\.mcp\.json: created\n +added mcpServers\.agents: \S*node\S* \S*installed-cli\.js/);
+    expect(stdout).toMatch(
+      /Claude Code +\.mcp\.json: created\n +added mcpServers\.agents: \S*node\S* \S*installed-cli\.js/,
+    );
     expect(stdout).toMatch(/\.claude\/settings\.local\.json: created/);
     expect(stdout).not.toContain('VS Code');
     expect(() => t.read(t.file.codex)).toThrow();
@@ -221,8 +332,16 @@ describe('the init command', () => {
   test('wrong usage is a UsageError that says what to do', async () => {
     const t = setup();
     await expect(command([join(t.dir, 'missing')], t.root, {})).rejects.toThrow(/is not a folder: create it first/);
-    const io = { stdout: { write: () => true }, stderr: { write: () => true }, stdin: new PassThrough(), env: {}, cwd: t.dir };
-    await expect(initCommand([], io, { cli: join(t.root, 'nowhere.js') })).rejects.toThrow(/nowhere\.js is missing: build polyspawn first/);
+    const io = {
+      stdout: { write: () => true },
+      stderr: { write: () => true },
+      stdin: new PassThrough(),
+      env: {},
+      cwd: t.dir,
+    };
+    await expect(initCommand([], io, { cli: join(t.root, 'nowhere.js') })).rejects.toThrow(
+      /nowhere\.js is missing: build polyspawn first/,
+    );
     await expect(command(['--cursor'], t.root, {})).rejects.toThrow(/Unknown option '--cursor'/);
     expect((await command(['--help'], t.root, {})).stdout).toContain('Usage: polyspawn init');
   });

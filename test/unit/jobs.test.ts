@@ -1,16 +1,26 @@
 import { describe, expect, test } from 'vitest';
 import { JobTable, type Executor, type JobRequest } from '../../src/jobs/table.js';
 
-const request = (prompt = 'p'): JobRequest => ({ backend: 'fake', model: 'm', prompt, cwd: '/', timeoutS: 10, extra: {} });
+const request = (prompt = 'p'): JobRequest => ({
+  backend: 'fake',
+  model: 'm',
+  prompt,
+  cwd: '/',
+  timeoutS: 10,
+  extra: {},
+});
 
 /** An executor whose jobs end when the test says so (or when cancelled). */
 function controlled() {
   const release = new Map<string, () => void>();
   const execute: Executor = (job, { signal }) =>
     new Promise((resolve) => {
-      const ok = () => resolve({ state: 'succeeded', outcome: { ok: true, text: `done ${job.prompt}`, costSource: 'unknown' } });
+      const ok = () =>
+        resolve({ state: 'succeeded', outcome: { ok: true, text: `done ${job.prompt}`, costSource: 'unknown' } });
       release.set(job.prompt, ok);
-      signal.addEventListener('abort', () => resolve({ state: 'cancelled', outcome: { ok: false, text: '', costSource: 'unknown' } }));
+      signal.addEventListener('abort', () =>
+        resolve({ state: 'cancelled', outcome: { ok: false, text: '', costSource: 'unknown' } }),
+      );
     });
   return { execute, finish: (prompt: string) => release.get(prompt)!() };
 }
@@ -77,7 +87,12 @@ describe('JobTable', () => {
   });
 
   test('an executor that throws still ends its job, as failed, with the reason', async () => {
-    const table = new JobTable({ concurrency: 1, execute: async () => { throw new Error('kaboom'); } });
+    const table = new JobTable({
+      concurrency: 1,
+      execute: async () => {
+        throw new Error('kaboom');
+      },
+    });
     const job = table.submit(request());
     await table.waitFor([job.id], { timeoutMs: 5000, mode: 'all' });
     expect(job.state).toBe('failed');

@@ -24,7 +24,10 @@ function expected(data: Buffer, headBytes: number, tailBytes: number): { text: s
   const tail = data.subarray(cut);
   const headEnd = head.lastIndexOf(NL) + 1;
   const tailStart = data[cut - 1] === NL ? 0 : tail.indexOf(NL) + 1; // a tail that begins a line keeps it
-  return { text: head.subarray(0, headEnd).toString('utf8') + tail.subarray(tailStart).toString('utf8'), truncated: true };
+  return {
+    text: head.subarray(0, headEnd).toString('utf8') + tail.subarray(tailStart).toString('utf8'),
+    truncated: true,
+  };
 }
 
 function numberedLines(count: number, width = 0): string {
@@ -35,8 +38,14 @@ function numberedLines(count: number, width = 0): string {
 
 describe('readHeadAndTail', () => {
   it('returns everything untouched when it fits', () => {
-    expect(readHeadAndTail(log('{"a":1}\n{"b":2}\n'), 10, 20)).toEqual({ text: '{"a":1}\n{"b":2}\n', truncated: false });
-    expect(readHeadAndTail(log('0123456789abcdefghij'), 8, 12)).toEqual({ text: '0123456789abcdefghij', truncated: false });
+    expect(readHeadAndTail(log('{"a":1}\n{"b":2}\n'), 10, 20)).toEqual({
+      text: '{"a":1}\n{"b":2}\n',
+      truncated: false,
+    });
+    expect(readHeadAndTail(log('0123456789abcdefghij'), 8, 12)).toEqual({
+      text: '0123456789abcdefghij',
+      truncated: false,
+    });
   });
 
   it('an empty or missing log is empty', () => {
@@ -59,7 +68,10 @@ describe('readHeadAndTail', () => {
 
   it('keeps the first tail line whole when the cut falls exactly on a line boundary', () => {
     // 'aaaa\n' is dropped; the tail is exactly 'bbbb\ncccc\n'.
-    expect(readHeadAndTail(log('HHHH\naaaa\nbbbb\ncccc\n'), 5, 10)).toEqual({ text: 'HHHH\nbbbb\ncccc\n', truncated: true });
+    expect(readHeadAndTail(log('HHHH\naaaa\nbbbb\ncccc\n'), 5, 10)).toEqual({
+      text: 'HHHH\nbbbb\ncccc\n',
+      truncated: true,
+    });
   });
 
   it('a head only (as for nothing), a tail only (as for stderr)', () => {

@@ -125,7 +125,11 @@ describe('Anthropic Messages', () => {
       'message_stop',
     ]);
     const start = json(events[0]!);
-    expect(start.message).toMatchObject({ role: 'assistant', content: [], usage: { input_tokens: 12, cache_read_input_tokens: 0 } });
+    expect(start.message).toMatchObject({
+      role: 'assistant',
+      content: [],
+      usage: { input_tokens: 12, cache_read_input_tokens: 0 },
+    });
     expect(json(events[2]!).delta).toEqual({ type: 'text_delta', text: 'FAKE REPLY (turn 1): hello there' });
     expect(json(events[4]!)).toMatchObject({ delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 7 } });
     const r = last();
@@ -162,9 +166,21 @@ describe('Anthropic Messages', () => {
       stream: false,
       system: [{ type: 'text', text: 'You are Claude Code.' }],
       messages: [
-        { role: 'user', content: [{ type: 'text', text: '<system-reminder>\nnoise\n</system-reminder>\n' }, { type: 'text', text: 'first question\n' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: '<system-reminder>\nnoise\n</system-reminder>\n' },
+            { type: 'text', text: 'first question\n' },
+          ],
+        },
         { role: 'assistant', content: [{ type: 'text', text: 'FAKE REPLY (turn 1): first question' }] },
-        { role: 'user', content: [{ type: 'text', text: '<system-reminder>x</system-reminder>' }, { type: 'text', text: 'second question [[fake:nothing]]' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: '<system-reminder>x</system-reminder>' },
+            { type: 'text', text: 'second question [[fake:nothing]]' },
+          ],
+        },
         { role: 'system', content: 'APPENDED SYSTEM TEXT' },
       ],
     };
@@ -203,7 +219,10 @@ describe('Anthropic Messages', () => {
       stream: true,
       messages: [
         { role: 'user', content: prompt },
-        { role: 'assistant', content: [{ type: 'tool_use', id: toolId, name: 'Bash', input: { command: 'echo hi > f.txt' } }] },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: toolId, name: 'Bash', input: { command: 'echo hi > f.txt' } }],
+        },
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: toolId, content: 'tool-ran', is_error: false }] },
       ],
     };
@@ -216,7 +235,10 @@ describe('Anthropic Messages', () => {
     const res = await post('/v1/messages', anthropic('[[fake:401]]'));
     expect(res.status).toBe(401);
     expect(res.headers.get('x-should-retry')).toBe('false');
-    expect(await res.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error', message: 'fake error 401' } });
+    expect(await res.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'authentication_error', message: 'fake error 401' },
+    });
     const res500 = await post('/v1/messages', anthropic('[[fake:500]]'));
     expect(res500.status).toBe(500);
     expect(await res500.json()).toMatchObject({ type: 'error', error: { type: 'api_error' } });
@@ -242,7 +264,11 @@ describe('OpenAI Responses', () => {
       stream: true,
       input: [
         { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'You are Codex.' }] },
-        { type: 'message', role: 'user', content: [{ type: 'input_text', text: '<environment_context>\n  <cwd>/x</cwd>\n</environment_context>' }] },
+        {
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_text', text: '<environment_context>\n  <cwd>/x</cwd>\n</environment_context>' }],
+        },
         { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello codex\n' }] },
       ],
       tools: [{ type: 'function', name: 'exec_command' }],
@@ -254,7 +280,11 @@ describe('OpenAI Responses', () => {
     expect(names).toContain('response.output_item.done');
     expect(names.at(-1)).toBe('response.completed');
     const done = json(events.find((e) => e.event === 'response.output_item.done')!);
-    expect(done.item).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'FAKE REPLY (turn 1): hello codex' }] });
+    expect(done.item).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'FAKE REPLY (turn 1): hello codex' }],
+    });
     const completed = json(events.at(-1)!);
     expect(completed.response.usage).toMatchObject({
       input_tokens: 12,
@@ -262,13 +292,23 @@ describe('OpenAI Responses', () => {
       input_tokens_details: { cached_tokens: 0 },
       total_tokens: 19,
     });
-    expect(last()).toMatchObject({ protocol: 'responses', turn: 1, prompt: 'hello codex', system: 'You are Codex.', tools: ['exec_command'] });
+    expect(last()).toMatchObject({
+      protocol: 'responses',
+      turn: 1,
+      prompt: 'hello codex',
+      system: 'You are Codex.',
+      tools: ['exec_command'],
+    });
   });
 
   test('non-stream, and a string input', async () => {
     const res = await post('/v1/responses', { model: 'm', input: 'just a string' });
     const body: Any = await res.json();
-    expect(body).toMatchObject({ object: 'response', status: 'completed', output_text: 'FAKE REPLY (turn 1): just a string' });
+    expect(body).toMatchObject({
+      object: 'response',
+      status: 'completed',
+      output_text: 'FAKE REPLY (turn 1): just a string',
+    });
   });
 
   test('a resumed thread counts its user turns', async () => {
@@ -287,7 +327,13 @@ describe('OpenAI Responses', () => {
 
   test("tool: an exec_command function_call (codex 0.169's shell tool), then TOOL_RESULT", async () => {
     const prompt = 'run [[fake:tool:touch made.txt]]';
-    const body = { ...responses(prompt), tools: [{ type: 'function', name: 'exec_command' }, { type: 'function', name: 'apply_patch' }] };
+    const body = {
+      ...responses(prompt),
+      tools: [
+        { type: 'function', name: 'exec_command' },
+        { type: 'function', name: 'apply_patch' },
+      ],
+    };
     const events = parseSse(await (await post('/v1/responses', body)).text());
     const done = json(events.find((e) => e.event === 'response.output_item.done')!);
     expect(done.item).toMatchObject({ type: 'function_call', name: 'exec_command' });
@@ -298,7 +344,11 @@ describe('OpenAI Responses', () => {
       input: [
         ...body.input,
         done.item,
-        { type: 'function_call_output', call_id: done.item.call_id, output: 'Process exited with code 0\nOutput:\nok\n' },
+        {
+          type: 'function_call_output',
+          call_id: done.item.call_id,
+          output: 'Process exited with code 0\nOutput:\nok\n',
+        },
       ],
     };
     const events2 = parseSse(await (await post('/v1/responses', follow)).text());
@@ -333,19 +383,27 @@ describe('OpenAI Chat Completions', () => {
   test('non-stream: chat.completion with usage', async () => {
     const res = await post('/v1/chat/completions', {
       ...chat('hi chat'),
-      messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi chat' }],
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'hi chat' },
+      ],
     });
     const body: Any = await res.json();
     expect(body).toMatchObject({
       object: 'chat.completion',
-      choices: [{ index: 0, message: { role: 'assistant', content: 'FAKE REPLY (turn 1): hi chat' }, finish_reason: 'stop' }],
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 'FAKE REPLY (turn 1): hi chat' }, finish_reason: 'stop' },
+      ],
       usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19, prompt_tokens_details: { cached_tokens: 0 } },
     });
     expect(last()).toMatchObject({ protocol: 'chat', system: 'be brief', prompt: 'hi chat', stream: false });
   });
 
   test('stream with include_usage: chunks, a usage chunk with empty choices, [DONE]', async () => {
-    const res = await post('/v1/chat/completions', chat('stream me', true, { stream_options: { include_usage: true } }));
+    const res = await post(
+      '/v1/chat/completions',
+      chat('stream me', true, { stream_options: { include_usage: true } }),
+    );
     const events = parseSse(await res.text());
     expect(events.at(-1)!.data).toBe('[DONE]');
     const chunks = events.slice(0, -1).map(json);
@@ -375,17 +433,30 @@ describe('OpenAI Chat Completions', () => {
 
   test('mistral-chunks: message.content is an array of text chunks (stream too)', async () => {
     const body: Any = await (await post('/v1/chat/completions', chat('[[fake:mistral-chunks]] hi'))).json();
-    expect(body.choices[0].message.content).toEqual([{ type: 'text', text: 'FAKE REPLY (turn 1): [[fake:mistral-chunks]] hi' }]);
+    expect(body.choices[0].message.content).toEqual([
+      { type: 'text', text: 'FAKE REPLY (turn 1): [[fake:mistral-chunks]] hi' },
+    ]);
     const events = parseSse(await (await post('/v1/chat/completions', chat('[[fake:mistral-chunks]] s', true))).text());
-    const deltas = events.slice(0, -1).map(json).map((c: Any) => c.choices[0]?.delta?.content);
+    const deltas = events
+      .slice(0, -1)
+      .map(json)
+      .map((c: Any) => c.choices[0]?.delta?.content);
     expect(deltas).toContainEqual([{ type: 'text', text: 'FAKE REPLY (turn 1): [[fake:mistral-chunks]] s' }]);
   });
 
-  test("tool: a bash tool call as copilot expects, then TOOL_RESULT from the tool message", async () => {
+  test('tool: a bash tool call as copilot expects, then TOOL_RESULT from the tool message', async () => {
     const prompt = '[[fake:tool:touch x && echo wrote]]';
-    const tools = [{ type: 'function', function: { name: 'bash' } }, { type: 'custom', custom: { name: 'apply_patch' } }];
-    const res = await post('/v1/chat/completions', chat(prompt, true, { tools, stream_options: { include_usage: true } }));
-    const chunks = parseSse(await res.text()).slice(0, -1).map(json);
+    const tools = [
+      { type: 'function', function: { name: 'bash' } },
+      { type: 'custom', custom: { name: 'apply_patch' } },
+    ];
+    const res = await post(
+      '/v1/chat/completions',
+      chat(prompt, true, { tools, stream_options: { include_usage: true } }),
+    );
+    const chunks = parseSse(await res.text())
+      .slice(0, -1)
+      .map(json);
     const calls = chunks.flatMap((c: Any) => c.choices[0]?.delta?.tool_calls ?? []);
     expect(calls[0]).toMatchObject({ index: 0, type: 'function', function: { name: 'bash' } });
     const args = calls.map((c: Any) => c.function.arguments).join('');
@@ -410,7 +481,9 @@ describe('OpenAI Chat Completions', () => {
   });
 
   test('the Mistral user agent gets a Mistral-shaped error body', async () => {
-    const res = await post('/v1/chat/completions', chat('[[fake:401]]'), { 'user-agent': 'speakeasy-sdk/typescript 2.7.0 @mistralai/mistralai' });
+    const res = await post('/v1/chat/completions', chat('[[fake:401]]'), {
+      'user-agent': 'speakeasy-sdk/typescript 2.7.0 @mistralai/mistralai',
+    });
     expect(res.status).toBe(401);
     expect(await res.json()).toMatchObject({ object: 'error', message: 'fake error 401' });
   });
@@ -421,13 +494,19 @@ describe('OpenAI Chat Completions', () => {
 
 describe('Gemini', () => {
   test('generateContent: candidates and usageMetadata', async () => {
-    const res = await post('/v1beta/models/gemini-x:generateContent', {
-      ...gemini('hi gemini'),
-      systemInstruction: { parts: [{ text: 'be brief' }] },
-    }, { 'x-goog-api-key': 'k' });
+    const res = await post(
+      '/v1beta/models/gemini-x:generateContent',
+      {
+        ...gemini('hi gemini'),
+        systemInstruction: { parts: [{ text: 'be brief' }] },
+      },
+      { 'x-goog-api-key': 'k' },
+    );
     const body: Any = await res.json();
     expect(body).toMatchObject({
-      candidates: [{ content: { role: 'model', parts: [{ text: 'FAKE REPLY (turn 1): hi gemini' }] }, finishReason: 'STOP' }],
+      candidates: [
+        { content: { role: 'model', parts: [{ text: 'FAKE REPLY (turn 1): hi gemini' }] }, finishReason: 'STOP' },
+      ],
       usageMetadata: { promptTokenCount: 12, candidatesTokenCount: 7, thoughtsTokenCount: 0, totalTokenCount: 19 },
     });
     expect(last()).toMatchObject({ protocol: 'gemini', model: 'gemini-x', system: 'be brief', stream: false });
@@ -439,7 +518,10 @@ describe('Gemini', () => {
     const chunks = parseSse(await res.text()).map(json);
     const text = chunks.map((c: Any) => c.candidates[0].content.parts.map((p: Any) => p.text).join('')).join('');
     expect(text).toBe('FAKE REPLY (turn 1): stream gemini');
-    expect(chunks.at(-1)).toMatchObject({ candidates: [{ finishReason: 'STOP' }], usageMetadata: { candidatesTokenCount: 7 } });
+    expect(chunks.at(-1)).toMatchObject({
+      candidates: [{ finishReason: 'STOP' }],
+      usageMetadata: { candidatesTokenCount: 7 },
+    });
     expect(last()).toMatchObject({ stream: true, query: { alt: 'sse' } });
   });
 
@@ -595,7 +677,10 @@ describe.skipIf(!openai)('openai SDK (Grok backend)', () => {
   const client = () => new openai.default({ apiKey: 'xai-fake', baseURL: `${api.url}/v1`, maxRetries: 0 });
 
   test('chat.completions: non-stream, stream with usage, 401 as AuthenticationError', async () => {
-    const r = await client().chat.completions.create({ model: 'grok-x', messages: [{ role: 'user', content: 'sdk hi' }] });
+    const r = await client().chat.completions.create({
+      model: 'grok-x',
+      messages: [{ role: 'user', content: 'sdk hi' }],
+    });
     expect(r.choices[0].message.content).toBe('FAKE REPLY (turn 1): sdk hi');
     expect(r.usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 7 });
     expect(last().headers.authorization).toBe('Bearer xai-fake');
@@ -615,7 +700,9 @@ describe.skipIf(!openai)('openai SDK (Grok backend)', () => {
     expect(text).toBe('FAKE REPLY (turn 1): sdk stream');
     expect(usage).toMatchObject({ prompt_tokens: 12, completion_tokens: 7 });
 
-    const err = await client().chat.completions.create({ model: 'grok-x', messages: [{ role: 'user', content: '[[fake:401]]' }] }).catch((e: unknown) => e);
+    const err = await client()
+      .chat.completions.create({ model: 'grok-x', messages: [{ role: 'user', content: '[[fake:401]]' }] })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(openai.AuthenticationError);
     expect(err.status).toBe(401);
   });
@@ -639,20 +726,29 @@ describe.skipIf(!genai)('@google/genai SDK (Gemini backend)', () => {
   const client = () => new genai.GoogleGenAI({ apiKey: 'gem-fake', httpOptions: { baseUrl: api.url } });
 
   test('generateContent, generateContentStream, 401 as ApiError', async () => {
-    const r = await client().models.generateContent({ model: 'gemini-x', contents: 'sdk gemini', config: { systemInstruction: 'be brief' } });
+    const r = await client().models.generateContent({
+      model: 'gemini-x',
+      contents: 'sdk gemini',
+      config: { systemInstruction: 'be brief' },
+    });
     expect(r.text).toBe('FAKE REPLY (turn 1): sdk gemini');
     expect(r.usageMetadata).toMatchObject({ promptTokenCount: 12, candidatesTokenCount: 7 });
     expect(last()).toMatchObject({ path: '/v1beta/models/gemini-x:generateContent', system: 'be brief' });
     expect(last().headers['x-goog-api-key']).toBe('gem-fake');
 
     let text = '';
-    for await (const chunk of await client().models.generateContentStream({ model: 'gemini-x', contents: 'sdk gemini stream' })) {
+    for await (const chunk of await client().models.generateContentStream({
+      model: 'gemini-x',
+      contents: 'sdk gemini stream',
+    })) {
       text += chunk.text ?? '';
     }
     expect(text).toBe('FAKE REPLY (turn 1): sdk gemini stream');
     expect(last()).toMatchObject({ path: '/v1beta/models/gemini-x:streamGenerateContent', query: { alt: 'sse' } });
 
-    const err = await client().models.generateContent({ model: 'gemini-x', contents: '[[fake:401]]' }).catch((e: unknown) => e);
+    const err = await client()
+      .models.generateContent({ model: 'gemini-x', contents: '[[fake:401]]' })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(genai.ApiError);
     expect(err.status).toBe(401);
   });
@@ -662,18 +758,29 @@ describe.skipIf(!mistral)('@mistralai/mistralai SDK (Mistral backend)', () => {
   const client = () => new mistral.Mistral({ apiKey: 'mis-fake', serverURL: api.url });
 
   test('chat.complete (string and chunk content), chat.stream, 401 as an SDK error', async () => {
-    const r = await client().chat.complete({ model: 'mistral-x', messages: [{ role: 'user', content: 'sdk mistral' }] });
+    const r = await client().chat.complete({
+      model: 'mistral-x',
+      messages: [{ role: 'user', content: 'sdk mistral' }],
+    });
     expect(r.choices[0].message.content).toBe('FAKE REPLY (turn 1): sdk mistral');
     expect(r.usage).toMatchObject({ promptTokens: 12, completionTokens: 7 });
     expect(last().path).toBe('/v1/chat/completions');
     expect(String(last().headers['user-agent'])).toMatch(/mistral/i);
 
-    const c = await client().chat.complete({ model: 'mistral-x', messages: [{ role: 'user', content: '[[fake:mistral-chunks]] c' }] });
-    expect(c.choices[0].message.content).toEqual([{ type: 'text', text: 'FAKE REPLY (turn 1): [[fake:mistral-chunks]] c' }]);
+    const c = await client().chat.complete({
+      model: 'mistral-x',
+      messages: [{ role: 'user', content: '[[fake:mistral-chunks]] c' }],
+    });
+    expect(c.choices[0].message.content).toEqual([
+      { type: 'text', text: 'FAKE REPLY (turn 1): [[fake:mistral-chunks]] c' },
+    ]);
 
     let text = '';
     let usage: Any;
-    for await (const ev of await client().chat.stream({ model: 'mistral-x', messages: [{ role: 'user', content: 'sdk mistral stream' }] })) {
+    for await (const ev of await client().chat.stream({
+      model: 'mistral-x',
+      messages: [{ role: 'user', content: 'sdk mistral stream' }],
+    })) {
       const content = ev.data.choices[0]?.delta?.content;
       if (typeof content === 'string') text += content;
       if (ev.data.usage) usage = ev.data.usage;
@@ -681,7 +788,9 @@ describe.skipIf(!mistral)('@mistralai/mistralai SDK (Mistral backend)', () => {
     expect(text).toBe('FAKE REPLY (turn 1): sdk mistral stream');
     expect(usage).toMatchObject({ promptTokens: 12, completionTokens: 7 });
 
-    const err = await client().chat.complete({ model: 'mistral-x', messages: [{ role: 'user', content: '[[fake:401]]' }] }).catch((e: unknown) => e);
+    const err = await client()
+      .chat.complete({ model: 'mistral-x', messages: [{ role: 'user', content: '[[fake:401]]' }] })
+      .catch((e: unknown) => e);
     expect(err.statusCode).toBe(401);
   });
 });

@@ -36,7 +36,11 @@ const acme: ApiBackend = {
   supportsResume: false,
   // Echoes the key it was given: what reaches a result must be redacted.
   async call(input, ctx) {
-    return { ok: true, text: `${input.model} at ${ctx.baseUrl ?? acme.defaultBaseUrl} with ${ctx.key}`, costSource: 'unknown' };
+    return {
+      ok: true,
+      text: `${input.model} at ${ctx.baseUrl ?? acme.defaultBaseUrl} with ${ctx.key}`,
+      costSource: 'unknown',
+    };
   },
 };
 
@@ -56,7 +60,12 @@ const anvil: CliBackend = {
   loginEnv: ['ANVIL_TOKEN', 'ANVIL_HOME'],
   removeEnv: ['ANVIL_NESTED'],
   maxOutputSchemaChars: 100,
-  command: (input, settings) => ({ file: settings.bin ?? 'anvil', args: [], env: { ANVIL_NESTED: undefined }, stdin: input.prompt }),
+  command: (input, settings) => ({
+    file: settings.bin ?? 'anvil',
+    args: [],
+    env: { ANVIL_NESTED: undefined },
+    stdin: input.prompt,
+  }),
   parse: (run) => ({ ok: run.exitCode === 0, text: run.stdout, costSource: 'unknown' }),
 };
 
@@ -72,14 +81,22 @@ afterEach(async () => {
  * override with the two backends' entries, and a bin folder with an `anvil` whose --version
  * says whether it saw ANVIL_NESTED, and which otherwise answers with its prompt.
  */
-function project(models: Record<string, unknown> = { acme: { default: 'acme-1', aliases: { fast: 'acme-1-mini' } }, anvil: { default: 'anvil-1' } }) {
+function project(
+  models: Record<string, unknown> = {
+    acme: { default: 'acme-1', aliases: { fast: 'acme-1-mini' } },
+    anvil: { default: 'anvil-1' },
+  },
+) {
   const root = mkdtempSync(join(tmpdir(), 'polyspawn-new-backend-'));
   cleanups.push(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'project');
   const bin = join(root, 'bin');
   mkdirSync(dir);
   mkdirSync(bin);
-  writeFileSync(join(bin, 'anvil'), '#!/bin/sh\nif [ "$1" = --version ]; then echo "anvil 1.2.3${ANVIL_NESTED:+ (nested)}"; else cat; fi\n');
+  writeFileSync(
+    join(bin, 'anvil'),
+    '#!/bin/sh\nif [ "$1" = --version ]; then echo "anvil 1.2.3${ANVIL_NESTED:+ (nested)}"; else cat; fi\n',
+  );
   chmodSync(join(bin, 'anvil'), 0o755);
   writeFileSync(join(dir, 'api_keys.json'), JSON.stringify({ ACME_KEY: ACME_KEY }));
   writeFileSync(join(root, 'models.json'), JSON.stringify(models));
@@ -144,12 +161,23 @@ describe('a backend added beside the registry', () => {
     const p = project();
     // ACME_KEY says neither API_KEY nor TOKEN: only acme's keyNames make it a secret.
     const envKey = 'acme-env-key-abcdefghij';
-    const client = await connect(createApp({ ...p.env, ACME_KEY: envKey, POLYSPAWN_ANVIL_BIN: join(p.root, 'bin', 'anvil') }, p.dir, () => true, all));
-    const api = JSON.stringify(await client.callTool({ name: 'spawn_acme', arguments: { prompt: 'hello', wait_s: 10 } }));
+    const client = await connect(
+      createApp(
+        { ...p.env, ACME_KEY: envKey, POLYSPAWN_ANVIL_BIN: join(p.root, 'bin', 'anvil') },
+        p.dir,
+        () => true,
+        all,
+      ),
+    );
+    const api = JSON.stringify(
+      await client.callTool({ name: 'spawn_acme', arguments: { prompt: 'hello', wait_s: 10 } }),
+    );
     expect(api).toContain('"state":"succeeded"');
     expect(api).toContain('acme-1 at https://api.acme.test/v1 with [redacted]'); // the API executor's own scrub
     expect(api).not.toContain(ACME_KEY);
-    const cli = JSON.stringify(await client.callTool({ name: 'spawn_anvil', arguments: { prompt: `say ${envKey}`, wait_s: 10 } }));
+    const cli = JSON.stringify(
+      await client.callTool({ name: 'spawn_anvil', arguments: { prompt: `say ${envKey}`, wait_s: 10 } }),
+    );
     expect(cli).toContain('"state":"succeeded"');
     expect(cli).toContain('say [REDACTED]');
     expect(cli).not.toContain(envKey);
@@ -159,11 +187,27 @@ describe('a backend added beside the registry', () => {
     const p = project();
     const report = await collectDoctor(p.env, p.dir, { backends: all });
     const acmeRow = report.backends.find((b) => b.name === 'acme')!;
-    expect(acmeRow).toMatchObject({ kind: 'api', usable: true, model: 'acme-1', keySource: `ACME_KEY in ${join(p.dir, 'api_keys.json')}`, baseUrl: 'https://api.acme.test/v1' });
+    expect(acmeRow).toMatchObject({
+      kind: 'api',
+      usable: true,
+      model: 'acme-1',
+      keySource: `ACME_KEY in ${join(p.dir, 'api_keys.json')}`,
+      baseUrl: 'https://api.acme.test/v1',
+    });
     const anvilRow = report.backends.find((b) => b.name === 'anvil')!;
-    expect(anvilRow).toMatchObject({ kind: 'cli', usable: true, model: 'anvil-1', version: { ok: true, version: 'anvil 1.2.3' } });
+    expect(anvilRow).toMatchObject({
+      kind: 'cli',
+      usable: true,
+      model: 'anvil-1',
+      version: { ok: true, version: 'anvil 1.2.3' },
+    });
     const text = formatDoctor(report);
-    expect(text).toMatch(new RegExp(`^acme +api +ok +acme-1 +key ACME_KEY in ${join(p.dir, 'api_keys.json')}; base URL https://api\\.acme\\.test/v1 \\(default\\)$`, 'm'));
+    expect(text).toMatch(
+      new RegExp(
+        `^acme +api +ok +acme-1 +key ACME_KEY in ${join(p.dir, 'api_keys.json')}; base URL https://api\\.acme\\.test/v1 \\(default\\)$`,
+        'm',
+      ),
+    );
     expect(text).toMatch(/^anvil +cli +ok +anvil-1 +\S+\/anvil, anvil 1\.2\.3$/m);
     expect(text).not.toContain(ACME_KEY);
   });
@@ -171,14 +215,34 @@ describe('a backend added beside the registry', () => {
   test('init: a VS Code password prompt for its key, and its key and login variables in Codex env_vars', () => {
     const p = project();
     const codexHome = join(p.root, 'codex');
-    const reports = runInit({ dir: p.dir, clients: ['vscode', 'codex'], server: { command: 'node', args: ['/x/cli.js'] }, codexHome, backends: all });
+    const reports = runInit({
+      dir: p.dir,
+      clients: ['vscode', 'codex'],
+      server: { command: 'node', args: ['/x/cli.js'] },
+      codexHome,
+      backends: all,
+    });
     expect(reports.map((r) => r.action)).toEqual(['created', 'created']);
     const vscode = JSON.parse(readFileSync(join(p.dir, '.vscode', 'mcp.json'), 'utf8'));
     expect(vscode.servers.agents.env.ACME_API_KEY).toBe('${input:acme-api-key}');
-    expect(vscode.inputs).toContainEqual({ type: 'promptString', id: 'acme-api-key', description: 'Acme API key for spawn_acme (leave empty to skip acme)', password: true });
-    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual(['xai-api-key', 'gemini-api-key', 'mistral-api-key', 'acme-api-key']);
-    const codex = parseToml(readFileSync(join(codexHome, 'config.toml'), 'utf8')) as { mcp_servers: { agents: { env_vars: string[] } } };
-    expect(codex.mcp_servers.agents.env_vars).toEqual(expect.arrayContaining(['ACME_API_KEY', 'ACME_KEY', 'ANVIL_TOKEN', 'ANVIL_HOME', 'XAI_API_KEY', 'CODEX_HOME']));
+    expect(vscode.inputs).toContainEqual({
+      type: 'promptString',
+      id: 'acme-api-key',
+      description: 'Acme API key for spawn_acme (leave empty to skip acme)',
+      password: true,
+    });
+    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual([
+      'xai-api-key',
+      'gemini-api-key',
+      'mistral-api-key',
+      'acme-api-key',
+    ]);
+    const codex = parseToml(readFileSync(join(codexHome, 'config.toml'), 'utf8')) as {
+      mcp_servers: { agents: { env_vars: string[] } };
+    };
+    expect(codex.mcp_servers.agents.env_vars).toEqual(
+      expect.arrayContaining(['ACME_API_KEY', 'ACME_KEY', 'ANVIL_TOKEN', 'ANVIL_HOME', 'XAI_API_KEY', 'CODEX_HOME']),
+    );
   });
 
   test("redaction: the app redacts its keys' shape", () => {
@@ -201,8 +265,12 @@ describe('a backend added beside the registry', () => {
     const dirs = { projectDir: p.dir, userConfigDir: join(p.root, 'xdg', 'polyspawn') };
     expect(configuredSecrets(all, dirs, {})).toContain(ACME_KEY);
     const fromEnv = 'acme-env-key-abcdefghij';
-    expect(configuredSecrets([acme], { projectDir: p.root, userConfigDir: p.root }, { ACME_KEY: fromEnv })).toContain(fromEnv);
-    expect(configuredSecrets(registry, { projectDir: p.root, userConfigDir: p.root }, { ACME_KEY: fromEnv })).not.toContain(fromEnv);
+    expect(configuredSecrets([acme], { projectDir: p.root, userConfigDir: p.root }, { ACME_KEY: fromEnv })).toContain(
+      fromEnv,
+    );
+    expect(
+      configuredSecrets(registry, { projectDir: p.root, userConfigDir: p.root }, { ACME_KEY: fromEnv }),
+    ).not.toContain(fromEnv);
   });
 
   test('agent definitions: a missing backend is told it among the backends; its own limits apply to output schemas', () => {
@@ -214,12 +282,28 @@ describe('a backend added beside the registry', () => {
     });
     const where = { scope: 'project' as const, file: join(p.dir, 'agent.md') };
     const missing = checkDefinition('helper', { description: 'Helps.' }, 'You help.', where, app.agents.ctx);
-    expect(missing).toEqual({ problems: ['backend: is required: one of the backends (claude, codex, copilot, grok, gemini, mistral, acme, anvil)'] });
+    expect(missing).toEqual({
+      problems: [
+        'backend: is required: one of the backends (claude, codex, copilot, grok, gemini, mistral, acme, anvil)',
+      ],
+    });
     const schema = { type: 'object', description: 'x'.repeat(200) };
-    expect(schemaProblem(schema, anvil)).toBe('the output schema is longer than 100 characters, the most anvil takes: simplify it');
+    expect(schemaProblem(schema, anvil)).toBe(
+      'the output schema is longer than 100 characters, the most anvil takes: simplify it',
+    );
     expect(schemaProblem(schema, acme)).toBeUndefined();
-    const tooLong = checkDefinition('helper', { description: 'Helps.', backend: 'anvil', output_schema: schema }, 'You help.', where, app.agents.ctx);
-    expect(tooLong).toMatchObject({ problems: expect.arrayContaining(['output_schema: the output schema is longer than 100 characters, the most anvil takes: simplify it']) });
+    const tooLong = checkDefinition(
+      'helper',
+      { description: 'Helps.', backend: 'anvil', output_schema: schema },
+      'You help.',
+      where,
+      app.agents.ctx,
+    );
+    expect(tooLong).toMatchObject({
+      problems: expect.arrayContaining([
+        'output_schema: the output schema is longer than 100 characters, the most anvil takes: simplify it',
+      ]),
+    });
   });
 
   test('no default model: a configuration error naming the file to add it to, from the server and doctor alike; disabled, no error', async () => {

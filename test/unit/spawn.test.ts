@@ -15,7 +15,11 @@ import { commandFailure, ConfigError, InputError, SetupError } from '../../src/l
 const backend = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
 const other = backends.find((b) => b !== backend && b.kind === 'cli')!;
 const models = loadModels([shippedModelsFile]);
-const totals = (inputTokens: number, outputTokens: number): Usage => ({ inputTokens, outputTokens, cachedInputTokens: 0 });
+const totals = (inputTokens: number, outputTokens: number): Usage => ({
+  inputTokens,
+  outputTokens,
+  cachedInputTokens: 0,
+});
 
 /** A job of an earlier process, as the run store holds it. */
 const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backend.name): JobRecord => ({
@@ -39,10 +43,26 @@ function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
     concurrency: 4,
     execute: async (job) => {
       const [, sessionId, inputTokens, outputTokens] = job.prompt.split(':');
-      return { state: 'succeeded', outcome: { ok: true, text: '', sessionId, sessionTotals: totals(Number(inputTokens), Number(outputTokens)), costSource: 'unknown' } };
+      return {
+        state: 'succeeded',
+        outcome: {
+          ok: true,
+          text: '',
+          sessionId,
+          sessionTotals: totals(Number(inputTokens), Number(outputTokens)),
+          costSource: 'unknown',
+        },
+      };
     },
     // The store's summaries carry no session: after a restart only get() finds the totals.
-    history: { get: (id) => history.get(id), finished: () => [...history.values()].map(({ outcome, ...rest }) => ({ ...rest, outcome: { ...outcome!, sessionId: undefined } })) },
+    history: {
+      get: (id) => history.get(id),
+      finished: () =>
+        [...history.values()].map(({ outcome, ...rest }) => ({
+          ...rest,
+          outcome: { ...outcome!, sessionId: undefined },
+        })),
+    },
   });
   const sessionTurns: { request: JobRequest; newSession: boolean }[] = [];
   const ctx: SpawnContext = {
@@ -55,7 +75,10 @@ function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
         return jobs.submit(request);
       },
     },
-    availability: () => (options.usable === false ? { usable: false, detail: 'not installed: install it' } : { usable: true, detail: 'ok' }),
+    availability: () =>
+      options.usable === false
+        ? { usable: false, detail: 'not installed: install it' }
+        : { usable: true, detail: 'ok' },
   };
   return { ctx, jobs, projectDir, sessionTurns };
 }
@@ -75,8 +98,22 @@ const definition = (over: Partial<AgentDefinition> = {}): AgentDefinition => ({
 describe('spawnJob', () => {
   test('a plain spawn: the default model, the project folder, the configured timeout', () => {
     const { ctx, projectDir } = setup();
-    const job = spawnJob(ctx, { backend, label: `spawn_${backend.name}`, prompt: 'hi', systemPrompt: 'be brief', extra: { x: 1 } });
-    expect(job).toMatchObject({ backend: backend.name, model: models[backend.name]!.default, prompt: 'hi', cwd: projectDir, timeoutS: 600, systemPrompt: 'be brief', extra: { x: 1 } });
+    const job = spawnJob(ctx, {
+      backend,
+      label: `spawn_${backend.name}`,
+      prompt: 'hi',
+      systemPrompt: 'be brief',
+      extra: { x: 1 },
+    });
+    expect(job).toMatchObject({
+      backend: backend.name,
+      model: models[backend.name]!.default,
+      prompt: 'hi',
+      cwd: projectDir,
+      timeoutS: 600,
+      systemPrompt: 'be brief',
+      extra: { x: 1 },
+    });
     expect(job.resumeSessionId).toBeUndefined();
   });
 
@@ -94,7 +131,9 @@ describe('spawnJob', () => {
     const third = spawnJob(ctx, { backend, label: backend.name, prompt: 'third', resume: 'abcdef' });
     expect(third.previousSessionTotals).toEqual(totals(30, 20));
     // A session id works as well as an agent id.
-    expect(spawnJob(ctx, { backend, label: backend.name, prompt: 'fourth', resume: 'thread-1' }).previousSessionTotals).toEqual(totals(30, 20));
+    expect(
+      spawnJob(ctx, { backend, label: backend.name, prompt: 'fourth', resume: 'thread-1' }).previousSessionTotals,
+    ).toEqual(totals(30, 20));
   });
 
   test('each mistake is an InputError that says what to change; an unusable backend a SetupError', () => {
@@ -103,25 +142,45 @@ describe('spawnJob', () => {
     expect(spawn({ model: 'no-such-model' })).toThrow(InputError);
     expect(spawn({ cwd: 'missing' })).toThrow(/cwd ".*missing" is not an existing folder: pass an existing folder/);
     expect(spawn({ outputSchema: { type: 'no-such-type' } })).toThrow(/^output_schema: /);
-    expect(spawn({ resume: 'abcdef' })).toThrow(`agent abcdef ran on ${other.name}, not ${backend.name}: resume it with spawn_${other.name}`);
+    expect(spawn({ resume: 'abcdef' })).toThrow(
+      `agent abcdef ran on ${other.name}, not ${backend.name}: resume it with spawn_${other.name}`,
+    );
     expect(spawn({ resume: 'zzzzzz' })).toThrow(/no agent with id "zzzzzz"/);
     expect(spawn({ resume: 'a b' })).toThrow(/without spaces/);
     const unusable = setup({ usable: false }).ctx;
     expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow(SetupError);
-    expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow('spawn_x cannot run here: not installed: install it');
-    expect(() => spawnJob(unusable, { backend, label: 'spawn_reviewer', prompt: 'p', agent: { definition: definition() } })).toThrow(
-      `spawn_reviewer cannot run here: its backend ${backend.name} is not usable: not installed: install it`,
+    expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow(
+      'spawn_x cannot run here: not installed: install it',
     );
+    expect(() =>
+      spawnJob(unusable, { backend, label: 'spawn_reviewer', prompt: 'p', agent: { definition: definition() } }),
+    ).toThrow(`spawn_reviewer cannot run here: its backend ${backend.name} is not usable: not installed: install it`);
   });
 
   test("a named agent: its definition's model, schema, timeout and system prompt; a session agent's turn goes to its session", () => {
     const { ctx, sessionTurns } = setup();
     const schema = { type: 'object' };
     const model = Object.values(models[backend.name]!.aliases)[0] ?? models[backend.name]!.default;
-    const job = spawnJob(ctx, { backend, label: 'spawn_reviewer', prompt: 'p', agent: { definition: definition({ model, outputSchema: schema, timeoutS: 42 }) } });
-    expect(job).toMatchObject({ model, outputSchema: schema, timeoutS: 42, systemPrompt: 'You review.', agent: { name: 'reviewer' } });
+    const job = spawnJob(ctx, {
+      backend,
+      label: 'spawn_reviewer',
+      prompt: 'p',
+      agent: { definition: definition({ model, outputSchema: schema, timeoutS: 42 }) },
+    });
+    expect(job).toMatchObject({
+      model,
+      outputSchema: schema,
+      timeoutS: 42,
+      systemPrompt: 'You review.',
+      agent: { name: 'reviewer' },
+    });
     expect(sessionTurns).toEqual([]);
-    spawnJob(ctx, { backend, label: 'spawn_chat', prompt: 'p', agent: { definition: definition({ name: 'chat', session: true }), newSession: true } });
+    spawnJob(ctx, {
+      backend,
+      label: 'spawn_chat',
+      prompt: 'p',
+      agent: { definition: definition({ name: 'chat', session: true }), newSession: true },
+    });
     expect(sessionTurns).toMatchObject([{ request: { agent: { name: 'chat', session: true } }, newSession: true }]);
   });
 });
@@ -129,8 +188,16 @@ describe('spawnJob', () => {
 describe('commandFailure', () => {
   test('input: exit 2 with the usage; setup and configuration: exit 1; anything else is a bug', () => {
     expect(commandFailure(new InputError('wrong'))).toEqual({ message: 'wrong', exitCode: 2, withUsage: true });
-    expect(commandFailure(new SetupError('install it'))).toEqual({ message: 'install it', exitCode: 1, withUsage: false });
-    expect(commandFailure(new ConfigError('bad file'))).toEqual({ message: 'configuration error: bad file', exitCode: 1, withUsage: false });
+    expect(commandFailure(new SetupError('install it'))).toEqual({
+      message: 'install it',
+      exitCode: 1,
+      withUsage: false,
+    });
+    expect(commandFailure(new ConfigError('bad file'))).toEqual({
+      message: 'configuration error: bad file',
+      exitCode: 1,
+      withUsage: false,
+    });
     expect(commandFailure(new TypeError('oops'))).toBeUndefined();
   });
 });

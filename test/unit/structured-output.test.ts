@@ -7,15 +7,32 @@ import { backends } from '../../backends/registry.js';
 import type { Outcome } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import type { ExecutionResult, Executor, JobRecord } from '../../src/jobs/table.js';
-import { checkAnswer, compileSchema, extractJson, MAX_SCHEMA_CHARS, schemaProblem, withStructuredOutput } from '../../src/jobs/structured-output.js';
+import {
+  checkAnswer,
+  compileSchema,
+  extractJson,
+  MAX_SCHEMA_CHARS,
+  schemaProblem,
+  withStructuredOutput,
+} from '../../src/jobs/structured-output.js';
 
-const schema = { type: 'object', properties: { name: { type: 'string' }, n: { type: 'integer' } }, required: ['name'], additionalProperties: false };
+const schema = {
+  type: 'object',
+  properties: { name: { type: 'string' }, n: { type: 'integer' } },
+  required: ['name'],
+  additionalProperties: false,
+};
 const validate = () => {
   const c = compileSchema(schema);
   if ('error' in c) throw new Error(c.error);
   return c.validate;
 };
-const outcome = (text: string, extra: Partial<Outcome> = {}): Outcome => ({ ok: true, text, costSource: 'reported', ...extra });
+const outcome = (text: string, extra: Partial<Outcome> = {}): Outcome => ({
+  ok: true,
+  text,
+  costSource: 'reported',
+  ...extra,
+});
 
 describe('finding the JSON in an answer', () => {
   test.each([
@@ -50,14 +67,22 @@ describe('validating', () => {
     expect(errors).toContain('/n must be integer');
     expect(errors).toContain('must NOT have additional properties ("extra")');
     // claude's structured_output is preferred over the text.
-    expect(checkAnswer(outcome('I called the tool.', { structuredOutput: { name: 'z' } }), validate())).toEqual({ ok: true, value: { name: 'z' } });
+    expect(checkAnswer(outcome('I called the tool.', { structuredOutput: { name: 'z' } }), validate())).toEqual({
+      ok: true,
+      value: { name: 'z' },
+    });
   });
 
   test('invalid schemas are named; the $schema dialect is honoured; formats are checked', () => {
     expect(schemaProblem({ type: 'nope' })).toMatch(/not a valid JSON Schema/);
     expect(schemaProblem([1])).toMatch(/must be a JSON object/);
     expect(schemaProblem({ type: 'object', properties: { a: { type: 'string' } } })).toBeUndefined();
-    const tuple = compileSchema({ $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'array', prefixItems: [{ type: 'number' }], items: false });
+    const tuple = compileSchema({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'array',
+      prefixItems: [{ type: 'number' }],
+      items: false,
+    });
     if ('error' in tuple) throw new Error(tuple.error);
     expect(tuple.validate([1])).toBe(true);
     expect(tuple.validate([1, 2])).toBe(false);
@@ -70,15 +95,23 @@ describe('validating', () => {
   test("a size limit: a backend's own where it declares one (claude's command line), else the server's cap", () => {
     const sized = (chars: number) => ({ type: 'object', description: 'x'.repeat(chars) });
     const byName = (name: string) => backends.find((b) => b.name === name)!;
-    expect(schemaProblem(sized(70_000), byName('claude'))).toBe('the output schema is longer than 65536 characters, the most claude takes: simplify it');
+    expect(schemaProblem(sized(70_000), byName('claude'))).toBe(
+      'the output schema is longer than 65536 characters, the most claude takes: simplify it',
+    );
     expect(schemaProblem(sized(70_000), byName('codex'))).toBeUndefined();
     expect(schemaProblem(sized(70_000))).toBeUndefined();
-    expect(schemaProblem(sized(300_000), byName('codex'))).toBe(`the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it`);
+    expect(schemaProblem(sized(300_000), byName('codex'))).toBe(
+      `the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it`,
+    );
   });
 });
 
 describe('the executor wrapper: one retry with the errors, then fail', () => {
-  const config = loadConfig(backends, { XDG_CONFIG_HOME: '/nonexistent' }, mkdtempSync(join(tmpdir(), 'polyspawn-so-')));
+  const config = loadConfig(
+    backends,
+    { XDG_CONFIG_HOME: '/nonexistent' },
+    mkdtempSync(join(tmpdir(), 'polyspawn-so-')),
+  );
   const job = (over: Partial<JobRecord> = {}): JobRecord => ({
     id: 'abcdef',
     backend: 'claude',
@@ -104,7 +137,12 @@ describe('the executor wrapper: one retry with the errors, then fail', () => {
   };
   const ok = (text: string, extra: Partial<Outcome> = {}): ExecutionResult => ({
     state: 'succeeded',
-    outcome: outcome(text, { sessionId: 'S1', usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 }, costUsd: 0.01, ...extra }),
+    outcome: outcome(text, {
+      sessionId: 'S1',
+      usage: { inputTokens: 10, outputTokens: 5, cachedInputTokens: 0 },
+      costUsd: 0.01,
+      ...extra,
+    }),
   });
 
   test('a matching first answer: structured, no retry; the prompt carried the schema', async () => {
@@ -135,7 +173,9 @@ describe('the executor wrapper: one retry with the errors, then fail', () => {
     expect(seen[1]!.prompt).toContain('/name must be string');
     expect(result.state).toBe('failed');
     expect(result.outcome.ok).toBe(false);
-    expect(result.outcome.error).toMatch(/did not match the output schema, also after one retry .*must have required property 'name'.*first answer: \/name must be string/);
+    expect(result.outcome.error).toMatch(
+      /did not match the output schema, also after one retry .*must have required property 'name'.*first answer: \/name must be string/,
+    );
     expect(result.outcome.structured).toBeUndefined();
   });
 
@@ -144,16 +184,25 @@ describe('the executor wrapper: one retry with the errors, then fail', () => {
     const result = await withStructuredOutput(execute, backends, config)(job({ backend: 'grok' }), control);
     expect(result.outcome.structured).toEqual({ name: 'ok' });
     expect(seen[1]!.resumeSessionId).toBeUndefined();
-    expect(seen[1]!.prompt).toMatch(/^Name something\.[\s\S]*An earlier attempt at this task answered:\n\n {4}\{"name": 1\}[\s\S]*\/name must be string/);
+    expect(seen[1]!.prompt).toMatch(
+      /^Name something\.[\s\S]*An earlier attempt at this task answered:\n\n {4}\{"name": 1\}[\s\S]*\/name must be string/,
+    );
   });
 
   test('a failed first attempt is not retried; a job without a schema passes through', async () => {
-    const failed: ExecutionResult = { state: 'failed', outcome: { ok: false, text: '', error: 'boom', costSource: 'unknown' } };
+    const failed: ExecutionResult = {
+      state: 'failed',
+      outcome: { ok: false, text: '', error: 'boom', costSource: 'unknown' },
+    };
     const { seen, execute } = scripted([failed]);
     expect(await withStructuredOutput(execute, backends, config)(job(), control)).toBe(failed);
     expect(seen).toHaveLength(1);
     const plain = scripted([ok('whatever')]);
-    const result = await withStructuredOutput(plain.execute, backends, config)(job({ outputSchema: undefined }), control);
+    const result = await withStructuredOutput(
+      plain.execute,
+      backends,
+      config,
+    )(job({ outputSchema: undefined }), control);
     expect(result.outcome.structured).toBeUndefined();
     expect(plain.seen[0]!.prompt).toBe('Name something.');
   });

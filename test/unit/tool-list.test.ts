@@ -29,7 +29,13 @@ async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServ
           either: z.union([z.boolean(), z.number().int().min(0).max(3)]).optional(),
           short: brief(z.string().optional().describe('A long explanation, for the README'), 'Short'),
           none: brief(z.boolean().optional().describe('Said in the instructions'), ''),
-          nested: brief(z.record(z.string(), z.object({ command: z.string() }).strict()).optional().describe('Servers'), { type: 'object', description: '{name: {command}}' }),
+          nested: brief(
+            z
+              .record(z.string(), z.object({ command: z.string() }).strict())
+              .optional()
+              .describe('Servers'),
+            { type: 'object', description: '{name: {command}}' },
+          ),
         })
         .strict(),
       outputSchema: z.object({ agent_id: z.string(), state: z.enum(['queued', 'running']) }),
@@ -37,7 +43,15 @@ async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServ
     },
     async () => ({ content: [], structuredContent: { agent_id: 'a', state: 'queued' } }),
   );
-  server.registerTool('look', { description: 'Looks.', inputSchema: z.object({}).strict(), annotations: { readOnlyHint: true, openWorldHint: false } }, async () => ({ content: [] }));
+  server.registerTool(
+    'look',
+    {
+      description: 'Looks.',
+      inputSchema: z.object({}).strict(),
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async () => ({ content: [] }),
+  );
   compactToolList(server, env);
   const [a, b] = InMemoryTransport.createLinkedPair();
   await server.connect(a);
@@ -116,7 +130,9 @@ describe("polyspawn's own tool list (default config, no named agents)", () => {
       for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
       const perTool = Buffer.byteLength(JSON.stringify({ tools })) / tools.length;
       const table = tools.map((t) => `${t.name} ${Buffer.byteLength(JSON.stringify(t))}`).join(', ');
-      expect(perTool, `tools/list costs ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(MAX_BYTES_PER_TOOL);
+      expect(perTool, `tools/list costs ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(
+        MAX_BYTES_PER_TOOL,
+      );
     } finally {
       await client.close();
       await server.close();

@@ -59,7 +59,13 @@ const httpUrl = z
   .max(2000)
   .refine((s) => /^https?:\/\/./.test(s), 'must be an http(s) URL');
 const mcpServerSchema = z.union([
-  z.object({ command: z.string().min(1).max(1000), args: z.array(z.string().max(10_000)).max(200).optional(), env: stringMap.optional() }).strict(),
+  z
+    .object({
+      command: z.string().min(1).max(1000),
+      args: z.array(z.string().max(10_000)).max(200).optional(),
+      env: stringMap.optional(),
+    })
+    .strict(),
   z.object({ url: httpUrl, headers: stringMap.optional() }).strict(),
 ]);
 
@@ -67,11 +73,21 @@ const mcpServerSchema = z.union([
 export const frontmatterSchema = z
   .object({
     name: z.string().optional(),
-    description: z.string({ error: (i) => (i.input === undefined ? 'is required: say when the orchestrator should use this agent' : 'must be text') }).max(MAX_DESCRIPTION_CHARS),
+    description: z
+      .string({
+        error: (i) =>
+          i.input === undefined ? 'is required: say when the orchestrator should use this agent' : 'must be text',
+      })
+      .max(MAX_DESCRIPTION_CHARS),
     // Missing: checkDefinition's error map names the backends there are.
     backend: z.string({ error: (i) => (i.input === undefined ? undefined : 'must be text') }),
     model: z.string().min(1).max(200).optional(),
-    timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
+    timeout_s: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86400)
+      .optional(),
     permission: z.string().min(1).max(100).optional(),
     allow: stringList.optional(),
     deny: stringList.optional(),
@@ -89,7 +105,8 @@ export type Frontmatter = z.infer<typeof frontmatterSchema>;
 export function nameProblem(name: string, backends: readonly Backend[]): string | undefined {
   if (!NAME_PATTERN.test(name)) return `the name "${name}" must be lower-case letters, digits, _ and - only`;
   if (name.length > MAX_NAME) return `the name "${name}" is longer than ${MAX_NAME} characters`;
-  if (backends.some((b) => b.name === name)) return `the name "${name}" would make spawn_${name}, the ${name} backend's own tool: choose another name`;
+  if (backends.some((b) => b.name === name))
+    return `the name "${name}" would make spawn_${name}, the ${name} backend's own tool: choose another name`;
   return undefined;
 }
 
@@ -108,21 +125,29 @@ export function checkDefinition(
   const bad = nameProblem(name, ctx.backends);
   if (bad) problems.push(bad);
   const parsed = frontmatterSchema.safeParse(raw ?? {}, {
-    error: (i) => (i.path?.[0] === 'backend' && i.input === undefined ? `is required: one of the backends (${ctx.backends.map((b) => b.name).join(', ')})` : undefined),
+    error: (i) =>
+      i.path?.[0] === 'backend' && i.input === undefined
+        ? `is required: one of the backends (${ctx.backends.map((b) => b.name).join(', ')})`
+        : undefined,
   });
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = issue.path.length ? issue.path.join('.') : 'frontmatter';
       if (issue.code === 'unrecognized_keys') {
-        problems.push(`unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')} (known: ${Object.keys(frontmatterSchema.shape).join(', ')})`);
+        problems.push(
+          `unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')} (known: ${Object.keys(frontmatterSchema.shape).join(', ')})`,
+        );
       } else if (issue.code === 'invalid_key' && issue.path[0] === 'mcp_servers') {
-        problems.push(`mcp_servers: ${JSON.stringify(String(issue.path[1]))} is not a valid MCP server name (letters, digits, _ and - only)`);
+        problems.push(
+          `mcp_servers: ${JSON.stringify(String(issue.path[1]))} is not a valid MCP server name (letters, digits, _ and - only)`,
+        );
       } else problems.push(`${key}: ${issue.message}`);
     }
     return { problems };
   }
   const fm = parsed.data;
-  if (fm.name !== undefined && fm.name !== name) problems.push(`name "${fm.name}" differs from the folder's name "${name}": the folder names the agent`);
+  if (fm.name !== undefined && fm.name !== name)
+    problems.push(`name "${fm.name}" differs from the folder's name "${name}": the folder names the agent`);
   if (!fm.description.trim()) problems.push('description is empty: say when the orchestrator should use this agent');
   if (!body.trim()) problems.push('the system prompt (the text after the frontmatter) is empty');
   if (body.length > MAX_PROMPT_CHARS) problems.push(`the system prompt is longer than ${MAX_PROMPT_CHARS} characters`);
@@ -131,22 +156,28 @@ export function checkDefinition(
   if (!backend) {
     problems.push(`unknown backend "${fm.backend}" (known: ${ctx.backends.map((b) => b.name).join(', ')})`);
   } else {
-    if (ctx.config.backends[backend.name]?.enabled === false) problems.push(`backend ${backend.name} is disabled in this configuration`);
+    if (ctx.config.backends[backend.name]?.enabled === false)
+      problems.push(`backend ${backend.name} is disabled in this configuration`);
     if (fm.model !== undefined && ctx.models[backend.name]) {
       const model = resolveModel(ctx.models, backend.name, fm.model);
       if ('error' in model) problems.push(`model: ${model.error}`);
     }
     if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
-    if (fm.session && !backend.supportsResume) problems.push(`session: backend ${backend.name} cannot continue a conversation`);
+    if (fm.session && !backend.supportsResume)
+      problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {
       for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting'] as const) {
-        if (fm[key] !== undefined && fm[key] !== false) problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
+        if (fm[key] !== undefined && fm[key] !== false)
+          problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
     } else {
       if (fm.permission !== undefined && !backend.permissionModes.includes(fm.permission)) {
-        problems.push(`permission "${fm.permission}" is not one of ${backend.name}'s: ${backend.permissionModes.join(', ')}`);
+        problems.push(
+          `permission "${fm.permission}" is not one of ${backend.name}'s: ${backend.permissionModes.join(', ')}`,
+        );
       }
-      if ((fm.allow || fm.deny) && !backend.supportsToolLists) problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
+      if ((fm.allow || fm.deny) && !backend.supportsToolLists)
+        problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
       if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
     }
   }
@@ -181,16 +212,22 @@ export function checkDefinition(
 export function parseAgentFile(text: string): { frontmatter: unknown; body: string } | { problem: string } {
   const clean = text.replace(/^\uFEFF/, '');
   const open = /^---[ \t]*\r?\n/.exec(clean);
-  if (!open) return { problem: 'it does not start with a YAML frontmatter block (a line "---", the settings, then "---")' };
+  if (!open)
+    return { problem: 'it does not start with a YAML frontmatter block (a line "---", the settings, then "---")' };
   const rest = clean.slice(open[0].length);
   const close = /^(?:---|\.\.\.)[ \t]*$/m.exec(rest);
   if (!close) return { problem: 'its frontmatter is not closed: add a line "---" after the settings' };
   const yamlText = rest.slice(0, close.index);
   const body = rest.slice(close.index + close[0].length).replace(/^\r?\n/, '');
   const doc = parseDocument(yamlText, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length) return { problem: `its frontmatter is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}` };
+  if (doc.errors.length)
+    return { problem: `its frontmatter is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}` };
   const frontmatter: unknown = doc.toJS({ maxAliasCount: 50 });
-  if (frontmatter !== null && frontmatter !== undefined && (typeof frontmatter !== 'object' || Array.isArray(frontmatter))) {
+  if (
+    frontmatter !== null &&
+    frontmatter !== undefined &&
+    (typeof frontmatter !== 'object' || Array.isArray(frontmatter))
+  ) {
     return { problem: 'its frontmatter must be a mapping of settings (key: value lines)' };
   }
   return { frontmatter: frontmatter ?? {}, body };
@@ -203,7 +240,12 @@ export function renderAgentFile(frontmatter: Frontmatter, systemPrompt: string):
 }
 
 /** Loads one agent.md. */
-export function loadAgentFile(name: string, file: string, scope: AgentScope, ctx: AgentContext): { definition: AgentDefinition } | { problem: AgentProblem } {
+export function loadAgentFile(
+  name: string,
+  file: string,
+  scope: AgentScope,
+  ctx: AgentContext,
+): { definition: AgentDefinition } | { problem: AgentProblem } {
   const problem = (text: string): { problem: AgentProblem } => ({ problem: { file, scope, name, problem: text } });
   let text: string;
   try {
@@ -213,7 +255,9 @@ export function loadAgentFile(name: string, file: string, scope: AgentScope, ctx
     text = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    return problem(code === 'ENOENT' ? `the folder has no ${AGENT_FILE}` : `it cannot be read (${code ?? (error as Error).message})`);
+    return problem(
+      code === 'ENOENT' ? `the folder has no ${AGENT_FILE}` : `it cannot be read (${code ?? (error as Error).message})`,
+    );
   }
   const split = parseAgentFile(text);
   if ('problem' in split) return problem(split.problem);
@@ -250,7 +294,12 @@ export function loadAgents(ctx: AgentContext): LoadedAgents {
       entries = readdirSync(dir).sort();
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT' && code !== 'ENOTDIR') problems.push({ file: dir, scope, problem: `the agents folder cannot be read (${code ?? (error as Error).message})` });
+      if (code !== 'ENOENT' && code !== 'ENOTDIR')
+        problems.push({
+          file: dir,
+          scope,
+          problem: `the agents folder cannot be read (${code ?? (error as Error).message})`,
+        });
       continue;
     }
     for (const entry of entries) {
@@ -265,7 +314,12 @@ export function loadAgents(ctx: AgentContext): LoadedAgents {
       if (!isDir) {
         if (entry.endsWith('.md')) {
           const name = entry.slice(0, -3);
-          problems.push({ file: path, scope, name, problem: `an agent is a folder: move this file to ${join(dir, name, AGENT_FILE)}` });
+          problems.push({
+            file: path,
+            scope,
+            name,
+            problem: `an agent is a folder: move this file to ${join(dir, name, AGENT_FILE)}`,
+          });
         }
         continue;
       }
@@ -285,7 +339,8 @@ export function loadAgents(ctx: AgentContext): LoadedAgents {
 
 /** What an agent's jobs carry: its fixed settings, the backend's allow-list mode when it lists tools. */
 export function namedAgentSettings(definition: AgentDefinition, backend: Backend): NamedAgentSettings {
-  const permission = definition.permission ?? (definition.allow && backend.kind === 'cli' ? backend.allowListPermission : undefined);
+  const permission =
+    definition.permission ?? (definition.allow && backend.kind === 'cli' ? backend.allowListPermission : undefined);
   return {
     name: definition.name,
     ...(definition.session ? { session: true } : {}),

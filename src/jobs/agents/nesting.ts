@@ -19,20 +19,30 @@ export type Nesting = {
   reason?: string;
 };
 
-const wholeNumber = (raw: string | undefined): number | undefined => (raw !== undefined && /^\d{1,6}$/.test(raw.trim()) ? Number(raw.trim()) : undefined);
+const wholeNumber = (raw: string | undefined): number | undefined =>
+  raw !== undefined && /^\d{1,6}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
 
 export function nestingFrom(env: NodeJS.ProcessEnv): Nesting {
   const raw = env[DEPTH_ENV];
   if (raw === undefined || raw === '') return { depth: 0, canSpawn: true };
   const depth = wholeNumber(raw);
   if (depth === undefined) {
-    return { depth: MAX_DEPTH, canSpawn: false, reason: `${DEPTH_ENV}=${JSON.stringify(raw)} is not a whole number, so this polyspawn takes itself to be nested and starts no agents` };
+    return {
+      depth: MAX_DEPTH,
+      canSpawn: false,
+      reason: `${DEPTH_ENV}=${JSON.stringify(raw)} is not a whole number, so this polyspawn takes itself to be nested and starts no agents`,
+    };
   }
   if (depth === 0) return { depth, canSpawn: true };
   const allowDepth = wholeNumber(env[ALLOW_DEPTH_ENV]);
   const allowed = allowDepth !== undefined ? { allowDepth } : {};
   if (depth >= MAX_DEPTH) {
-    return { depth, ...allowed, canSpawn: false, reason: `it runs inside agents ${depth} levels deep (${DEPTH_ENV}=${depth}), and polyspawn never nests agents deeper than ${MAX_DEPTH}` };
+    return {
+      depth,
+      ...allowed,
+      canSpawn: false,
+      reason: `it runs inside agents ${depth} levels deep (${DEPTH_ENV}=${depth}), and polyspawn never nests agents deeper than ${MAX_DEPTH}`,
+    };
   }
   if (allowDepth !== undefined && depth <= allowDepth) return { depth, allowDepth, canSpawn: true };
   return {

@@ -5,7 +5,14 @@
 import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import type { Redactor } from '../../lib/redact.js';
-import { agentFolders, loadAgents, type AgentContext, type AgentDefinition, type AgentProblem, type LoadedAgents } from './definitions.js';
+import {
+  agentFolders,
+  loadAgents,
+  type AgentContext,
+  type AgentDefinition,
+  type AgentProblem,
+  type LoadedAgents,
+} from './definitions.js';
 
 export const DEFAULT_DEBOUNCE_MS = 150;
 
@@ -120,7 +127,8 @@ export class AgentRegistry {
         wanted.set(parent, (file) => file === null || file === next || (previous?.(file) ?? false));
       }
     }
-    for (const definition of [...loaded.agents.values(), ...loaded.shadowed]) wanted.set(dirname(definition.file), () => true);
+    for (const definition of [...loaded.agents.values(), ...loaded.shadowed])
+      wanted.set(dirname(definition.file), () => true);
     for (const [dir, watcher] of this.watchers) {
       if (!wanted.has(dir)) {
         watcher.close();
@@ -155,7 +163,10 @@ export class AgentRegistry {
         this.watchers.set(dir, watcher);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code;
-        if (code !== 'ENOENT') this.log(`cannot watch ${dir} for agent definitions (${code ?? (error as Error).message}); changes there are seen after a restart`);
+        if (code !== 'ENOENT')
+          this.log(
+            `cannot watch ${dir} for agent definitions (${code ?? (error as Error).message}); changes there are seen after a restart`,
+          );
       }
     }
   }
@@ -173,7 +184,9 @@ function mcpSecrets(definitions: AgentDefinition[]): string[] {
   for (const d of definitions) {
     for (const spec of Object.values(d.mcpServers ?? {})) {
       if ('url' in spec) values.push(...Object.values(spec.headers ?? {}));
-      else for (const [k, v] of Object.entries(spec.env ?? {})) if (/KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL/i.test(k)) values.push(v);
+      else
+        for (const [k, v] of Object.entries(spec.env ?? {}))
+          if (/KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL/i.test(k)) values.push(v);
     }
   }
   return values;

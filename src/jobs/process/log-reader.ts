@@ -37,7 +37,11 @@ function withFile<T>(path: string, empty: T, read: (fd: number, size: number) =>
  * The whole text when the file holds at most `headBytes + tailBytes`; otherwise its first
  * `headBytes` and last `tailBytes`, each cut to whole lines (a tail that begins a line keeps it).
  */
-export function readHeadAndTail(path: string, headBytes: number, tailBytes: number): { text: string; truncated: boolean } {
+export function readHeadAndTail(
+  path: string,
+  headBytes: number,
+  tailBytes: number,
+): { text: string; truncated: boolean } {
   return withFile(path, { text: '', truncated: false }, (fd, size) => {
     if (size <= headBytes + tailBytes) return { text: readAt(fd, 0, size).toString('utf8'), truncated: false };
     const head = readAt(fd, 0, headBytes);
@@ -46,7 +50,8 @@ export function readHeadAndTail(path: string, headBytes: number, tailBytes: numb
     const tail = withBefore.subarray(1);
     const tailStart = withBefore[0] === NEWLINE ? 0 : tail.indexOf(NEWLINE) + 1;
     return {
-      text: head.subarray(0, head.lastIndexOf(NEWLINE) + 1).toString('utf8') + tail.subarray(tailStart).toString('utf8'),
+      text:
+        head.subarray(0, head.lastIndexOf(NEWLINE) + 1).toString('utf8') + tail.subarray(tailStart).toString('utf8'),
       truncated: true,
     };
   });
@@ -56,6 +61,8 @@ export function readHeadAndTail(path: string, headBytes: number, tailBytes: numb
 export function readNewest(path: string, maxBytes: number): string {
   return withFile(path, '', (fd, size) => {
     const take = Math.min(size, Math.max(0, maxBytes));
-    return readAt(fd, size - take, take).toString('utf8').replace(/^\uFFFD+/, '');
+    return readAt(fd, size - take, take)
+      .toString('utf8')
+      .replace(/^\uFFFD+/, '');
   });
 }

@@ -122,7 +122,15 @@ export function runProcess(spec: RunSpec): RunningProcess {
     if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
     await stopping;
     if (pgid === undefined) {
-      return { end: 'spawn_error', exitCode: null, exitSignal: null, stdout: '', stdoutTruncated: false, stderr: '', spawnError: spawnError ?? `could not start ${spec.file}` };
+      return {
+        end: 'spawn_error',
+        exitCode: null,
+        exitSignal: null,
+        stdout: '',
+        stdoutTruncated: false,
+        stderr: '',
+        spawnError: spawnError ?? `could not start ${spec.file}`,
+      };
     }
     liveGroups.delete(pgid);
     reaper?.unwatch(pgid);

@@ -14,7 +14,17 @@ import type { App } from '../../app.js';
 import { spawnJob } from '../../jobs/spawn.js';
 import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
-import { cwdField, extraFields, modelField, outputSchemaField, promptField, resumeField, spawnedResult, timeoutField, waitField } from './spawn.js';
+import {
+  cwdField,
+  extraFields,
+  modelField,
+  outputSchemaField,
+  promptField,
+  resumeField,
+  spawnedResult,
+  timeoutField,
+  waitField,
+} from './spawn.js';
 import { jobResultSchema } from '../../jobs/result.js';
 
 /** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
@@ -39,11 +49,23 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
       ...(definition.model ? {} : { model: modelField(app.models[backend.name]!) }),
       // The compact list leaves out what the server's instructions explain for every spawn tool,
       // and new_session, which the tool's description explains.
-      ...(backend.kind === 'cli' ? { cwd: brief(cwdField().describe('Folder to work in (default: the project)'), '') } : {}),
+      ...(backend.kind === 'cli'
+        ? { cwd: brief(cwdField().describe('Folder to work in (default: the project)'), '') }
+        : {}),
       ...(definition.session
-        ? { new_session: brief(z.boolean().optional().describe('Start a new conversation instead of continuing the previous one'), '') }
+        ? {
+            new_session: brief(
+              z.boolean().optional().describe('Start a new conversation instead of continuing the previous one'),
+              '',
+            ),
+          }
         : backend.supportsResume
-          ? { resume: brief(resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id'), '') }
+          ? {
+              resume: brief(
+                resumeField().describe('Continue an earlier run of this agent: its agent_id or session_id'),
+                '',
+              ),
+            }
           : {}),
       timeout_s: brief(
         timeoutField().describe(`Stop after this many seconds (default ${definition.timeoutS ?? app.config.timeoutS})`),
@@ -59,10 +81,15 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
 
 function toolDescription(definition: AgentDefinition): string {
   const facts = [`a named agent on ${definition.backend}${definition.model ? ` (${definition.model})` : ''}`];
-  if (definition.session) facts.push('it continues its previous conversation on every call (calls run one at a time; new_session: true starts over)');
+  if (definition.session)
+    facts.push(
+      'it continues its previous conversation on every call (calls run one at a time; new_session: true starts over)',
+    );
   if (definition.outputSchema) {
     const shape = JSON.stringify(definition.outputSchema);
-    facts.push(`its answer is JSON matching ${shape.length <= 400 ? `the schema ${shape}` : 'its output schema (list_agents shows it)'}, returned as \`structured\``);
+    facts.push(
+      `its answer is JSON matching ${shape.length <= 400 ? `the schema ${shape}` : 'its output schema (list_agents shows it)'}, returned as \`structured\``,
+    );
   }
   if (definition.allowedCallers) facts.push(`only for the MCP clients ${definition.allowedCallers.join(', ')}`);
   // That it returns an agent_id at once, the server's instructions say for every spawn tool.
@@ -89,7 +116,12 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
       description: toolDescription(definition),
       inputSchema: agentInputSchema(definition, backend, app),
       outputSchema: jobResultSchema,
-      annotations: { readOnlyHint: false, destructiveHint: backend.kind === 'cli', idempotentHint: false, openWorldHint: true },
+      annotations: {
+        readOnlyHint: false,
+        destructiveHint: backend.kind === 'cli',
+        idempotentHint: false,
+        openWorldHint: true,
+      },
     },
     async (args, extra) => {
       const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ...rest } = args as AgentArgs;

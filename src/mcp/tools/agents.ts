@@ -48,10 +48,15 @@ const agentViewSchema = z.object({
   usable_by_this_client: z.boolean(),
   output_schema: z.record(z.string(), z.unknown()).optional(),
   allow_nesting: z.number().optional(),
-  shadows: z.string().optional().describe("A user definition of the same name that this project one hides"),
+  shadows: z.string().optional().describe('A user definition of the same name that this project one hides'),
 });
 
-const problemSchema = z.object({ file: z.string(), scope: scopeField, name: z.string().optional(), problem: z.string() });
+const problemSchema = z.object({
+  file: z.string(),
+  scope: scopeField,
+  name: z.string().optional(),
+  problem: z.string(),
+});
 
 function view(app: App, definition: AgentDefinition, client: string | undefined): z.infer<typeof agentViewSchema> {
   const shadows = app.agents.shadowed.find((d) => d.name === definition.name);
@@ -111,7 +116,13 @@ export function registerListAgentsTool(server: McpServer, app: App): void {
 }
 
 const mcpServerInput = z.union([
-  z.object({ command: z.string(), args: z.array(z.string()).optional(), env: z.record(z.string(), z.string()).optional() }).strict(),
+  z
+    .object({
+      command: z.string(),
+      args: z.array(z.string()).optional(),
+      env: z.record(z.string(), z.string()).optional(),
+    })
+    .strict(),
   z.object({ url: z.string(), headers: z.record(z.string(), z.string()).optional() }).strict(),
 ]);
 
@@ -126,28 +137,70 @@ function defineInput(backends: readonly Backend[]) {
   const which = toolLists.length ? ` (${toolLists.join(', ')})` : '';
   return z
     .object({
-      name: brief(z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'), ''),
-      description: brief(z.string().max(2000).describe('When the orchestrator should use this agent'), 'When to use it'),
+      name: brief(
+        z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'),
+        '',
+      ),
+      description: brief(
+        z.string().max(2000).describe('When the orchestrator should use this agent'),
+        'When to use it',
+      ),
       backend: brief(z.string().describe(listed), names.join('|')),
       system_prompt: brief(z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"), ''),
-      model: brief(z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'), ''),
-      timeout_s: z.number().int().min(1).max(7 * 86400).optional(),
+      model: brief(
+        z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'),
+        '',
+      ),
+      timeout_s: z
+        .number()
+        .int()
+        .min(1)
+        .max(7 * 86400)
+        .optional(),
       permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
       allow: brief(z.array(z.string()).optional().describe(`Tools it may use${which}`), ''),
       deny: brief(z.array(z.string()).optional().describe(`Tools it may not use${which}`), ''),
-      mcp_servers: brief(z.record(z.string(), mcpServerInput).optional().describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'), {
-        type: 'object',
-        description: '{name: {command,args,env}|{url,headers}}',
-      }),
-      session: brief(z.boolean().optional().describe('Continue its previous conversation on every call'), 'Each call continues the last conversation'),
-      allowed_callers: brief(z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'), ''),
-      output_schema: brief(z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'), ''),
-      allow_nesting: brief(
-        z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional().describe('Let the agent start agents of its own (true, or how many levels)'),
+      mcp_servers: brief(
+        z
+          .record(z.string(), mcpServerInput)
+          .optional()
+          .describe('MCP servers to give it: {name: {command, args, env} | {url, headers}}'),
+        {
+          type: 'object',
+          description: '{name: {command,args,env}|{url,headers}}',
+        },
+      ),
+      session: brief(
+        z.boolean().optional().describe('Continue its previous conversation on every call'),
+        'Each call continues the last conversation',
+      ),
+      allowed_callers: brief(
+        z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'),
         '',
       ),
-      scope: brief(scopeField.optional().describe('"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project'), ''),
-      replace: brief(z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'), ''),
+      output_schema: brief(
+        z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'),
+        '',
+      ),
+      allow_nesting: brief(
+        z
+          .union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)])
+          .optional()
+          .describe('Let the agent start agents of its own (true, or how many levels)'),
+        '',
+      ),
+      scope: brief(
+        scopeField
+          .optional()
+          .describe(
+            '"project" (default): the project\'s agents folder; "user": the user\'s config folder, for every project',
+          ),
+        '',
+      ),
+      replace: brief(
+        z.boolean().optional().describe('Overwrite an existing definition of that name in that scope'),
+        '',
+      ),
     })
     .strict();
 }
@@ -179,7 +232,10 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       const checked = checkDefinition(name, frontmatter, system_prompt, { scope, file }, app.agents.ctx);
       if ('problems' in checked) throw new InputError(`agent "${name}" not defined: ${checked.problems.join('; ')}`);
       const replaced = existsSync(file);
-      if (replaced && !replace) throw new InputError(`agent "${name}" already exists in ${file}: pass replace: true to overwrite it, or choose another name`);
+      if (replaced && !replace)
+        throw new InputError(
+          `agent "${name}" already exists in ${file}: pass replace: true to overwrite it, or choose another name`,
+        );
       const text = renderAgentFile(frontmatter, system_prompt);
       try {
         makeDirs(dirname(file));
@@ -212,19 +268,35 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
       inputSchema: z
         .object({
           name: z.string().min(1).max(100),
-          scope: brief(scopeField.optional().describe('Which definition to delete; default: the one in effect (the project\'s, else the user\'s)'), ''),
+          scope: brief(
+            scopeField
+              .optional()
+              .describe("Which definition to delete; default: the one in effect (the project's, else the user's)"),
+            '',
+          ),
         })
         .strict(),
-      outputSchema: z.object({ name: z.string(), removed: z.string(), scope: scopeField, now_in_effect: z.string().optional() }),
+      outputSchema: z.object({
+        name: z.string(),
+        removed: z.string(),
+        scope: scopeField,
+        now_in_effect: z.string().optional(),
+      }),
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
     async ({ name, scope }) => {
       const bad = nameProblem(name, app.agents.ctx.backends);
       if (bad) throw new InputError(bad);
       const candidates: AgentScope[] = scope ? [scope] : ['project', 'user'];
-      const found = candidates.map((s) => ({ scope: s, file: join(folderOf(app, s), name, AGENT_FILE) })).find((c) => existsSync(c.file));
+      const found = candidates
+        .map((s) => ({ scope: s, file: join(folderOf(app, s), name, AGENT_FILE) }))
+        .find((c) => existsSync(c.file));
       if (!found) {
-        const elsewhere = scope && (['project', 'user'] as const).find((s) => s !== scope && existsSync(join(folderOf(app, s), name, AGENT_FILE)));
+        const elsewhere =
+          scope &&
+          (['project', 'user'] as const).find(
+            (s) => s !== scope && existsSync(join(folderOf(app, s), name, AGENT_FILE)),
+          );
         throw new InputError(
           `no agent "${name}" in the ${scope ? `${scope} folder` : 'project or user folders'}${elsewhere ? `; there is one in the ${elsewhere} folder: pass scope "${elsewhere}"` : ': call list_agents to see the names'}`,
         );

@@ -17,7 +17,16 @@ export function registerListTool(server: McpServer, app: App): void {
       description: 'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost.',
       inputSchema: z
         .object({
-          recent: brief(z.number().int().min(0).max(1000).optional().describe(`How many finished agents to include (default ${DEFAULT_RECENT})`), ''),
+          recent: brief(
+            z
+              .number()
+              .int()
+              .min(0)
+              .max(1000)
+              .optional()
+              .describe(`How many finished agents to include (default ${DEFAULT_RECENT})`),
+            '',
+          ),
         })
         .strict(),
       outputSchema: z.object({ agents: z.array(jobSummarySchema), running: z.number(), queued: z.number() }),

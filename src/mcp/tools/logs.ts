@@ -73,7 +73,14 @@ export function readLogPage(
     const end = start + page.length;
     const before = readAt(fd, Math.max(0, start - CONTEXT), start - Math.max(0, start - CONTEXT));
     const after = readAt(fd, end, Math.min(CONTEXT, size - end));
-    return { path, size, offset: start, next_offset: end, eof: end >= size, text: redactPage(page, before, after, secrets) };
+    return {
+      path,
+      size,
+      offset: start,
+      next_offset: end,
+      eof: end >= size,
+      text: redactPage(page, before, after, secrets),
+    };
   } finally {
     closeSync(fd);
   }
@@ -84,14 +91,27 @@ export function registerLogsTool(server: McpServer, app: App): void {
     'logs',
     {
       title: 'Agent logs',
-      description: "An agent's raw CLI output, page by page, also while it runs (offset: the last next_offset; tail: the newest bytes). Its answer: result.",
+      description:
+        "An agent's raw CLI output, page by page, also while it runs (offset: the last next_offset; tail: the newest bytes). Its answer: result.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),
           stream: z.enum(['stdout', 'stderr']).optional(),
           offset: z.number().int().min(0).optional(),
-          limit: brief(z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe(`Bytes per page (default ${DEFAULT_LOG_BYTES})`), ''),
-          tail: brief(z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'), ''),
+          limit: brief(
+            z
+              .number()
+              .int()
+              .min(1)
+              .max(MAX_LOG_BYTES)
+              .optional()
+              .describe(`Bytes per page (default ${DEFAULT_LOG_BYTES})`),
+            '',
+          ),
+          tail: brief(
+            z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'),
+            '',
+          ),
         })
         .strict(),
       outputSchema,
@@ -99,7 +119,8 @@ export function registerLogsTool(server: McpServer, app: App): void {
     },
     async ({ agent_id, stream, offset, limit, tail }) => {
       const job = findJob(app, agent_id);
-      if (tail !== undefined && offset !== undefined) throw new InputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
+      if (tail !== undefined && offset !== undefined)
+        throw new InputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
       const which = stream ?? 'stdout';
       const page = readLogPage(
         runFolder(app.config.stateDir, job.id)[which],

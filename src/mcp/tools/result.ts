@@ -11,7 +11,8 @@ export function registerResultTool(server: McpServer, app: App): void {
     'result',
     {
       title: 'Agent result',
-      description: "One agent's answer, error, session_id, tokens and cost; while it runs, its state and newest output. Does not wait.",
+      description:
+        "One agent's answer, error, session_id, tokens and cost; while it runs, its state and newest output. Does not wait.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),
@@ -21,6 +22,7 @@ export function registerResultTool(server: McpServer, app: App): void {
       outputSchema: jobResultSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ agent_id, include_raw }) => toolResult(fullResult(app, findJob(app, agent_id), { includeRaw: include_raw ?? false })),
+    async ({ agent_id, include_raw }) =>
+      toolResult(fullResult(app, findJob(app, agent_id), { includeRaw: include_raw ?? false })),
   );
 }

@@ -26,7 +26,10 @@ export const promptField = () =>
   brief(
     z
       .string()
-      .max(MAX_PROMPT_CHARS, `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`)
+      .max(
+        MAX_PROMPT_CHARS,
+        `prompt is longer than ${MAX_PROMPT_CHARS} characters: put long material in a file and point the agent at it`,
+      )
       .refine((s) => s.trim().length > 0, 'prompt is empty: say what the agent should do')
       .describe('Self-contained: the agent sees nothing else'),
     '',
@@ -37,12 +40,15 @@ export const outputSchemaField = () =>
     z
       .record(z.string(), z.unknown())
       .optional()
-      .describe('A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`'),
+      .describe(
+        'A JSON Schema the answer must match: the answer is validated (one retry with the errors on a mismatch) and returned as `structured`',
+      ),
     '',
   );
 
 // The instructions name each backend's models (src/mcp/server.ts).
-export const modelField = (models: BackendModels) => brief(z.string().max(200).optional().describe(modelsText(models)), '');
+export const modelField = (models: BackendModels) =>
+  brief(z.string().max(200).optional().describe(modelsText(models)), '');
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 export const timeoutField = () =>
@@ -55,7 +61,9 @@ export const timeoutField = () =>
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
 /** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
 export const extraFields = (backend: Backend): z.ZodRawShape =>
-  Object.fromEntries(Object.entries(backend.extraInput ?? {}).map(([key, schema]) => [key, brief(schema as z.ZodType, '')]));
+  Object.fromEntries(
+    Object.entries(backend.extraInput ?? {}).map(([key, schema]) => [key, brief(schema as z.ZodType, '')]),
+  );
 
 function inputSchema(backend: Backend, app: App) {
   return z
@@ -65,7 +73,9 @@ function inputSchema(backend: Backend, app: App) {
       // API backends answer from the prompt alone: no folder to work in.
       ...(backend.kind === 'cli' ? { cwd: cwdField() } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
-      ...(backend.supportsResume ? { resume: brief(resumeField().describe('agent_id or session_id to continue'), '') } : {}),
+      ...(backend.supportsResume
+        ? { resume: brief(resumeField().describe('agent_id or session_id to continue'), '') }
+        : {}),
       timeout_s: brief(timeoutField().describe(`Default ${app.config.timeoutS}`), ''),
       wait_s: waitField(),
       output_schema: outputSchemaField(),
@@ -103,11 +113,17 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         inputSchema: inputSchema(backend, app),
         outputSchema: jobResultSchema,
         // API backends return text only: they change nothing on this machine.
-        annotations: { readOnlyHint: false, destructiveHint: backend.kind === 'cli', idempotentHint: false, openWorldHint: true },
+        annotations: {
+          readOnlyHint: false,
+          destructiveHint: backend.kind === 'cli',
+          idempotentHint: false,
+          openWorldHint: true,
+        },
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
-        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ...rest } = args as SpawnArgs;
+        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ...rest } =
+          args as SpawnArgs;
         const job = spawnJob(app, {
           backend,
           label: `spawn_${backend.name}`,

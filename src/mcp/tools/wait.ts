@@ -16,7 +16,13 @@ export const MAX_WAIT_S = 3600;
 const PROGRESS_EVERY_MS = 5000;
 
 /** Waits for jobs while sending notifications/progress when the request carries a token. */
-export async function waitWithProgress(app: App, ids: string[], waitS: number, mode: 'all' | 'any', extra: Extra): Promise<WaitResult> {
+export async function waitWithProgress(
+  app: App,
+  ids: string[],
+  waitS: number,
+  mode: 'all' | 'any',
+  extra: Extra,
+): Promise<WaitResult> {
   const token = extra._meta?.progressToken;
   const started = Date.now();
   const ticker =
@@ -65,10 +71,21 @@ export function registerWaitTool(server: McpServer, app: App): void {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ agent_ids, timeout_s, return_when }, extra) => {
-      const ids = agent_ids ? [...new Set(agent_ids)] : app.jobs.all().filter((j) => !isFinished(j.state)).map((j) => j.id);
+      const ids = agent_ids
+        ? [...new Set(agent_ids)]
+        : app.jobs
+            .all()
+            .filter((j) => !isFinished(j.state))
+            .map((j) => j.id);
       for (const id of ids) findJob(app, id);
       if (agent_ids && ids.length === 0) throw new InputError('agent_ids is empty: pass ids from spawn_* or omit it');
-      const { finished, pending } = await waitWithProgress(app, ids, timeout_s ?? DEFAULT_WAIT_S, return_when ?? 'all', extra);
+      const { finished, pending } = await waitWithProgress(
+        app,
+        ids,
+        timeout_s ?? DEFAULT_WAIT_S,
+        return_when ?? 'all',
+        extra,
+      );
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),
         pending: pending.map((j) => summarize(app, j)),

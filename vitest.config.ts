@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     exclude: ['test/contract/**', 'node_modules/**'],
+    // Ends whatever a test spawned, even when it failed half-way.
+    setupFiles: ['test/setup/end-processes.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

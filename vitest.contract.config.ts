@@ -5,6 +5,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/contract/**/*.test.ts'],
+    // Ends whatever a test spawned, even when it failed half-way.
+    setupFiles: ['test/setup/end-processes.ts'],
     testTimeout: 180_000,
     hookTimeout: 600_000,
     fileParallelism: false,

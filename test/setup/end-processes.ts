@@ -1,0 +1,18 @@
+// Loaded before every test file (vitest setupFiles): whatever a test or a file's shared setup
+// spawned is ended after it, so a failing test leaves no process behind (test/helpers/process-groups.ts).
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
+import { killMarked, markSpawnsAs } from '../helpers/process-groups.js';
+
+let tests = 0;
+const FILE = 'file';
+
+beforeAll(() => markSpawnsAs(FILE));
+beforeEach(() => markSpawnsAs(`test-${++tests}`));
+afterEach(() => {
+  killMarked(`test-${tests}`);
+  // What a file's shared setup (beforeAll) starts lives until afterAll.
+  markSpawnsAs(FILE);
+});
+afterAll(() => {
+  killMarked();
+});

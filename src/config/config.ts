@@ -38,14 +38,15 @@ const backendFileSchema = z
   .partial()
   .strict();
 
+/** The longest a job may run: a week. */
+export const MAX_TIMEOUT_S = 7 * 86400;
+/** A job's time-out in whole seconds, wherever one is given (config, tool, agent definition). */
+export const timeoutSeconds = () => z.number().int().min(1).max(MAX_TIMEOUT_S);
+
 const fileSchema = z
   .object({
     concurrency: z.number().int().min(1).max(1000),
-    timeout_s: z
-      .number()
-      .int()
-      .min(1)
-      .max(7 * 86400),
+    timeout_s: timeoutSeconds(),
     kill_grace_s: z.number().min(0).max(300),
     state_dir: z.string().min(1),
     iac_file: z.string().min(1),
@@ -152,7 +153,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     iacFile: resolve(projectDir, env.POLYSPAWN_IAC_FILE || merged.iac_file || 'IAC.md'),
     iacEntries: Math.floor(envNumber(env, 'POLYSPAWN_IAC_ENTRIES', 0, 10_000) ?? merged.iac_entries ?? 200),
     concurrency: envNumber(env, 'POLYSPAWN_CONCURRENCY', 1, 1000) ?? merged.concurrency ?? 4,
-    timeoutS: envNumber(env, 'POLYSPAWN_TIMEOUT_S', 1, 7 * 86400) ?? merged.timeout_s ?? 1800,
+    timeoutS: envNumber(env, 'POLYSPAWN_TIMEOUT_S', 1, MAX_TIMEOUT_S) ?? merged.timeout_s ?? 1800,
     killGraceMs: (envNumber(env, 'POLYSPAWN_KILL_GRACE_S', 0, 300) ?? merged.kill_grace_s ?? 5) * 1000,
     backends: {},
     files,

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
 import type { Backend, McpServerSpec } from '../../../backends/types.js';
-import type { Config } from '../../config/config.js';
+import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { MAX_DEPTH } from './nesting.js';
@@ -82,12 +82,7 @@ export const frontmatterSchema = z
     // Missing: checkDefinition's error map names the backends there are.
     backend: z.string({ error: (i) => (i.input === undefined ? undefined : 'must be text') }),
     model: z.string().min(1).max(200).optional(),
-    timeout_s: z
-      .number()
-      .int()
-      .min(1)
-      .max(7 * 86400)
-      .optional(),
+    timeout_s: timeoutSeconds().optional(),
     permission: z.string().min(1).max(100).optional(),
     allow: stringList.optional(),
     deny: stringList.optional(),

@@ -22,6 +22,7 @@ import {
   promptField,
   resumeField,
   spawnedResult,
+  spawnAnnotations,
   timeoutField,
   waitField,
 } from './spawn.js';
@@ -116,12 +117,7 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
       description: toolDescription(definition),
       inputSchema: agentInputSchema(definition, backend, app),
       outputSchema: jobResultSchema,
-      annotations: {
-        readOnlyHint: false,
-        destructiveHint: backend.kind === 'cli',
-        idempotentHint: false,
-        openWorldHint: true,
-      },
+      annotations: spawnAnnotations(backend),
     },
     async (args, extra) => {
       const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ...rest } = args as AgentArgs;

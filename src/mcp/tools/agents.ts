@@ -7,6 +7,7 @@ import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { timeoutSeconds } from '../../config/config.js';
 import type { Backend } from '../../../backends/types.js';
 import {
   AGENT_FILE,
@@ -151,12 +152,7 @@ function defineInput(backends: readonly Backend[]) {
         z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'),
         '',
       ),
-      timeout_s: z
-        .number()
-        .int()
-        .min(1)
-        .max(7 * 86400)
-        .optional(),
+      timeout_s: timeoutSeconds().optional(),
       permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
       allow: brief(z.array(z.string()).optional().describe(`Tools it may use${which}`), ''),
       deny: brief(z.array(z.string()).optional().describe(`Tools it may not use${which}`), ''),

@@ -3,6 +3,7 @@
 // in time).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { timeoutSeconds } from '../../config/config.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
 import { spawnJob } from '../../jobs/spawn.js';
@@ -51,13 +52,7 @@ export const modelField = (models: BackendModels) =>
   brief(z.string().max(200).optional().describe(modelsText(models)), '');
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
-export const timeoutField = () =>
-  z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 86400)
-    .optional();
+export const timeoutField = () => timeoutSeconds().optional();
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
 /** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
 export const extraFields = (backend: Backend): z.ZodRawShape =>
@@ -102,6 +97,14 @@ type SpawnArgs = {
   [extra: string]: unknown;
 };
 
+/** A spawn tool's hints: API backends return text only, so they change nothing on this machine. */
+export const spawnAnnotations = (backend: Backend) => ({
+  readOnlyHint: false,
+  destructiveHint: backend.kind === 'cli',
+  idempotentHint: false,
+  openWorldHint: true,
+});
+
 export function registerSpawnTools(server: McpServer, app: App): void {
   for (const backend of app.backends) {
     server.registerTool(
@@ -112,13 +115,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         description: backend.description,
         inputSchema: inputSchema(backend, app),
         outputSchema: jobResultSchema,
-        // API backends return text only: they change nothing on this machine.
-        annotations: {
-          readOnlyHint: false,
-          destructiveHint: backend.kind === 'cli',
-          idempotentHint: false,
-          openWorldHint: true,
-        },
+        annotations: spawnAnnotations(backend),
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.

@@ -202,7 +202,7 @@ function vitest(tests, name, options = []) {
   });
   const failed = r.status !== 0;
   const verdict = r.signal ? `caught (killed: ${r.signal})` : failed ? 'caught' : 'NOT CAUGHT';
-  const by = /^ FAIL +(.+)$/m.exec(r.stdout)?.[1];
+  const by = /^ FAIL +(.+)$/m.exec(r.stdout + r.stderr)?.[1];
   return { failed, verdict, by, log: save(name, r.stdout + r.stderr) };
 }
 

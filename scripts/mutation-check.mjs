@@ -1,0 +1,239 @@
+// The mutation check: puts deliberate bugs into the core behaviours, one at a time, and checks
+// that the tests named for each one fail. Each mutation runs in a scratch copy of the checkout
+// (its tracked and untracked files, uncommitted changes included, node_modules linked), which
+// is built (`npm run build`) and tested there: the checkout itself is never touched.
+//
+//   npm run test:mutation                  every mutation (about 15 minutes on 2 cores)
+//   npm run test:mutation -- wait lock     only the mutations whose name contains a word
+//   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
+//
+// A mutation's `find` must occur exactly once in its file: when the code changes so that it no
+// longer does, the check stops and says so; update the mutation with the code. A new core
+// behaviour gets a mutation here, with the fewest test files that should catch it.
+import { spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// Ends the job's leader alone (SIGTERM, then SIGKILL after the grace period), never its group.
+const leaderOnly = (why) =>
+  `{ if (!stopping) { end = '${why}'; stopping = (async () => {
+      const leader = (s: NodeJS.Signals | 0) => { try { return process.kill(pgid!, s); } catch { return false; } };
+      leader('SIGTERM');
+      const deadline = Date.now() + spec.graceMs;
+      while (leader(0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      leader('SIGKILL');
+    })(); } }`;
+
+const RUNNER = 'src/jobs/process/runner.ts';
+const MUTATIONS = [
+  {
+    name: 'cancel signals the leader only',
+    file: RUNNER,
+    find: `const onAbort = () => stop('cancelled');`,
+    replace: `const onAbort = () => ${leaderOnly('cancelled')};`,
+    tests: ['test/integration/runner.test.ts'],
+  },
+  {
+    name: 'time-out signals the leader only',
+    file: RUNNER,
+    find: `setTimeout(() => stop('timeout'), spec.timeoutMs)`,
+    replace: `setTimeout(() => ${leaderOnly('timeout')}, spec.timeoutMs)`,
+    tests: ['test/integration/runner.test.ts', 'test/e2e/tools.test.ts'],
+  },
+  {
+    name: 'what a leader that exits leaves is not ended',
+    file: RUNNER,
+    find: `if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);`,
+    replace: ``,
+    tests: ['test/integration/runner.test.ts'],
+  },
+  {
+    name: 'configured keys are not redacted',
+    file: 'src/lib/redact.ts',
+    find: `if (value.length >= MIN_VALUE_LENGTH) this.values.add(value);`,
+    replace: `if (value.length < 0) this.values.add(value);`,
+    tests: ['test/unit/iac-redact.test.ts'],
+  },
+  {
+    name: 'IAC.md written without the lock',
+    file: 'iac/writer.ts',
+    find: `release = await lock(`,
+    replace: `release = await (async (..._: Parameters<typeof lock>) => async () => undefined)(`,
+    tests: ['test/integration/store.test.ts', 'test/e2e/iac-multi.test.ts'],
+  },
+  {
+    name: 'IAC.md written in place, not atomically',
+    file: 'iac/writer.ts',
+    find: `await writeFileAtomic(file, document, { fsync: false });`,
+    replace: `await (await import('node:fs/promises')).writeFile(file, document);`,
+    tests: ['test/integration/store.test.ts', 'test/e2e/iac-multi.test.ts'],
+  },
+  {
+    name: "dead servers' jobs are not marked interrupted",
+    file: 'iac/store.ts',
+    find: `alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps))`,
+    replace: `alive.set(key, true)`,
+    tests: ['test/integration/store.test.ts'],
+  },
+  {
+    name: "dead servers' process groups are not ended",
+    file: 'iac/runtime.ts',
+    find: `track(endGroup(group.pgid, config.killGraceMs));`,
+    replace: `void endGroup;`,
+    tests: ['test/integration/store.test.ts', 'test/reliability/sigkill-restart.test.ts'],
+  },
+  {
+    name: 'a wait is not woken by a job finishing',
+    file: 'src/jobs/table.ts',
+    find: `this.events.on('change', onChange);`,
+    replace: `void onChange;`,
+    tests: ['test/unit/jobs.test.ts', 'test/integration/store.test.ts'],
+  },
+  {
+    name: 'the concurrency limit is ignored',
+    file: 'src/jobs/table.ts',
+    find: `new PQueue({ concurrency: options.concurrency })`,
+    replace: `new PQueue({ concurrency: Infinity })`,
+    tests: ['test/unit/jobs.test.ts'],
+  },
+  {
+    name: 'resume of an agent_id is not turned into its session id',
+    file: 'src/jobs/spawn.ts',
+    find: `sessionId = earlier.outcome.sessionId;`,
+    replace: ``,
+    tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: 'no retry when the answer does not match the output schema',
+    file: 'src/jobs/structured-output.ts',
+    find: `const second = await execute(retry, control);`,
+    replace: `const second = first;`,
+    tests: ['test/unit/structured-output.test.ts'],
+  },
+];
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+let scratch = '';
+const args = process.argv.slice(2);
+const words = args.filter((a) => !a.startsWith('--'));
+const chosen = MUTATIONS.filter((m) => !words.length || words.some((w) => m.name.includes(w)));
+
+// Every `find` must still be in the code, once, before anything runs.
+const stale = chosen.flatMap((m) => {
+  const count = readFileSync(join(root, m.file), 'utf8').split(m.find).length - 1;
+  return count === 1 ? [] : [`"${m.name}": found ${count} times in ${m.file} (must be once): update it with the code`];
+});
+if (stale.length) fail(stale.join('\n'));
+if (!chosen.length) fail(`no mutation's name contains ${words.join(' or ')}`);
+
+// The scratch copy: what `git ls-files` knows (committed or not), not what git ignores.
+scratch = mkdtempSync(join(tmpdir(), 'polyspawn-mutation-'));
+const logs = mkdtempSync(join(tmpdir(), 'polyspawn-mutation-logs-'));
+process.on('SIGINT', () => (removeScratch(), process.exit(130)));
+const files = run('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], root).stdout.split('\0');
+for (const file of new Set(files)) {
+  const from = join(root, file);
+  if (!file || file === 'node_modules' || file.startsWith('node_modules/') || !existsSync(from)) continue;
+  mkdirSync(dirname(join(scratch, file)), { recursive: true });
+  if (lstatSync(from).isSymbolicLink()) symlinkSync(readlinkSync(from), join(scratch, file));
+  else copyFileSync(from, join(scratch, file));
+}
+symlinkSync(realpathSync(join(root, 'node_modules')), join(scratch, 'node_modules'));
+
+const started = Date.now();
+const rows = [];
+try {
+  if (!args.includes('--no-baseline')) {
+    const tests = [...new Set(chosen.flatMap((m) => m.tests))];
+    console.log(`baseline: building and running ${tests.length} test files unmutated...`);
+    const build = run('npm', ['run', 'build'], scratch);
+    if (build.status !== 0) fail(`the unmutated build fails:\n${build.stdout}${build.stderr}`);
+    const base = vitest(tests, 'baseline');
+    if (base.failed) fail(`the tests fail without any mutation (see ${base.log}): fix them first`);
+  }
+  for (const m of chosen) {
+    const path = join(scratch, m.file);
+    const original = readFileSync(path, 'utf8');
+    writeFileSync(
+      path,
+      original.replace(m.find, () => m.replace),
+    );
+    const t0 = Date.now();
+    console.log(`${m.name}...`);
+    const build = run('npm', ['run', 'build'], scratch);
+    const result =
+      build.status !== 0
+        ? { verdict: 'BUILD FAILED', log: save(m.name, build.stdout + build.stderr) }
+        : vitest(m.tests, m.name, ['--bail=1']);
+    writeFileSync(path, original);
+    rows.push([m.name, m.file, m.tests.map((t) => basename(t, '.test.ts')).join(', '), result.verdict, seconds(t0)]);
+    console.log(`  ${result.verdict} in ${seconds(t0)}${result.by ? ` by ${result.by}` : ''} (log: ${result.log})`);
+  }
+} finally {
+  removeScratch();
+}
+
+const header = ['mutation', 'file', 'tests', 'result', 'time'];
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+console.log(['', line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n'));
+const missed = rows.filter((r) => !r[3].startsWith('caught'));
+console.log(`\n${rows.length - missed.length} of ${rows.length} caught in ${seconds(started)}; logs in ${logs}`);
+process.exit(missed.length ? 1 : 0);
+
+/** Runs the tests in the scratch copy: a mutation is caught when they fail. */
+function vitest(tests, name, options = []) {
+  const r = run('node', ['node_modules/vitest/vitest.mjs', 'run', ...options, ...tests], scratch, {
+    timeout: 15 * 60_000, // a hang the tests' own time-outs missed: killed, and counted as caught
+  });
+  const failed = r.status !== 0;
+  const verdict = r.signal ? `caught (killed: ${r.signal})` : failed ? 'caught' : 'NOT CAUGHT';
+  const by = /^ FAIL +(.+)$/m.exec(r.stdout + r.stderr)?.[1];
+  return { failed, verdict, by, log: save(name, r.stdout + r.stderr) };
+}
+
+function run(command, argv, cwd, options = {}) {
+  const r = spawnSync(command, argv, {
+    cwd,
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+    env: { ...process.env, NO_COLOR: '1' },
+    ...options,
+  });
+  if (r.error && r.error.code !== 'ETIMEDOUT') fail(`${command}: ${r.error.message}`);
+  return r;
+}
+
+function save(name, text) {
+  const path = join(logs, `${name.replace(/[^a-z0-9]+/gi, '-')}.log`);
+  writeFileSync(path, text);
+  return path;
+}
+
+function seconds(since) {
+  return `${Math.round((Date.now() - since) / 1000)} s`;
+}
+
+function removeScratch() {
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+}
+
+function fail(message) {
+  console.error(`mutation check: ${message}`);
+  removeScratch();
+  process.exit(2);
+}

@@ -140,7 +140,7 @@ describe('runProcess with the fake CLIs', () => {
     // The time-out leaves the CLI time to start its grandchild and install its handler first,
     // even on a busy machine.
     const { proc } = await start(`[[cli:ignore-term]] [[cli:grandchild:${pidFile}]]`, {
-      timeoutMs: 5_000,
+      timeoutMs: 8_000,
       graceMs: 500,
     });
     await waitFor('the grandchild', () => existsSync(pidFile));

@@ -1,12 +1,27 @@
 // No orphans: however the server ends, every process of every job ends with it.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { once } from 'node:events';
-import { describe, expect, test } from 'vitest';
+import { afterEach, describe, expect, test } from 'vitest';
 import { fakeBinDir, serverEntry } from '../helpers/mcp.js';
+import { killMarked, MARK_VARIABLE, markedProcesses } from '../helpers/process-groups.js';
 import { waitFor, waitGone } from '../helpers/processes.js';
+
+/** The owner test/setup/end-processes.ts marks this test's processes with: the server and all it starts. */
+const thisTest = () => process.env[MARK_VARIABLE]!.slice(`${process.pid}:`.length);
+
+const servers: { server: ChildProcessWithoutNullStreams; dir: string }[] = [];
+afterEach(async () => {
+  // After a failed test its server may still run, with its jobs: the setup file would end them
+  // after this hook, but they must be gone before their folder is.
+  killMarked(thisTest());
+  for (const { server, dir } of servers.splice(0)) {
+    if (server.exitCode === null && server.signalCode === null) await once(server, 'exit');
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+  }
+});
 
 /** A server started by hand, to end it in ways the SDK client would not. */
 async function serverWithRunningJobs(count: number) {
@@ -21,6 +36,7 @@ async function serverWithRunningJobs(count: number) {
       XDG_CONFIG_HOME: join(dir, 'xdg'),
     },
   }) as ChildProcessWithoutNullStreams;
+  servers.push({ server, dir });
   let stdout = '';
   server.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const send = (message: object) => server.stdin.write(`${JSON.stringify(message)}\n`);
@@ -62,7 +78,11 @@ async function serverWithRunningJobs(count: number) {
   return { server, pids, stdout: () => stdout, dir };
 }
 
-const allGone = (pids: number[]) => Promise.all(pids.map((pid) => waitGone(pid, 15_000)));
+/** The jobs' CLIs and grandchildren are gone, and so is everything else this test started (the server, its reaper). */
+async function allGone(pids: number[]): Promise<void> {
+  await Promise.all(pids.map((pid) => waitGone(pid, 15_000)));
+  await waitFor('nothing of this test to be left', () => markedProcesses(thisTest()).length === 0, 15_000);
+}
 
 describe('the server ends every job it started', () => {
   test('when its stdin closes (the client went away)', async () => {

@@ -1,10 +1,15 @@
 // The built server, driven by the SDK's own Client over stdio, with the fake CLIs on PATH.
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { procStat } from '../../src/lib/proc.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+
+// A wait that is never woken runs until its timeout_s: the waiting tests below fail then, with
+// an assertion rather than vitest's own time-out.
+vi.setConfig({ testTimeout: 150_000 });
 
 type Job = {
   agent_id: string;
@@ -20,30 +25,76 @@ type Job = {
   cost_usd?: number;
   cost_source?: string;
   exit_code?: number | null;
+  started_at?: string;
+  ended_at?: string;
   elapsed_s: number;
+  raw?: unknown;
 };
 type Waited = { finished: Job[]; pending: Job[]; timed_out: boolean };
 
 const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-records-'));
+/** The fake CLI's records of the runs whose prompt contains `marker`. */
+const recordsOf = (marker: string, dir = recordDir): (FakeCliRecord & { pid: number })[] =>
+  readdirSync(dir)
+    .filter((f) => /^\d+\.json$/.test(f))
+    .map((f) => ({ ...(JSON.parse(readFileSync(join(dir, f), 'utf8')) as FakeCliRecord), pid: Number(f.slice(0, -5)) }))
+    .filter((record) => record.prompt.includes(marker));
 /** The fake CLI's record of the run whose prompt contains `marker`. */
 const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
-  for (const file of readdirSync(recordDir).filter((f) => f.endsWith('.json'))) {
-    const record = JSON.parse(readFileSync(join(recordDir, file), 'utf8')) as FakeCliRecord;
-    if (record.prompt.includes(marker)) return { ...record, pid: Number(file.replace('.json', '')) };
-  }
-  throw new Error(`no fake CLI run saw ${marker}`);
+  const [record] = recordsOf(marker);
+  if (!record) throw new Error(`no fake CLI run saw ${marker}`);
+  return record;
 };
 
+/** Live (not zombie) members of a process group: a job's group is its CLI's pid. */
+function groupMembers(pgid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      const stat = procStat(pid);
+      return stat?.pgrp === pgid && stat.state !== 'Z';
+    })
+    .map(Number);
+}
+
+const tempDirs = [recordDir];
 let s: TestServer;
 beforeAll(async () => {
   s = await startServer({ env: { FAKE_CLI_RECORD: recordDir, CLAUDECODE: '1', POLYSPAWN_CONCURRENCY: '3' } });
 });
 afterAll(async () => {
   await s?.close();
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * What waiting tests pass as timeout_s (or wait_s), and the time within which the wait must
+ * return: a wait not woken by its jobs finishing (only by its timer) fails. Far apart, so that a
+ * busy machine never makes a woken wait look like one that ran out.
+ */
+const LONG_WAIT_S = 60;
+const WOKEN_WITHIN_MS = 20_000;
+const expectWoken = (startedAt: number, what: string) => {
+  const ms = Date.now() - startedAt;
+  expect(ms, `${what} returned after ${ms} ms: not woken by the job finishing`).toBeLessThan(WOKEN_WITHIN_MS);
+};
+
 const spawn = (backend: string, args: Record<string, unknown>) => s.callOk<Job>(`spawn_${backend}`, args);
-const waitAll = (ids: string[], timeout_s = 30) => s.callOk<Waited>('wait_for_agents', { agent_ids: ids, timeout_s });
+/** spawn_<backend> with wait_s: the finished job, woken by its end. */
+const spawnAndWait = async (backend: string, args: Record<string, unknown>) => {
+  const startedAt = Date.now();
+  const job = await s.callOk<Job>(`spawn_${backend}`, { ...args, wait_s: LONG_WAIT_S });
+  expectWoken(startedAt, `spawn_${backend} with wait_s`);
+  return job;
+};
+/** wait_for_agents for every one of `ids`: woken by the last one finishing. */
+const waitAll = async (ids: string[]) => {
+  const startedAt = Date.now();
+  const waited = await s.callOk<Waited>('wait_for_agents', { agent_ids: ids, timeout_s: LONG_WAIT_S });
+  expectWoken(startedAt, 'wait_for_agents');
+  expect(waited).toMatchObject({ pending: [], timed_out: false });
+  return waited;
+};
 const errorText = async (name: string, args: unknown) => {
   const result = await s.client.callTool({ name, arguments: args as Record<string, unknown> });
   expect(result.isError, `${name} ${JSON.stringify(args).slice(0, 100)} should fail`).toBe(true);
@@ -125,16 +176,40 @@ describe('running agents', () => {
       expect(readFileSync(job.log!, 'utf8')).toContain('FAKE');
     }
     const byBackend = Object.fromEntries(waited.finished.map((j) => [j.backend, j]));
+    expect(Object.keys(byBackend).sort()).toEqual(['claude', 'codex', 'copilot']);
     expect(byBackend.claude).toMatchObject({ model: 'sonnet', cost_source: 'reported', cost_usd: 0.000188 });
     expect(byBackend.codex).toMatchObject({ model: 'gpt-5.5', cost_source: 'estimated' });
     expect(byBackend.codex!.cost_usd).toBeCloseTo((12 * 1.25 + 7 * 10) / 1e6);
     expect(byBackend.copilot).toMatchObject({ cost_source: 'unknown', premium_requests: 1 });
+
+    // raw: only on request, and it is what the CLI's final record held.
+    for (const job of waited.finished) expect(job).not.toHaveProperty('raw');
+    const raw = async (job: Job) => (await s.callOk<Job>('result', { agent_id: job.agent_id, include_raw: true })).raw;
+    const { claude, codex, copilot } = byBackend as Record<string, Job>;
+    expect(await raw(claude!)).toMatchObject({
+      type: 'result',
+      is_error: false,
+      result: claude!.text,
+      session_id: claude!.session_id,
+      total_cost_usd: 0.000188,
+    });
+    expect(await raw(codex!)).toMatchObject({
+      thread_id: codex!.session_id,
+      last_message: { type: 'item.completed', item: { type: 'agent_message', text: codex!.text } },
+      usage: { input_tokens: 12, output_tokens: 7 },
+    });
+    expect(await raw(copilot!)).toMatchObject({
+      type: 'result',
+      sessionId: copilot!.session_id,
+      exitCode: 0,
+      usage: { premiumRequests: 1 },
+    });
   });
 
   test('the prompt reaches the CLI on stdin, intact: leading dashes, non-ASCII, 1 MB', async () => {
     const marker = `m${Date.now()}`;
     const prompt = `--dangerous ${marker} Grüße 日本語 🎉 ` + 'x'.repeat(1_000_000);
-    const job = await spawn('codex', { prompt, wait_s: 30 });
+    const job = await spawnAndWait('codex', { prompt });
     expect(job.state).toBe('succeeded');
     const record = recordOf(marker);
     expect(record.prompt).toBe(prompt);
@@ -144,7 +219,8 @@ describe('running agents', () => {
   test('model aliases, system prompt and cwd reach the CLI as flags', async () => {
     const marker = `flags${Date.now()}`;
     const cwd = mkdtempSync(join(tmpdir(), 'polyspawn-cwd-'));
-    const job = await spawn('claude', { prompt: marker, model: 'opus', system_prompt: 'Be brief.', cwd, wait_s: 30 });
+    tempDirs.push(cwd);
+    const job = await spawnAndWait('claude', { prompt: marker, model: 'opus', system_prompt: 'Be brief.', cwd });
     expect(job).toMatchObject({ state: 'succeeded', model: 'opus' });
     const record = recordOf(marker);
     expect(record.argv).toEqual(expect.arrayContaining(['--model', 'opus', '--append-system-prompt', 'Be brief.']));
@@ -153,115 +229,207 @@ describe('running agents', () => {
   });
 
   test('resume: an earlier agent_id or a raw session id continues its session', async () => {
-    const first = await spawn('claude', { prompt: 'first turn', wait_s: 30 });
-    const second = await spawn('claude', {
+    const first = await spawnAndWait('claude', { prompt: 'first turn' });
+    const second = await spawnAndWait('claude', {
       prompt: `second turn ${first.agent_id}`,
       resume: first.agent_id,
-      wait_s: 30,
     });
     expect(second.session_id).toBe(first.session_id);
     expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(
       expect.arrayContaining(['--resume', first.session_id]),
     );
-    const codexFirst = await spawn('codex', { prompt: 'codex first', wait_s: 30 });
-    const codexSecond = await spawn('codex', { prompt: 'codex second', resume: codexFirst.session_id, wait_s: 30 });
+    const codexFirst = await spawnAndWait('codex', { prompt: 'codex first' });
+    const codexSecond = await spawnAndWait('codex', { prompt: 'codex second', resume: codexFirst.session_id });
     expect(codexSecond.session_id).toBe(codexFirst.session_id);
     expect(recordOf('codex second').argv.slice(0, 2)).toEqual(['exec', 'resume']);
     expect(await errorText('spawn_codex', { prompt: 'x', resume: first.agent_id })).toMatch(/ran on claude, not codex/);
   });
 
   test('failures: a CLI error, malformed output and a time-out end as failed or timed_out with a reason', async () => {
-    const failed = await spawn('codex', { prompt: '[[cli:fail]]', wait_s: 30 });
+    const failed = await spawnAndWait('codex', { prompt: '[[cli:fail]]' });
     expect(failed.state).toBe('failed');
     expect(failed.error).toMatch(/codex reported an error: .*\(log: .*stdout\.log\)/);
-    const malformed = await spawn('claude', { prompt: '[[cli:malformed]]', wait_s: 30 });
+    const malformed = await spawnAndWait('claude', { prompt: '[[cli:malformed]]' });
     expect(malformed).toMatchObject({ state: 'failed', error: expect.stringMatching(/malformed or truncated/) });
-    const truncated = await spawn('copilot', { prompt: '[[cli:truncated]]', wait_s: 30 });
+    const truncated = await spawnAndWait('copilot', { prompt: '[[cli:truncated]]' });
     expect(truncated).toMatchObject({ state: 'failed', error: expect.stringMatching(/malformed or truncated/) });
-    const slow = await spawn('claude', { prompt: 'slow [[cli:hang]]', timeout_s: 1, wait_s: 30 });
+    const slow = await spawnAndWait('claude', { prompt: 'slow [[cli:hang]]', timeout_s: 1 });
     expect(slow).toMatchObject({ state: 'timed_out', error: expect.stringMatching(/timed out after 1 s/) });
-    await waitGone(recordOf('slow [[cli:hang]]').pid);
+    // On a busy machine the CLI may be ended before it wrote its record.
+    for (const { pid } of recordsOf('slow [[cli:hang]]')) await waitGone(pid);
   });
 
-  test('wait_s returns early when the job outlives it; result shows progress of a running job', async () => {
+  test('a time-out ends the whole process group: a CLI that ignores SIGTERM, and its grandchild', async () => {
+    const marker = `timeout-group-${Date.now()}`;
+    const gcFile = join(recordDir, `gc-${marker}`);
+    // The time-out leaves the CLI time to start its grandchild and install its handler first.
+    const job = await spawn('claude', {
+      prompt: `${marker} [[cli:ignore-term]] [[cli:grandchild:${gcFile}]]`,
+      timeout_s: 8,
+    });
+    await waitFor('the grandchild', () => existsSync(gcFile), 20_000);
+    const leader = recordOf(marker).pid;
+    const grandchild = Number(readFileSync(gcFile, 'utf8'));
+    expect(groupMembers(leader)).toEqual(expect.arrayContaining([leader, grandchild]));
+    const [timedOut] = (await waitAll([job.agent_id])).finished;
+    expect(timedOut).toMatchObject({ state: 'timed_out', error: expect.stringMatching(/timed out after 8 s/) });
+    expect(timedOut!.elapsed_s).toBeGreaterThanOrEqual(8 - 0.1);
+    await waitGone(leader);
+    await waitGone(grandchild);
+    expect(groupMembers(leader)).toEqual([]);
+  });
+
+  test('wait_s returns early when the job outlives it; result shows a running job, and how long a job ran', async () => {
     const job = await spawn('codex', { prompt: 'long [[cli:sleep:3000]]', wait_s: 0.5 });
     expect(job.state).toBe('running');
+    const before = Date.now();
     const running = await s.callOk<Job>('result', { agent_id: job.agent_id });
+    const after = Date.now();
     expect(running.state).toBe('running');
-    expect(running.elapsed_s).toBeGreaterThanOrEqual(0);
-    const done = await waitAll([job.agent_id]);
-    expect(done.finished[0]!.state).toBe('succeeded');
-    const full = await s.callOk<Job & { raw?: unknown }>('result', { agent_id: job.agent_id, include_raw: true });
-    expect(full.raw).toBeDefined();
+    // The seconds since it started when the server answered, rounded to 0.1 s.
+    const startedAt = Date.parse(running.started_at!);
+    expect(running.elapsed_s).toBeGreaterThanOrEqual((before - startedAt) / 1000 - 0.06);
+    expect(running.elapsed_s).toBeLessThanOrEqual((after - startedAt) / 1000 + 0.06);
+
+    const [done] = (await waitAll([job.agent_id])).finished;
+    expect(done!.state).toBe('succeeded');
+    // It slept 3 s; once finished, elapsed_s is its start-to-end time, and stays so.
+    expect(done!.elapsed_s).toBeGreaterThanOrEqual(3 - 0.1);
+    const ranFor = (Date.parse(done!.ended_at!) - Date.parse(done!.started_at!)) / 1000;
+    expect(Math.abs(done!.elapsed_s - ranFor)).toBeLessThanOrEqual(0.051);
+    // A second later it still reports its run time, not the time since it started.
+    const endedAt = Date.parse(done!.ended_at!);
+    await waitFor('a second to pass since it ended', () => Date.now() > endedAt + 1000);
+    const full = await s.callOk<Job>('result', { agent_id: job.agent_id, include_raw: true });
+    expect(full.elapsed_s).toBe(done!.elapsed_s);
+    expect(full.raw).toMatchObject({
+      thread_id: full.session_id,
+      last_message: { type: 'item.completed', item: { text: 'FAKE codex: long [[cli:sleep:3000]]' } },
+    });
   });
 });
 
 describe('the job table through the tools', () => {
-  test('jobs past the concurrency limit (3) queue, and all finish', async () => {
-    const jobs = await Promise.all(
-      Array.from({ length: 5 }, (_, i) => spawn('claude', { prompt: `queue ${i} [[cli:sleep:1500]]` })),
-    );
-    const listed = await s.callOk<{ agents: Job[]; running: number; queued: number }>('list');
-    expect(listed.running).toBe(3);
-    expect(listed.queued).toBe(2);
-    const ids = jobs.map((j) => j.agent_id);
-    expect(listed.agents.map((a) => a.agent_id)).toEqual(expect.arrayContaining(ids));
-    const waited = await waitAll(ids);
-    expect(waited.finished.map((j) => j.state)).toEqual(Array(5).fill('succeeded'));
+  test('jobs past the concurrency limit (3) queue, and start as slots free up', async () => {
+    // Its own server: no other test's jobs hold a slot.
+    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-queue-'));
+    tempDirs.push(dir);
+    const own = await startServer({ env: { FAKE_CLI_RECORD: dir, POLYSPAWN_CONCURRENCY: '3' } });
+    try {
+      type Listed = { agents: Job[]; running: number; queued: number };
+      const untilListed = async (running: number, queued: number): Promise<Listed> => {
+        const deadline = Date.now() + 20_000;
+        for (;;) {
+          const listed = await own.callOk<Listed>('list');
+          if (listed.running === running && listed.queued === queued) return listed;
+          if (Date.now() > deadline)
+            throw new Error(`list shows ${listed.running} running, ${listed.queued} queued, not ${running}, ${queued}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      const cancel = async (id: string) =>
+        expect((await own.callOk<Job>('cancel', { agent_id: id })).state).toBe('cancelled');
+      /** The CLIs started for job i (its prompt is `queue i ...`). */
+      const clis = (i: number) => recordsOf(`queue ${i} `, dir);
+
+      const jobs = await Promise.all(
+        Array.from({ length: 5 }, (_, i) => own.callOk<Job>('spawn_claude', { prompt: `queue ${i} [[cli:hang]]` })),
+      );
+      const ids = jobs.map((j) => j.agent_id);
+      const listed = await untilListed(3, 2);
+      expect(listed.agents.map((a) => a.agent_id).sort()).toEqual([...ids].sort());
+      const stateOf = (i: number) => listed.agents.find((a) => a.agent_id === ids[i])!.state;
+      const running = [0, 1, 2, 3, 4].filter((i) => stateOf(i) === 'running');
+      const queued = [0, 1, 2, 3, 4].filter((i) => stateOf(i) === 'queued');
+      expect([running.length, queued.length]).toEqual([3, 2]);
+      // The three running jobs run one CLI each.
+      await waitFor('the three CLIs', () => running.every((i) => clis(i).length === 1));
+
+      // A queued job cancelled never starts; a running one cancelled gives its slot to the next.
+      await cancel(ids[queued[0]!]!);
+      await untilListed(3, 1);
+      await cancel(ids[running[0]!]!);
+      await untilListed(3, 0);
+      await waitFor('the last queued job to start its CLI', () => clis(queued[1]!).length === 1);
+      expect(clis(running[0]!)).toHaveLength(1);
+
+      for (const i of [...running.slice(1), queued[1]!]) await cancel(ids[i]!);
+      const after = await untilListed(0, 0);
+      expect(after.agents.map((a) => a.state)).toEqual(Array(5).fill('cancelled'));
+      expect(clis(queued[0]!)).toEqual([]);
+      for (const i of [0, 1, 2, 3, 4]) for (const { pid } of clis(i)) await waitGone(pid);
+    } finally {
+      await own.close();
+    }
   });
 
   test('return_when any, and a wait that times out says what is pending', async () => {
     const fast = await spawn('codex', { prompt: 'fast one' });
-    const slow = await spawn('codex', { prompt: 'slow one [[cli:sleep:4000]]' });
+    const slow = await spawn('codex', { prompt: 'slow one [[cli:hang]]' });
+    const startedAt = Date.now();
     const any = await s.callOk<Waited>('wait_for_agents', {
       agent_ids: [fast.agent_id, slow.agent_id],
       return_when: 'any',
-      timeout_s: 30,
+      timeout_s: LONG_WAIT_S,
     });
+    expectWoken(startedAt, 'wait_for_agents return_when any');
+    expect(any.timed_out).toBe(false);
     expect(any.finished.map((j) => j.agent_id)).toEqual([fast.agent_id]);
     expect(any.pending.map((j) => j.agent_id)).toEqual([slow.agent_id]);
     const short = await s.callOk<Waited>('wait_for_agents', { agent_ids: [slow.agent_id], timeout_s: 0.2 });
     expect(short).toMatchObject({ finished: [], timed_out: true });
-    await waitAll([slow.agent_id]);
+    expect(short.pending.map((j) => j.agent_id)).toEqual([slow.agent_id]);
+    await waitFor('the slow CLI to start', () => recordsOf('slow one [[cli:hang]]').length === 1);
+    const slowCli = recordOf('slow one [[cli:hang]]').pid;
+    expect((await s.callOk<Job>('cancel', { agent_id: slow.agent_id })).state).toBe('cancelled');
+    await waitGone(slowCli);
   });
 
   test('cancel stops a running agent and its grandchild, and a queued one before it starts', async () => {
     const gcFile = join(recordDir, `gc-${Date.now()}`);
     const hung = await spawn('copilot', { prompt: `cancel me [[cli:grandchild:${gcFile}]]` });
-    const blockers = await Promise.all(
-      [1, 2].map((i) => spawn('claude', { prompt: `blocker ${i} [[cli:sleep:2000]]` })),
-    );
+    // With the hung one, they take the 3 slots until cancelled.
+    const blockers = await Promise.all([1, 2].map((i) => spawn('claude', { prompt: `blocker ${i} [[cli:hang]]` })));
     const queued = await spawn('claude', { prompt: 'never runs' });
     expect(queued.state).toBe('queued');
     expect((await s.callOk<Job>('cancel', { agent_id: queued.agent_id })).state).toBe('cancelled');
-    await waitFor('the grandchild', () => readdirSync(recordDir).includes(gcFile.split('/').pop()!));
+    await waitFor('the grandchild', () => existsSync(gcFile));
     const grandchild = Number(readFileSync(gcFile, 'utf8'));
+    const leader = recordOf('cancel me').pid;
     const cancelled = await s.callOk<Job>('cancel', { agent_id: hung.agent_id });
     expect(cancelled.state).toBe('cancelled');
-    await waitGone(recordOf('cancel me').pid);
+    await waitGone(leader);
     await waitGone(grandchild);
-    await waitAll(blockers.map((b) => b.agent_id));
+    expect(groupMembers(leader)).toEqual([]);
+    for (const b of blockers) expect((await s.callOk<Job>('cancel', { agent_id: b.agent_id })).state).toBe('cancelled');
     expect(() => recordOf('never runs')).toThrow();
   });
 
   test('progress notifications arrive while wait_for_agents waits', async () => {
-    const job = await spawn('codex', { prompt: 'progress [[cli:sleep:6500]]' });
+    const job = await spawn('codex', { prompt: 'progress [[cli:hang]]' });
     const progress: { progress: number; message?: string }[] = [];
+    // The job ends once the first notification has arrived, which wakes the wait.
+    let cancelled: Promise<Job> | undefined;
+    const startedAt = Date.now();
     const result = await s.client.callTool(
-      { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: 30 } },
+      { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S } },
       undefined,
       {
-        onprogress: (p) => progress.push(p),
-        timeout: 60_000,
+        onprogress: (p) => {
+          progress.push(p);
+          cancelled ??= s.callOk<Job>('cancel', { agent_id: job.agent_id });
+        },
+        timeout: 120_000,
       },
     );
-    expect((result.structuredContent as Waited).finished[0]!.state).toBe('succeeded');
-    expect(progress.length).toBeGreaterThanOrEqual(1);
-    expect(progress[0]!.message).toBe('0 of 1 agents finished');
+    expectWoken(startedAt, 'wait_for_agents');
+    expect(progress[0]).toMatchObject({ message: '0 of 1 agents finished' });
+    expect((await cancelled!).state).toBe('cancelled');
+    expect((result.structuredContent as Waited).finished.map((j) => j.state)).toEqual(['cancelled']);
   });
 
   test('a cancelled wait request stops waiting; the server keeps serving and the job keeps running', async () => {
-    const job = await spawn('claude', { prompt: 'outlives the wait [[cli:sleep:1500]]' });
+    const job = await spawn('claude', { prompt: 'outlives the wait [[cli:sleep:5000]]' });
     const controller = new AbortController();
     const waiting = s.client.callTool(
       { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id] } },
@@ -303,7 +471,7 @@ describe('bad input gets an error that says what to change, and the server keeps
   });
 
   test('the server still answers after all of them', async () => {
-    const job = await spawn('codex', { prompt: 'still alive', wait_s: 30 });
+    const job = await spawnAndWait('codex', { prompt: 'still alive' });
     expect(job.state).toBe('succeeded');
   });
 });

@@ -1,12 +1,14 @@
 // runProcess against the fake vendor CLIs (test/fakes/): real child processes, real process
 // groups, real pipes. No assertion on speed; time bounds only guard against hangs.
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { killAllGroupsNow, runProcess, type RunResult, type RunSpec } from '../../src/jobs/process/runner.js';
+import { runProcess, type RunResult, type RunSpec } from '../../src/jobs/process/runner.js';
+import { procStat } from '../../src/lib/proc.js';
+import { killMarked, MARK_VARIABLE, markedProcesses } from '../helpers/process-groups.js';
 import { isGone, readRecord, ready, waitFor, waitGone } from '../helpers/processes.js';
 
 const BIN = resolve(fileURLToPath(new URL('../fakes/bin', import.meta.url)));
@@ -18,11 +20,40 @@ const ARGS = {
   copilot: ['--output-format', 'json'],
 };
 
+/** The owner test/setup/end-processes.ts marks this test's processes with. */
+const thisTest = () => process.env[MARK_VARIABLE]!.slice(`${process.pid}:`.length);
+
+/**
+ * What this test started and is still alive: its jobs and whatever they spawned, escaped
+ * grandchildren included; not the runner's reaper sidecar, which lives as long as this worker.
+ */
+const leftOver = () =>
+  markedProcesses(thisTest()).filter((pid) => {
+    try {
+      return !readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('polyspawn-reaper');
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
+
+/** Live (not zombie) members of a process group. */
+function groupMembers(pgid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      const stat = procStat(pid);
+      return stat?.pgrp === pgid && stat.state !== 'Z';
+    })
+    .map(Number);
+}
+
 const dirs: string[] = [];
 afterEach(async () => {
-  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+  // The setup file ends a failed test's processes too, but only after this hook: end them
+  // before their folders go, so that nothing writes into a folder being removed.
+  killMarked(thisTest());
+  await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true, maxRetries: 3 })));
 });
-afterAll(() => killAllGroupsNow());
 
 async function tempDir(): Promise<string> {
   const d = await mkdtemp(join(tmpdir(), 'polyspawn-runner-'));
@@ -103,6 +134,26 @@ describe('runProcess with the fake CLIs', () => {
     await waitGone(proc.pid!);
   });
 
+  it('on time-out ends the whole group: a leader that ignores SIGTERM, and its grandchild', async () => {
+    const dir = await tempDir();
+    const pidFile = join(dir, 'grandchild.pid');
+    // The time-out leaves the CLI time to start its grandchild and install its handler first,
+    // even on a busy machine.
+    const { proc } = await start(`[[cli:ignore-term]] [[cli:grandchild:${pidFile}]]`, {
+      timeoutMs: 8_000,
+      graceMs: 500,
+    });
+    await waitFor('the grandchild', () => existsSync(pidFile));
+    const grandchild = Number(readFileSync(pidFile, 'utf8'));
+    expect(groupMembers(proc.pid!)).toEqual(expect.arrayContaining([proc.pid, grandchild]));
+    const r = await proc.done;
+    expect(r).toMatchObject({ end: 'timeout', exitCode: null, exitSignal: 'SIGKILL' });
+    await waitGone(proc.pid!);
+    await waitGone(grandchild);
+    expect(groupMembers(proc.pid!)).toEqual([]);
+    await waitFor('nothing of this test to be left', () => leftOver().length === 0);
+  }, 30_000);
+
   it('kills a job that ignores SIGTERM with SIGKILL once the grace period is over', async () => {
     const ac = new AbortController();
     const graceMs = 400;
@@ -147,6 +198,8 @@ describe('runProcess with the fake CLIs', () => {
     expect((await proc.done).end).toBe('cancelled');
     await waitGone(proc.pid!);
     await waitGone(grandchild);
+    expect(groupMembers(proc.pid!)).toEqual([]);
+    await waitFor('nothing of this test to be left', () => leftOver().length === 0);
   }, 15_000);
 
   for (const keepsPipes of [false, true]) {
@@ -160,6 +213,8 @@ describe('runProcess with the fake CLIs', () => {
       expect(json(lastLine(r.stdout)).type).toBe('turn.completed');
       const grandchild = Number(readFileSync(pidFile, 'utf8'));
       await waitGone(grandchild);
+      expect(groupMembers(proc.pid!)).toEqual([]);
+      await waitFor('nothing of this test to be left', () => leftOver().length === 0);
     }, 15_000);
   }
 

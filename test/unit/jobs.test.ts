@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { JobTable, type Executor, type JobRequest } from '../../src/jobs/table.js';
+import { JobTable, type Executor, type JobRequest, type WaitResult } from '../../src/jobs/table.js';
 
 const request = (prompt = 'p'): JobRequest => ({
   backend: 'fake',
@@ -26,6 +26,23 @@ function controlled() {
 }
 
 const tick = () => new Promise((r) => setTimeout(r, 10));
+
+/**
+ * A wait long enough that one never woken by the jobs' changes (only by its timer) fails the
+ * test: what a waiting test passes as timeoutMs, and the time within which it must return.
+ * Wide apart, so that a busy machine never makes a woken wait look like an expired one.
+ */
+const LONG_WAIT_MS = 60_000;
+const WOKEN_WITHIN_MS = 20_000;
+
+/** Times a wait from the moment it is called. */
+function timed(wait: Promise<WaitResult>): Promise<WaitResult & { ms: number }> {
+  const started = Date.now();
+  return wait.then((r) => ({ ...r, ms: Date.now() - started }));
+}
+
+const expectWoken = (r: { ms: number }, by: string) =>
+  expect(r.ms, `the wait returned only after ${r.ms} ms: not woken by ${by}`).toBeLessThan(WOKEN_WITHIN_MS);
 
 describe('JobTable', () => {
   test('ids are short, distinct and typeable', () => {
@@ -65,26 +82,31 @@ describe('JobTable', () => {
     expect(await table.cancel('nope')).toBeUndefined();
   });
 
-  test('waitFor: all, any, timeout and abort, driven by events', async () => {
+  test('waitFor: all, any, timeout and abort, each woken by its event, not by its timer', async () => {
     const { execute, finish } = controlled();
     const table = new JobTable({ concurrency: 5, execute });
     const ids = ['x', 'y'].map((p) => table.submit(request(p)).id);
-    const any = table.waitFor(ids, { timeoutMs: 10_000, mode: 'any' });
-    const all = table.waitFor(ids, { timeoutMs: 10_000, mode: 'all' });
+    const any = timed(table.waitFor(ids, { timeoutMs: LONG_WAIT_MS, mode: 'any' }));
+    const all = timed(table.waitFor(ids, { timeoutMs: LONG_WAIT_MS, mode: 'all' }));
     await tick();
     finish('x');
     const anyResult = await any;
+    expectWoken(anyResult, 'the first job finishing');
     expect(anyResult.finished.map((j) => j.prompt)).toEqual(['x']);
     expect(anyResult.pending.map((j) => j.prompt)).toEqual(['y']);
     const timedOut = await table.waitFor(ids, { timeoutMs: 20, mode: 'all' });
     expect(timedOut.pending).toHaveLength(1);
     const controller = new AbortController();
-    const aborted = table.waitFor(ids, { timeoutMs: 10_000, mode: 'all', signal: controller.signal });
+    const aborted = timed(table.waitFor(ids, { timeoutMs: LONG_WAIT_MS, mode: 'all', signal: controller.signal }));
     controller.abort();
-    expect((await aborted).pending).toHaveLength(1);
+    const abortedResult = await aborted;
+    expectWoken(abortedResult, 'the abort');
+    expect(abortedResult.pending).toHaveLength(1);
     finish('y');
-    expect((await all).finished).toHaveLength(2);
-  });
+    const allResult = await all;
+    expectWoken(allResult, 'the last job finishing');
+    expect(allResult.finished).toHaveLength(2);
+  }, 120_000);
 
   test('an executor that throws still ends its job, as failed, with the reason', async () => {
     const table = new JobTable({
@@ -94,10 +116,10 @@ describe('JobTable', () => {
       },
     });
     const job = table.submit(request());
-    await table.waitFor([job.id], { timeoutMs: 5000, mode: 'all' });
+    expectWoken(await timed(table.waitFor([job.id], { timeoutMs: LONG_WAIT_MS, mode: 'all' })), 'the job failing');
     expect(job.state).toBe('failed');
     expect(job.outcome!.error).toContain('kaboom');
-  });
+  }, 120_000);
 
   test('every state change is reported, in order', async () => {
     const { execute, finish } = controlled();
@@ -107,9 +129,9 @@ describe('JobTable', () => {
     const job = table.submit(request('s'));
     await tick();
     finish('s');
-    await table.waitFor([job.id], { timeoutMs: 5000, mode: 'all' });
+    expectWoken(await timed(table.waitFor([job.id], { timeoutMs: LONG_WAIT_MS, mode: 'all' })), 'the job finishing');
     expect(seen).toEqual(['queued', 'running', 'succeeded']);
-  });
+  }, 120_000);
 
   test('shutdown cancels everything and waits for it', async () => {
     const { execute } = controlled();

@@ -1,28 +1,99 @@
-// Two servers on one project (Claude Code and VS Code each running one), each running 100
-// fake-CLI jobs at once: IAC.md and the store hold all 200, each once, and IAC.md parses.
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+// Two servers on one project (Claude Code and VS Code each running one): neither writes IAC.md
+// while another holds its lock; each running 100 fake-CLI jobs at once (finishing in a stream),
+// every read of IAC.md meanwhile is a whole document, and afterwards IAC.md and the store hold
+// all 200, each once.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { lock } from 'proper-lockfile';
+import { describe, expect, onTestFinished, test } from 'vitest';
 import { startServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
+import { waitFor } from '../helpers/processes.js';
 
 type Job = { agent_id: string; state: string };
 
 describe('two servers on one project', () => {
   test(
-    'each runs 100 jobs at once; afterwards IAC.md and the store hold all 200, each once',
+    'neither writes IAC.md while another holds its lock, and both do once it is released',
+    { timeout: 120_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-multi-lock-'));
+      const iacPath = join(projectDir, 'IAC.md');
+      const stateDir = join(projectDir, '.polyspawn');
+      const servers = await Promise.all([startServer({ projectDir }), startServer({ projectDir })]);
+      // The test takes IAC.md's lock, as a third server would.
+      mkdirSync(stateDir, { recursive: true });
+      const release = await lock(stateDir, { lockfilePath: join(stateDir, 'iac.lock'), realpath: false, stale: 5000 });
+      try {
+        // A job each, running 1 s: its changes ask for a write within 200 ms, long before it
+        // ends (and a server waits up to ~38 s for the lock).
+        const jobs = await Promise.all(
+          servers.map((s, n) => s.callOk<Job>('spawn_claude', { prompt: `server ${n} [[cli:sleep:1000]]` })),
+        );
+        for (const [n, s] of servers.entries()) {
+          const waited = await s.callOk<{ finished: Job[] }>('wait_for_agents', {
+            agent_ids: [jobs[n]!.agent_id],
+            timeout_s: 60,
+          });
+          expect(waited.finished.map((j) => j.state)).toEqual(['succeeded']);
+        }
+        expect(existsSync(iacPath)).toBe(false);
+        await release();
+        await waitFor(
+          'IAC.md to show both jobs once the lock is released',
+          () => {
+            try {
+              const shown = parseIac(readFileSync(iacPath, 'utf8')).entries.map((e) => e.id);
+              return jobs.every((j) => shown.includes(j.agent_id));
+            } catch {
+              return false;
+            }
+          },
+          30_000,
+        );
+      } finally {
+        await release().catch(() => undefined);
+        await Promise.all(servers.map((s) => s.close()));
+      }
+    },
+  );
+
+  test(
+    'each runs 100 jobs at once: every read of IAC.md meanwhile is whole, and afterwards IAC.md and the store hold all 200, each once',
     { timeout: 180_000 },
     async () => {
       const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-multi-'));
+      const iacPath = join(projectDir, 'IAC.md');
       const env = { POLYSPAWN_CONCURRENCY: '100' };
+
+      // Read IAC.md over and over while both servers write it, keeping each document seen
+      // (parsed afterwards, so that the reads come fast).
+      let reading = true;
+      const reads = { total: 0, documents: [] as string[] };
+      const reader = (async () => {
+        while (reading) {
+          if (existsSync(iacPath)) {
+            const text = readFileSync(iacPath, 'utf8');
+            reads.total++;
+            if (text !== reads.documents.at(-1)) reads.documents.push(text);
+          }
+          await new Promise((r) => setImmediate(r));
+        }
+      })();
+      onTestFinished(() => {
+        reading = false; // also when the test failed half-way
+      });
+
       const servers = await Promise.all([startServer({ projectDir, env }), startServer({ projectDir, env })]);
       const backends = ['claude', 'codex', 'copilot'];
       const spawned = await Promise.all(
         servers.map((s, n) =>
           Promise.all(
             Array.from({ length: 100 }, (_, i) =>
-              s.callOk<Job>(`spawn_${backends[i % 3]}`, { prompt: `server ${n} job ${i} [[cli:sleep:200]]` }),
+              s.callOk<Job>(`spawn_${backends[i % 3]}`, {
+                prompt: `server ${n} job ${i} [[cli:sleep:${200 + 30 * i}]]`,
+              }),
             ),
           ),
         ),
@@ -45,6 +116,8 @@ describe('two servers on one project', () => {
       const listed = await servers[0]!.callOk<{ agents: Job[] }>('list', { recent: 1000 });
       expect(new Set(listed.agents.map((a) => a.agent_id))).toEqual(new Set(ids));
       await Promise.all(servers.map((s) => s.close()));
+      reading = false;
+      await reader;
       // Coalesced: each server wrote IAC.md far fewer times than its 400 job changes (queued,
       // running, process group known, succeeded).
       for (const s of servers) {
@@ -53,7 +126,24 @@ describe('two servers on one project', () => {
         expect(Number(writes)).toBeLessThan(100);
       }
 
-      const parsed = parseIac(readFileSync(join(projectDir, 'IAC.md'), 'utf8'));
+      // Every read while the servers ran was a whole document, and none showed fewer finished
+      // jobs than the one before it (each write, under the lock, starts from the whole index).
+      const failures: string[] = [];
+      let before = new Set<string>();
+      for (const text of reads.documents) {
+        try {
+          const shown = new Set(parseIac(text).entries.map((e) => e.id));
+          const lost = [...before].filter((id) => !shown.has(id));
+          if (lost.length) failures.push(`a later read shows ${lost.length} finished job(s) fewer: ${lost.join(', ')}`);
+          before = shown;
+        } catch (error) {
+          failures.push(`${(error as Error).message}: ${text.length} chars`);
+        }
+      }
+      expect(failures).toEqual([]);
+      expect(reads.documents.length).toBeGreaterThan(0);
+
+      const parsed = parseIac(readFileSync(iacPath, 'utf8'));
       expect(parsed.active).toEqual([]);
       expect(parsed.entries).toHaveLength(200);
       expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(ids));

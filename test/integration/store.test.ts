@@ -6,14 +6,18 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } fr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
-import { processStart, type ProcessIdentity } from '../../src/lib/proc.js';
+import { processStart, sameProcessAlive, type ProcessIdentity } from '../../src/lib/proc.js';
 import { backends } from '../../backends/registry.js';
+import { loadConfig } from '../../src/config/config.js';
+import { terminateGroup } from '../../src/jobs/process/runner.js';
 import { Redactor } from '../../src/lib/redact.js';
+import { createIacRuntime } from '../../iac/runtime.js';
 import { RunStore, type StoredRecord } from '../../iac/store.js';
 import { IacWriter } from '../../iac/writer.js';
 import { JobTable, type Executor, type JobRecord, type JobState } from '../../src/jobs/table.js';
 import { parseIac } from '../helpers/iac.js';
-import { waitGone } from '../helpers/processes.js';
+import { markedProcesses } from '../helpers/process-groups.js';
+import { waitFor, waitGone } from '../helpers/processes.js';
 
 const project = () => {
   const dir = mkdtempSync(join(tmpdir(), 'polyspawn-store-'));
@@ -160,10 +164,27 @@ describe('IacWriter', () => {
     expect(parsed.entries.map((e) => e.id)).toEqual(ids.reverse());
   });
 
-  test('jobs finishing over time, in 20 small bursts, still cost far fewer writes than jobs', async () => {
+  test('jobs finishing over time, in 20 small bursts: a write a debounce window at most, far fewer than jobs', async () => {
     const p = project();
     const store = openStore(p.state);
-    const writer = new IacWriter(store, { file: p.iac, entries: 200, debounceMs: 200 });
+    const debounceMs = 200;
+    // When each write renders its document (and whether the final flush had begun), and when it
+    // has written it.
+    const rendered: { at: number; flushing: boolean }[] = [];
+    const written: number[] = [];
+    let flushing = false;
+    const writer = new IacWriter(store, {
+      file: p.iac,
+      entries: 200,
+      debounceMs,
+      afterWrite: () => written.push(Date.now()),
+    });
+    const render = writer.render.bind(writer);
+    writer.render = (now) => {
+      rendered.push({ at: Date.now(), flushing });
+      return render(now);
+    };
+    const started = Date.now();
     for (let burst = 0; burst < 20; burst++) {
       for (let i = 0; i < 5; i++) {
         run(store);
@@ -171,8 +192,22 @@ describe('IacWriter', () => {
       }
       await new Promise((r) => setTimeout(r, 5));
     }
+    const elapsed = Date.now() - started;
+    flushing = true;
     await writer.flush();
-    expect(writer.writes).toBeLessThan(20);
+    // Whatever the machine's speed: a write starts a whole window after the one before it ended
+    // (half a window allowed here: a timer can fire a little early); only the flush's may be
+    // sooner. So at most one write per window: a write per job, or per burst, would pass only
+    // on a machine where the bursts took 50 (or 10) windows.
+    expect(rendered).toHaveLength(written.length);
+    for (let i = 1; i < rendered.length; i++) {
+      const gap = rendered[i]!.at - written[i - 1]!;
+      if (!rendered[i]!.flushing)
+        expect(gap, `write ${i} began ${gap} ms after the one before`).toBeGreaterThanOrEqual(100);
+    }
+    expect(writer.writes).toBeLessThanOrEqual(Math.floor(elapsed / (debounceMs / 2)) + 2);
+    // And never more than one per burst: each write takes the changes made before it started.
+    expect(writer.writes).toBeLessThanOrEqual(20);
     expect(parseIac(readFileSync(p.iac, 'utf8')).entries).toHaveLength(100);
   });
 
@@ -194,37 +229,85 @@ describe('IacWriter', () => {
     expect(readFileSync(p.iac, 'utf8').replace(/_Updated[^\n]*/, '')).toBe(before);
   });
 
-  test("two servers' writers on one project: each write shows both servers' jobs, and the last one all of them", async () => {
+  test("two servers' writers on one project: each document is written whole, under the lock, by one writer at a time, and shows every job finished before it", async () => {
     const p = project();
     const a = openStore(p.state);
     const b = openStore(p.state, { pid: process.ppid, start: processStart(process.ppid) ?? 'p' });
-    const wa = new IacWriter(a, { file: p.iac, entries: 200, debounceMs: 5 });
-    const wb = new IacWriter(b, { file: p.iac, entries: 200, debounceMs: 5 });
-    const ids: string[] = [];
-    for (let i = 0; i < 40; i++) {
-      ids.push(run(i % 2 ? a : b).id);
-      (i % 2 ? wa : wb).schedule();
-      if (i % 10 === 0) await new Promise((r) => setTimeout(r, 2));
+    const lockDir = join(p.state, 'iac.lock'); // proper-lockfile's lock: a directory
+    const finished: string[] = []; // every job finished so far, both servers'
+    const problems: string[] = [];
+    const written: { by: string; ids: string[] }[] = [];
+    // The writer between rendering a document and having written it: no other may render or
+    // write meanwhile, or a document rendered earlier could replace one that shows more.
+    let inside: string | undefined;
+    const watched = (name: string, store: RunStore) => {
+      let known: string[] = [];
+      const writer = new IacWriter(store, {
+        file: p.iac,
+        entries: 200,
+        debounceMs: 5,
+        log: (message) => problems.push(`${name} logged: ${message}`),
+        afterWrite: (document) => {
+          if (inside !== name) problems.push(`${name} wrote while ${inside ?? 'no writer'} held the document`);
+          if (!existsSync(lockDir)) problems.push(`${name} wrote without holding the lock`);
+          if (readFileSync(p.iac, 'utf8') !== document) problems.push(`${name}: IAC.md is not what it just wrote`);
+          try {
+            const ids = parseIac(document).entries.map((e) => e.id);
+            if ([...ids].sort().join() !== [...known].sort().join())
+              problems.push(`${name} wrote ${ids.length} entries, not the ${known.length} jobs finished before it`);
+            written.push({ by: name, ids });
+          } catch (error) {
+            problems.push(`${name} wrote a document that does not parse: ${(error as Error).message}`);
+          }
+          inside = undefined;
+        },
+      });
+      const render = writer.render.bind(writer);
+      writer.render = (now) => {
+        if (inside !== undefined) problems.push(`${name} rendered while ${inside} held the document`);
+        if (!existsSync(lockDir)) problems.push(`${name} rendered without holding the lock`);
+        inside = name;
+        known = [...finished];
+        return render(now);
+      };
+      return writer;
+    };
+    const wa = watched('a', a);
+    const wb = watched('b', b);
+    for (let round = 0; round < 8; round++) {
+      for (let i = 0; i < 5; i++) {
+        finished.push(run(i % 2 ? a : b).id);
+        (i % 2 ? wa : wb).schedule();
+      }
+      // Both write at once (without the lock their writes would overlap every time), or each
+      // on its own timer, racing.
+      if (round % 2 === 0) await Promise.all([wa.flush(), wb.flush()]);
+      else await new Promise((r) => setTimeout(r, 10));
     }
     await Promise.all([wa.flush(), wb.flush()]);
-    wa.schedule();
-    await wa.flush();
+    expect(problems).toEqual([]);
+    expect(written.filter((w) => w.by === 'a').length).toBeGreaterThanOrEqual(4);
+    expect(written.filter((w) => w.by === 'b').length).toBeGreaterThanOrEqual(4);
+    expect(existsSync(lockDir)).toBe(false); // released
     const parsed = parseIac(readFileSync(p.iac, 'utf8'));
-    expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(ids));
+    expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(finished));
     expect(parsed.entries).toHaveLength(40);
   });
 });
 
 describe('recovery', () => {
-  test("jobs of a dead server become interrupted and their process groups end; a live server's are left alone", async () => {
+  test("the runtime marks a dead server's jobs interrupted and ends their process groups; a live server's are left alone", async () => {
     const p = project();
     // A server that has exited: its pid is gone.
     const dead = spawn(process.execPath, ['-e', '']);
     await once(dead, 'exit');
     const deadStore = openStore(p.state, { pid: dead.pid!, start: 'gone' });
-    // A job group still running after its server died (as if the reaper had died too).
+    // A job group still running after its server died (as if the reaper had died too). Spawned
+    // by the test, it carries the test's mark: the setup file ends it if the test fails.
     const group = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' });
-    await new Promise((r) => setTimeout(r, 50));
+    const exited = once(group, 'exit');
+    await once(group, 'spawn');
+    expect(markedProcesses()).toContain(group.pid);
     const running = job('running', { pgid: group.pid! });
     deadStore.claimId(running.id);
     deadStore.save(running);
@@ -244,18 +327,26 @@ describe('recovery', () => {
     reusedStore.claimId(reused.id);
     reusedStore.save(reused);
 
-    const next = openStore(p.state);
-    const recovered: string[] = [];
-    const writer = new IacWriter(next, {
-      file: p.iac,
-      entries: 200,
-      debounceMs: 0,
-      onRecovered: (r) => recovered.push(...r.map((x) => x.record.id)),
-    });
-    writer.schedule();
-    await writer.flush();
-    expect(recovered.sort()).toEqual([running.id, queued.id, reused.id].sort());
-    for (const id of recovered) {
+    // The next server's runtime, as src/app.ts builds it: the process runner's terminateGroup.
+    const logs: string[] = [];
+    const config = loadConfig(backends, { XDG_CONFIG_HOME: join(p.dir, 'xdg'), POLYSPAWN_KILL_GRACE_S: '1' }, p.dir);
+    const runtime = createIacRuntime({ config, secrets: new Redactor(), log: (m) => logs.push(m) }, terminateGroup);
+    expect(sameProcessAlive(group.pid!, processStart(group.pid!))).toBe(true);
+    runtime.start();
+    await waitFor("the runtime to recover the dead server's jobs", () => logs.some((l) => l.startsWith('marked ')));
+    const recovered = /^marked 3 job\(s\) of ended servers interrupted: (.*)$/.exec(
+      logs.find((l) => l.startsWith('marked '))!,
+    );
+    expect(recovered?.[1]!.split(', ').sort()).toEqual([running.id, queued.id, reused.id].sort());
+    // It ends the group by itself: SIGTERM first (sleep dies of it).
+    await waitGone(group.pid!, 20_000);
+    expect((await exited)[1]).toBe('SIGTERM');
+    const g = runtime.store.get(running.id)!.group!;
+    expect(sameProcessAlive(g.pgid, g.start)).toBe(false);
+    await runtime.close();
+
+    const next = runtime.store;
+    for (const id of [running.id, queued.id, reused.id]) {
       const r = next.get(id) as StoredRecord;
       expect(r.state).toBe('interrupted');
       expect(r.outcome!.error).toMatch(
@@ -266,33 +357,25 @@ describe('recovery', () => {
     expect(next.get(finished.id)!.state).toBe('succeeded');
     const parsed = parseIac(readFileSync(p.iac, 'utf8'));
     expect(parsed.active.map((row) => row[0])).toEqual([live.id]);
-    expect(parsed.entries.map((e) => e.id).sort()).toEqual([finished.id, ...recovered].sort());
-
-    // The runtime ends the group; here the same call the runtime makes.
-    const { terminateGroup } = await import('../../src/jobs/process/runner.js');
-    const { sameProcessAlive } = await import('../../src/lib/proc.js');
-    const g = next.get(running.id)!.group!;
-    expect(sameProcessAlive(g.pgid, g.start)).toBe(true);
-    await terminateGroup(g.pgid, 500);
-    await waitGone(group.pid!);
-    expect(sameProcessAlive(g.pgid, g.start)).toBe(false);
+    expect(parsed.entries.map((e) => e.id).sort()).toEqual([finished.id, running.id, queued.id, reused.id].sort());
 
     // A second recovery finds nothing more to do.
     expect(next.recoverOrphans()).toEqual([]);
-    expect(existsSync(p.iac)).toBe(true);
   });
 });
 
 describe('JobTable over the store', () => {
-  test('stored jobs answer get, all, waitFor and cancel as they are', async () => {
+  test('stored jobs answer get, all, waitFor and cancel as they are; a wait is woken when the new job finishes', async () => {
     const p = project();
     const earlier = openStore(p.state, { pid: 1, start: 'old' });
     const done = run(earlier);
     const store = openStore(p.state);
-    const execute: Executor = async () => ({
-      state: 'succeeded',
-      outcome: { ok: true, text: 'new', costSource: 'unknown' },
-    });
+    let finish = () => {};
+    const gate = new Promise<void>((r) => (finish = r));
+    const execute: Executor = async () => {
+      await gate;
+      return { state: 'succeeded', outcome: { ok: true, text: 'new', costSource: 'unknown' } };
+    };
     const table = new JobTable({ concurrency: 2, execute, idTaken: (id) => store.claimId(id), history: store });
     expect(table.get(done.id)).toMatchObject({
       id: done.id,
@@ -301,8 +384,16 @@ describe('JobTable over the store', () => {
     });
     const fresh = table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} });
     expect(table.all().map((r) => r.id)).toEqual([done.id, fresh.id]);
-    const waited = await table.waitFor([done.id, fresh.id], { timeoutMs: 5000, mode: 'all' });
+    // The new job finishes only once the wait has begun: the wait must be woken by it, long
+    // before its 60 s run out.
+    const started = Date.now();
+    const waiting = table.waitFor([done.id, fresh.id], { timeoutMs: 60_000, mode: 'all' });
+    expect(table.get(fresh.id)!.state).toBe('running');
+    finish();
+    const waited = await waiting;
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(waited.pending).toEqual([]);
     expect(waited.finished.map((r) => r.id).sort()).toEqual([done.id, fresh.id].sort());
     expect((await table.cancel(done.id))!.state).toBe('succeeded');
-  });
+  }, 90_000);
 });

@@ -10,20 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parseIac } from '../helpers/iac.js';
+import { markedProcesses } from '../helpers/process-groups.js';
 import { isGone, waitFor } from '../helpers/processes.js';
 import { fakeCliPids, reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string };
 
-const cleanup: number[] = [];
+// What this test leaves running on purpose (the jobs' groups once their server is killed, the
+// sentinel) carries the test's mark like everything it spawns, so the setup file ends it after
+// the test, passed or failed: asserted before the kill, below.
 afterAll(async () => {
-  for (const pgid of cleanup) {
-    try {
-      process.kill(-pgid, 'SIGKILL');
-    } catch {
-      // gone
-    }
-  }
   expect(await stopAllAndCollectStdoutProblems()).toEqual([]);
 });
 
@@ -81,6 +77,10 @@ describe('SIGKILL with jobs running, then a restart', () => {
       });
       const groups = stuck.map((j) => leaderOf(j.agent_id));
       const grandchildren = stuck.map((_, i) => Number(readFileSync(join(records, `gc-${i}`), 'utf8')));
+      // Whatever happens from here, test/setup/end-processes.ts ends them: they carry the mark.
+      const marked = markedProcesses();
+      for (const pid of [...groups.map((g) => g.pgid), ...grandchildren])
+        expect(marked, `${pid} unmarked`).toContain(pid);
 
       // SIGKILL the reaper, then the server: nothing of theirs can end the jobs now.
       const reaper = reaperOf(first.pid);
@@ -99,9 +99,8 @@ describe('SIGKILL with jobs running, then a restart', () => {
         detached: true,
         stdio: 'ignore',
       });
-      cleanup.push(sentinel.pid!);
+      expect(markedProcesses(), 'the sentinel is marked').toContain(sentinel.pid);
       const reused = stuck[3]!;
-      cleanup.push(groups[3]!.pgid);
       const recordPath = join(projectDir, '.polyspawn', 'runs', reused.agent_id, 'record.json');
       const record = JSON.parse(readFileSync(recordPath, 'utf8')) as { group: { pgid: number; start: string } };
       record.group.pgid = sentinel.pid!;

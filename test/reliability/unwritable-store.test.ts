@@ -11,6 +11,7 @@ import { closeSync, mkdtempSync, openSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems, type RpcServer } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string; text?: string; log?: string };
@@ -101,6 +102,12 @@ async function expectAnswers(server: RpcServer, jobs: Job[]): Promise<void> {
   expect(listed.agents.map((a) => a.agent_id).sort()).toEqual(jobs.map((j) => j.agent_id).sort());
 }
 
+/** Waits for a line on the server's stderr (a store or IAC.md write that failed is reported there). */
+const waitForStderr = (server: RpcServer, line: RegExp) =>
+  waitFor(`stderr to say ${line}`, () => line.test(server.stderr()), 20_000).catch((error: Error) => {
+    throw new Error(`${error.message}; stderr:\n${server.stderr()}`);
+  });
+
 const instructions = (server: RpcServer) => String(server.initialized?.instructions ?? '');
 
 describe.skipIf(!how)(
@@ -126,13 +133,15 @@ describe.skipIf(!how)(
           expect(instructions(server)).toMatch(/WARNING: The run store .* cannot be written/);
           const jobs = await runJobs(server);
           await expectAnswers(server, jobs);
-          // On the job: each failed write is reported on stderr, once per job, not thrown.
-          await new Promise((r) => setTimeout(r, 500)); // the coalesced IAC.md write
-          // (On a read-only file system Node's recursive mkdir reports ENOENT, not EROFS.)
-          expect(server.stderr()).toMatch(
+          // On the job: each failed write is reported on stderr, not thrown; IAC.md's after its
+          // coalescing delay. (On a read-only file system Node's recursive mkdir reports ENOENT,
+          // not EROFS.)
+          await waitForStderr(
+            server,
             kind === 'full' ? /could not record job \w+ in .*ENOSPC/ : /could not record job \w+ in .*(EROFS|ENOENT)/,
           );
-          expect(server.stderr()).toMatch(
+          await waitForStderr(
+            server,
             kind === 'full' ? /could not write .*IAC\.md: .*ENOSPC/ : /could not write .*IAC\.md: .*(EROFS|ENOENT)/,
           );
           expect(server.stderr().match(/could not record job/g)!.length).toBeLessThanOrEqual(2); // once per cause, not per job
@@ -159,8 +168,7 @@ describe.skipIf(!how)(
         expect(server.stderr()).not.toMatch(/The run store/);
         const jobs = await runJobs(server);
         await expectAnswers(server, jobs);
-        await new Promise((r) => setTimeout(r, 500));
-        expect(server.stderr()).toMatch(/could not write .*IAC\.md: .*ENOSPC/);
+        await waitForStderr(server, /could not write .*IAC\.md: .*ENOSPC/);
         expect(server.stderr()).not.toMatch(/could not record/);
         expect(await server.disconnect()).toBe(0);
 

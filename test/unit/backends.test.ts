@@ -8,7 +8,12 @@ import { copilot } from '../../backends/copilot.js';
 import type { BackendSettings, CliBackend, CliResult, SpawnInput } from '../../backends/types.js';
 
 const samples = join(import.meta.dirname, '..', 'fixtures', 'cli-samples');
-const sample = (name: string) => readFileSync(join(samples, name), 'utf8');
+/** Every sample a test read, to parse it or to build broken output from it: checked at the end. */
+const read = new Set<string>();
+const sample = (name: string) => {
+  read.add(name);
+  return readFileSync(join(samples, name), 'utf8');
+};
 const input = (over: Partial<SpawnInput> = {}): SpawnInput => ({
   prompt: '--rm -rf "quoted" ünï',
   model: 'm1',
@@ -271,11 +276,9 @@ describe('copilot parsing', () => {
 });
 
 describe('real failure and retry outputs recorded against the fake model API', () => {
-  const copilotUsage401 = () => sample('copilot-usage-api-error-401.json');
   test.each([
     // [file, exit code, ok, what the error or text must say]
     ['claude-stream-json-resume.jsonl', 0, true, /FAKE REPLY \(turn 3\)/],
-    ['claude-json-permission-denied.json', 0, true, /./],
     ['claude-stream-json-api-error-401.jsonl', 1, false, /API status 401/],
     ['claude-stream-json-api-error-401-ten-retries.jsonl', 1, false, /401/],
     ['claude-stream-json-429-once-retried.jsonl', 0, true, /FAKE REPLY/],
@@ -296,16 +299,74 @@ describe('real failure and retry outputs recorded against the fake model API', (
     ['copilot-json-error-500.jsonl', 1, false, /retried 5 times/],
     ['copilot-json-empty-response.jsonl', 1, false, /No response was returned/],
     ['copilot-json-malformed-stream.jsonl', 1, false, /parse/],
-    ['copilot-json-tool-permission-denied.jsonl', 0, true, /./],
   ] as const)('%s', (file, exitCode, ok, says) => {
     const backend = { claude, codex, copilot }[file.split('-')[0] as 'claude' | 'codex' | 'copilot'];
-    const o = backend.parse(
-      run(sample(file), { exitCode, artifacts: { usage: file.includes('401') ? copilotUsage401() : undefined } }),
-    );
+    const o = backend.parse(run(sample(file), { exitCode }));
     expect(o.ok).toBe(ok);
     expect(ok ? o.text : o.error).toMatch(says);
     expect(o.sessionId).toBeTruthy();
   });
+
+  test("copilot's 401: the usage file it leaves counts no tokens", () => {
+    const o = copilot.parse(
+      run(sample('copilot-json-api-error-401.jsonl'), {
+        exitCode: 1,
+        artifacts: { usage: sample('copilot-usage-api-error-401.json') },
+      }),
+    );
+    expect(o.ok).toBe(false);
+    expect(o.sessionTotals).toEqual({ inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 });
+  });
+
+  // A tool the CLI was not allowed to run: the turn still succeeds, and its answer is the model's
+  // words on the denial. Claude lists what it denied in the result record the job keeps as `raw`.
+  test('claude: a Bash call denied for approval, listed in permission_denials', () => {
+    const o = claude.parse(run(sample('claude-json-permission-denied.json')));
+    expect(o.ok).toBe(true);
+    expect(o.text).toMatch(/^TOOL_RESULT: touch in '\/tmp\/w\/claude\/made\.txt' needs approval\./);
+    expect(o.sessionId).toBe('ee17a54c-3850-4980-8cd0-77addd7f3729');
+    expect((o.raw as { permission_denials?: unknown }).permission_denials).toEqual([
+      expect.objectContaining({
+        tool_name: 'Bash',
+        tool_input: expect.objectContaining({ command: 'touch made.txt && echo wrote' }),
+      }),
+    ]);
+  });
+  test('copilot: a bash call denied for want of a user, the answer says so', () => {
+    const o = copilot.parse(run(sample('copilot-json-tool-permission-denied.jsonl')));
+    expect(o.ok).toBe(true);
+    expect(o.text).toBe(
+      'TOOL_RESULT: Permission denied because no interactive user response was available. Retry in an interactive session so the user can approve it, or try an alternative that does not require this permission.',
+    );
+    expect(o.sessionId).toBe('3d078411-a5da-4db8-832a-fe122a1f0bd7');
+  });
+
+  // A CLI that refuses to start: exit 1, nothing on stdout, its reason on stderr. The error keeps
+  // stderr's last three lines; where the reason is above them (codex's backtrace, copilot's help
+  // text after it), the error misses it: a known defect, kept here as `test.fails` until the
+  // parse finds the reason, so that the fix turns these red and they become plain tests.
+  const refusals = [
+    ['claude-resume-unknown-session.stderr.txt', 'No conversation found with session ID: 00000000-', ''],
+    ['claude-root-skip-permissions-refused.stderr.txt', '--dangerously-skip-permissions cannot be used with root', ''],
+    ['claude-stream-json-without-verbose.stderr.txt', '--output-format=stream-json requires --verbose', ''],
+    ['codex-exec-resume-unknown-thread.stderr.txt', 'no rollout found for thread id 00000000-', 'a backtrace follows'],
+    ['copilot-resume-unknown-session.stderr.txt', "No session, task, or name matched '00000000-", 'help text follows'],
+  ] as const;
+  const refused = (file: string) => {
+    const backend = { claude, codex, copilot }[file.split('-')[0] as 'claude' | 'codex' | 'copilot'];
+    return backend.parse(run('', { exitCode: 1, stderr: sample(file) }));
+  };
+  test.each(refusals)('%s: a failure that quotes stderr', (file) => {
+    const o = refused(file);
+    expect(o.ok).toBe(false);
+    expect(o.error).toMatch(/^(claude|codex|copilot) exited with code 1 without .*; stderr: .*\S/);
+  });
+  for (const [file, reason, defect] of refusals) {
+    (defect ? test.fails : test)(
+      `${file}: the error gives the reason${defect ? ` (known defect: ${defect})` : ''}`,
+      () => expect(refused(file).error).toContain(reason),
+    );
+  }
 
   test('a resumed turn reports this run, not the session total: claude per run, codex and copilot as running totals', () => {
     const claudeResumed = claude.parse(run(sample('claude-stream-json-resume.jsonl')));
@@ -325,9 +386,8 @@ describe('real failure and retry outputs recorded against the fake model API', (
   });
 });
 
-test('every sample file is covered above', () => {
-  const covered = readFileSync(import.meta.filename, 'utf8');
-  for (const file of readdirSync(samples).filter((f) => !f.includes('/'))) {
-    if (/^(claude|codex|copilot)-.*\.jsonl?$/.test(file)) expect(covered, file).toContain(file);
-  }
+// Last in the file (vitest runs a file's tests in order; with -t it sees only the chosen ones):
+// every file in the samples folder was read by a test above.
+test('every sample file is read by a test above', () => {
+  expect([...read].sort()).toEqual(readdirSync(samples).sort());
 });

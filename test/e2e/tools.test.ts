@@ -3,9 +3,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { procStat } from '../../src/lib/proc.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
-import { waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+import { groupMembers, waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
 
 // A wait that is never woken runs until its timeout_s: the waiting tests below fail then, with
 // an assertion rather than vitest's own time-out.
@@ -45,17 +44,6 @@ const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
   if (!record) throw new Error(`no fake CLI run saw ${marker}`);
   return record;
 };
-
-/** Live (not zombie) members of a process group: a job's group is its CLI's pid. */
-function groupMembers(pgid: number): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      const stat = procStat(pid);
-      return stat?.pgrp === pgid && stat.state !== 'Z';
-    })
-    .map(Number);
-}
 
 const tempDirs = [recordDir];
 let s: TestServer;

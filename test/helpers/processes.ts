@@ -1,5 +1,6 @@
 // Watching real processes from tests. Time bounds here only guard against hangs.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { procStat } from '../../src/lib/proc.js';
 import { join } from 'node:path';
 
 export async function waitFor(what: string, check: () => boolean, ms = 10_000): Promise<void> {
@@ -26,6 +27,17 @@ export function isGone(pid: number): boolean {
   } catch {
     return true; // vanished between the two calls
   }
+}
+
+/** Live (not zombie) members of a process group: a job's group is its CLI's pid. */
+export function groupMembers(pgid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      const stat = procStat(pid);
+      return stat?.pgrp === pgid && stat.state !== 'Z';
+    })
+    .map(Number);
 }
 
 export const waitGone = (pid: number, ms = 5_000) => waitFor(`process ${pid} to be gone`, () => isGone(pid), ms);

@@ -1,15 +1,14 @@
 // runProcess against the fake vendor CLIs (test/fakes/): real child processes, real process
 // groups, real pipes. No assertion on speed; time bounds only guard against hangs.
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runProcess, type RunResult, type RunSpec } from '../../src/jobs/process/runner.js';
-import { procStat } from '../../src/lib/proc.js';
 import { killMarked, MARK_VARIABLE, markedProcesses } from '../helpers/process-groups.js';
-import { isGone, readRecord, ready, waitFor, waitGone } from '../helpers/processes.js';
+import { groupMembers, isGone, readRecord, ready, waitFor, waitGone } from '../helpers/processes.js';
 
 const BIN = resolve(fileURLToPath(new URL('../fakes/bin', import.meta.url)));
 const fake = (name: 'claude' | 'codex' | 'copilot') => join(BIN, name);
@@ -35,17 +34,6 @@ const leftOver = () =>
       return false; // gone meanwhile
     }
   });
-
-/** Live (not zombie) members of a process group. */
-function groupMembers(pgid: number): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      const stat = procStat(pid);
-      return stat?.pgrp === pgid && stat.state !== 'Z';
-    })
-    .map(Number);
-}
 
 const dirs: string[] = [];
 afterEach(async () => {

@@ -15,6 +15,7 @@ const GENERIC_PATTERNS = [
   String.raw`\bxox[abposr]-[A-Za-z0-9-]{10,}`, // Slack
   String.raw`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`, // AWS access key ids
   String.raw`\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}`, // JWTs
+  String.raw`\bpsp_[A-Za-z0-9_-]{40,}`, // polyspawn's own bearer tokens (src/mcp/http/tokens.ts)
   // "Bearer <token>": only the token is replaced (see BEARER). No lookbehind: it would make
   // the expression try it at every position, four times slower on a long log.
   String.raw`\b[Bb]earer[ \t]+[A-Za-z0-9._~+/=-]{16,}`,

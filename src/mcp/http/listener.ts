@@ -1,0 +1,245 @@
+// MCP over Streamable HTTP on 127.0.0.1, for clients holding a bearer token: the per-run channel
+// serves the agents polyspawn started, and the shared server will serve clients over the same
+// stack. Each request is checked before its body is read, in this order: Host and Origin (DNS
+// rebinding, as the MCP transport spec asks), path, method, bearer token; then the body is read
+// up to a cap and parsed, and the request goes to the session its mcp-session-id names, if that
+// session belongs to the same principal. Every refusal is a JSON-RPC error body with its HTTP
+// status, and a line in the log (never the token).
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { readBody } from './body.js';
+import { Sessions } from './sessions.js';
+
+export type HttpMcpOptions<P> = {
+  /**
+   * The principal a bearer token stands for (a running job), or undefined: 401. Called on every
+   * request, and again before a session is opened; principals are compared with ===.
+   */
+  authenticate(token: string): P | undefined;
+  /** A fresh McpServer for a new session opened by this principal. */
+  serverFor(principal: P): McpServer;
+  /** Default '/mcp'. */
+  path?: string;
+  /** Default 256 KiB; a larger body gets 413. */
+  maxBodyBytes?: number;
+  /** Default 4; one more gets 429 until one of them is closed. */
+  maxSessionsPerPrincipal?: number;
+  /** One line per refused request. */
+  log?: (line: string) => void;
+};
+
+export type HttpMcpListener<P> = {
+  /** http://127.0.0.1:<port><path> */
+  url: string;
+  port: number;
+  /**
+   * Closes every session the principal opened (its run ended): their open responses end and
+   * their tool calls in flight are aborted. Revoke its token first, so it cannot open another.
+   */
+  endSessionsOf(principal: P): Promise<void>;
+  /** Closes every session, the server and every socket. */
+  close(): Promise<void>;
+};
+
+const HOST = '127.0.0.1';
+const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
+const DEFAULT_MAX_SESSIONS = 4;
+
+/** JSON-RPC error codes of the refusals: the SDK's transport uses the same for the same cases. */
+const PARSE_ERROR = -32700;
+const INTERNAL_ERROR = -32603;
+const REFUSED = -32000;
+const SESSION_NOT_FOUND = -32001;
+
+type Refusal = { status: number; message: string; code?: number; headers?: Record<string, string>; why?: string };
+
+/** The same answer for a missing, malformed, unknown or revoked token: it tells nothing of which exist. */
+const unauthorized = (why: string): Refusal => ({
+  status: 401,
+  message: 'Unauthorized: send the bearer token this server gave you, as "Authorization: Bearer <token>"',
+  headers: { 'WWW-Authenticate': 'Bearer' },
+  why,
+});
+const shuttingDown: Refusal = { status: 503, message: 'Service Unavailable: this server is shutting down' };
+
+export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<HttpMcpListener<P>> {
+  const path = options.path ?? '/mcp';
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const maxSessions = options.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS;
+  const log = options.log ?? (() => {});
+  const sessions = new Sessions<P>(log);
+  let allowedHosts = new Set<string>();
+  let allowedOrigins = new Set<string>();
+  let closing: Promise<void> | undefined;
+
+  const refuse = (req: IncomingMessage, res: ServerResponse, refusal: Refusal): void => {
+    const where = `${req.method} ${pathOf(req) === path ? path : 'another path'}`;
+    log(`mcp http: ${refusal.status} for ${where}: ${refusal.why ?? refusal.message}`);
+    const body = errorBody(refusal.code ?? REFUSED, refusal.message);
+    res.writeHead(refusal.status, {
+      'Content-Type': 'application/json',
+      'Content-Length': Buffer.byteLength(body),
+      ...refusal.headers,
+    });
+    res.end(body);
+  };
+
+  /** What to refuse before the body is read, or who the request is from. */
+  const check = (req: IncomingMessage): Refusal | { principal: P; token: string } => {
+    if (closing) return shuttingDown;
+    if (!allowedHosts.has(req.headers.host?.toLowerCase() ?? '')) {
+      return { status: 403, message: `Forbidden: the Host header must be one of ${[...allowedHosts].join(', ')}` };
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && !allowedOrigins.has(origin.toLowerCase())) {
+      return {
+        status: 403,
+        message: `Forbidden: an Origin header, when sent, must be one of ${[...allowedOrigins].join(', ')}`,
+      };
+    }
+    if (pathOf(req) !== path) return { status: 404, message: `Not Found: MCP is served at ${path}` };
+    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+      return {
+        status: 405,
+        message: `Method Not Allowed: use POST, GET or DELETE on ${path}`,
+        headers: { Allow: 'GET, POST, DELETE' },
+      };
+    }
+    const authorization = req.headers.authorization;
+    if (authorization === undefined) return unauthorized('no Authorization header');
+    const token = /^Bearer +(\S+)$/i.exec(authorization)?.[1];
+    if (token === undefined) return unauthorized('an Authorization header that is not "Bearer <token>"');
+    const principal = options.authenticate(token);
+    if (principal === undefined) return unauthorized('a bearer token that is unknown or revoked');
+    return { principal, token };
+  };
+
+  /** The body as JSON, or what to answer instead. */
+  const readJson = async (req: IncomingMessage): Promise<Refusal | { json: unknown }> => {
+    const body = await readBody(req, maxBodyBytes);
+    if (body === 'too-large') {
+      return {
+        status: 413,
+        message: `Payload Too Large: a request body may hold at most ${maxBodyBytes} bytes`,
+        // The rest of the body is not read: the connection cannot carry another request.
+        headers: { Connection: 'close' },
+      };
+    }
+    try {
+      return { json: JSON.parse(body.toString('utf8')) };
+    } catch {
+      return { status: 400, code: PARSE_ERROR, message: 'Parse error: the request body is not valid JSON' };
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const checked = check(req);
+    if (!('principal' in checked)) return refuse(req, res, checked);
+    const { principal, token } = checked;
+    const sessionId = req.headers['mcp-session-id'];
+
+    if (typeof sessionId === 'string') {
+      const session = sessions.find(sessionId, principal);
+      if (!session) {
+        return refuse(req, res, {
+          status: 404,
+          code: SESSION_NOT_FOUND,
+          message: 'Session not found: it has ended; open a new one with an initialize request',
+          why: sessions.ownedByAnother(sessionId, principal) ? "another principal's session id" : undefined,
+        });
+      }
+      if (req.method !== 'POST') return session.transport.handleRequest(req, res);
+      const body = await readJson(req);
+      return 'json' in body ? session.transport.handleRequest(req, res, body.json) : refuse(req, res, body);
+    }
+
+    if (req.method !== 'POST') {
+      return refuse(req, res, {
+        status: 400,
+        message: `Bad Request: ${req.method} needs the mcp-session-id header of an open session`,
+      });
+    }
+    const body = await readJson(req);
+    if (!('json' in body)) return refuse(req, res, body);
+    if (!isInitializeRequest(body.json)) {
+      return refuse(req, res, {
+        status: 400,
+        message: 'Bad Request: send an initialize request first, then its mcp-session-id header on every request',
+      });
+    }
+    // While the body was read, the server may have begun to close or the token been revoked
+    // (and its sessions ended): no new session then.
+    if (closing) return refuse(req, res, shuttingDown);
+    if (options.authenticate(token) !== principal)
+      return refuse(req, res, unauthorized('revoked while the request was read'));
+    if (sessions.count(principal) >= maxSessions) {
+      return refuse(req, res, {
+        status: 429,
+        message: `Too Many Requests: this token already holds ${maxSessions} open sessions, the most it may; end one (DELETE ${path} with its mcp-session-id) before opening another`,
+      });
+    }
+    const session = await sessions.open(principal, options.serverFor(principal));
+    try {
+      await session.transport.handleRequest(req, res, body.json);
+    } finally {
+      // The transport refused the initialize request (a missing Accept type, say): no session.
+      if (session.transport.sessionId === undefined) await sessions.close(session);
+    }
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      log(`mcp http: ${req.method} ${path}: ${error instanceof Error ? error.message : String(error)}`);
+      // A client that went away mid-body gets no answer; anything else, a 500 if it is not too late.
+      if (res.headersSent || req.destroyed) return void res.destroy();
+      refuse(req, res, { status: 500, code: INTERNAL_ERROR, message: 'Internal error: the request failed; try again' });
+    });
+  });
+  // A request Node could not parse (garbage, headers over its limit, too slow): answered here with
+  // a JSON-RPC body like every other refusal, instead of Node's bare status line.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const message = `${STATUS_CODES[status]}: the request could not be read as HTTP (${error.code ?? error.message})`;
+    log(`mcp http: ${status}: ${message}`);
+    const body = errorBody(REFUSED, message);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, HOST, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  allowedHosts = new Set([`${HOST}:${port}`, `localhost:${port}`]);
+  allowedOrigins = new Set([...allowedHosts].map((host) => `http://${host}`));
+
+  return {
+    url: `http://${HOST}:${port}${path}`,
+    port,
+    endSessionsOf: (principal) => sessions.closeAllOf(principal),
+    close() {
+      closing ??= (async () => {
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        await sessions.closeAll();
+        server.closeAllConnections();
+        await stopped;
+      })();
+      return closing;
+    },
+  };
+}
+
+/** The path of the request's URL, without its query. */
+const pathOf = (req: IncomingMessage) => (req.url ?? '').split('?', 1)[0];
+
+const errorBody = (code: number, message: string) =>
+  JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null });

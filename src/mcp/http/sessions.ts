@@ -1,0 +1,115 @@
+// The open MCP sessions of an HTTP listener, each owned by the principal that opened it. A
+// session is one StreamableHTTPServerTransport (stateful: it hands out the session id) connected
+// to its own McpServer. Closing one answers every request still open with an error (a tool call
+// blocked waiting, say), so the client hears at once instead of when its own time-out runs out,
+// then closes the transport: its SSE responses end, and the server aborts the handlers.
+import { randomUUID } from 'node:crypto';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  ErrorCode,
+  isJSONRPCErrorResponse,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type JSONRPCMessage,
+  type RequestId,
+} from '@modelcontextprotocol/sdk/types.js';
+
+/** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
+class TrackingTransport extends StreamableHTTPServerTransport {
+  readonly unanswered = new Set<RequestId>();
+
+  override send(message: JSONRPCMessage, options?: { relatedRequestId?: RequestId }): Promise<void> {
+    if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) {
+      this.unanswered.delete(message.id);
+    }
+    return super.send(message, options);
+  }
+}
+
+export type Session<P> = { readonly principal: P; readonly transport: TrackingTransport };
+
+const SESSION_CLOSED = 'Connection closed: the server ended this session (its run ended, or the server stopped)';
+
+export class Sessions<P> {
+  private readonly byId = new Map<string, Session<P>>();
+  /** Every session a principal holds, initialized or still being opened: what its limit counts. */
+  private readonly byPrincipal = new Map<P, Set<Session<P>>>();
+
+  constructor(private readonly log: (line: string) => void) {}
+
+  /** The principal's session with this id; another principal's is not found either. */
+  find(id: string, principal: P): Session<P> | undefined {
+    const session = this.byId.get(id);
+    return session?.principal === principal ? session : undefined;
+  }
+
+  /** Whether the id names another principal's session: for the log line only. */
+  ownedByAnother(id: string, principal: P): boolean {
+    return this.byId.has(id) && !this.find(id, principal);
+  }
+
+  count(principal: P): number {
+    return this.byPrincipal.get(principal)?.size ?? 0;
+  }
+
+  /**
+   * A new session for the principal, counted at once (so concurrent openings cannot pass the
+   * limit together); it gets its id when its initialize request is handled.
+   */
+  async open(principal: P, server: McpServer): Promise<Session<P>> {
+    const transport = new TrackingTransport({
+      sessionIdGenerator: randomUUID,
+      onsessioninitialized: (id) => void this.byId.set(id, session),
+    });
+    const session: Session<P> = { principal, transport };
+    const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
+    held.add(session);
+    this.byPrincipal.set(principal, held);
+    // Set before connect: the server calls these first, then its own. (A request the client
+    // cancelled stays listed; answering it on close is harmless, its client has forgotten it.)
+    transport.onmessage = (message) => {
+      if (isJSONRPCRequest(message)) transport.unanswered.add(message.id);
+    };
+    transport.onclose = () => this.forget(session);
+    transport.onerror = (error) =>
+      this.log(`mcp http: session ${transport.sessionId ?? '(opening)'}: ${error.message}`);
+    try {
+      await server.connect(transport);
+    } catch (error) {
+      this.forget(session);
+      throw error;
+    }
+    return session;
+  }
+
+  /** Ends the session: its open requests get an error, its responses end, its handlers are aborted. */
+  async close({ transport }: Session<P>): Promise<void> {
+    const error = { code: ErrorCode.ConnectionClosed, message: SESSION_CLOSED };
+    // A request whose response stream is already gone cannot be answered: nothing to do for it.
+    const answers = [...transport.unanswered].map((id) =>
+      transport.send({ jsonrpc: '2.0', id, error }).catch(() => {}),
+    );
+    await Promise.all(answers);
+    await transport.close();
+  }
+
+  closeAllOf(principal: P): Promise<void> {
+    return this.closeEach([...(this.byPrincipal.get(principal) ?? [])]);
+  }
+
+  closeAll(): Promise<void> {
+    return this.closeEach([...this.byPrincipal.values()].flatMap((held) => [...held]));
+  }
+
+  private async closeEach(sessions: Session<P>[]): Promise<void> {
+    await Promise.all(sessions.map((session) => this.close(session)));
+  }
+
+  private forget(session: Session<P>): void {
+    if (session.transport.sessionId !== undefined) this.byId.delete(session.transport.sessionId);
+    const held = this.byPrincipal.get(session.principal);
+    held?.delete(session);
+    if (held?.size === 0) this.byPrincipal.delete(session.principal);
+  }
+}

@@ -4,6 +4,17 @@ import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
+import { InputError } from '../lib/errors.js';
+import {
+  answerTo,
+  CONVERSATION_LIMITS,
+  countOf,
+  findQuestion,
+  oneLine,
+  openQuestions,
+  type ConversationEntry,
+  type Question,
+} from './conversation.js';
 
 export const JOB_STATES = [
   'queued',
@@ -46,6 +57,8 @@ export type JobRequest = {
   agent?: NamedAgentSettings;
   /** A JSON Schema the answer must match (src/jobs/structured-output.ts). */
   outputSchema?: Record<string, unknown>;
+  /** false: the agent gets no channel to ask the orchestrator (src/jobs/conversation.ts). */
+  askParent?: boolean;
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */
@@ -66,6 +79,10 @@ export type JobRecord = JobRequest & {
   outcome?: Outcome;
   /** The process group of a CLI job, once it runs (the run store records it for recovery). */
   pgid?: number;
+  /** What the agent asked the orchestrator, the answers, and its progress lines, in order. */
+  conversation?: ConversationEntry[];
+  /** The agent's newest progress line (report_progress). */
+  progress?: { text: string; at: string };
 };
 
 export type ExecutionResult = { state: Exclude<FinalState, 'interrupted'>; outcome: Outcome; exitCode?: number | null };
@@ -97,6 +114,8 @@ type Entry = {
 
 export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
 
+export type AnswerWait = { status: 'answered'; answer: string } | { status: 'pending' };
+
 /**
  * How long one wait for jobs lasts unless the caller says: below the strictest common MCP client
  * cut-off (the SDK client's 60 s default). `polyspawn init` sets the clients' tool time-outs above it.
@@ -118,6 +137,8 @@ export class JobTable {
   private readonly finishedOrder: string[] = [];
   private readonly queue: PQueue;
   private readonly events = new EventEmitter();
+  /** `<job id>/<message id>` of the questions a wait has returned (waitFor), while their jobs run. */
+  private readonly reportedQuestions = new Set<string>();
 
   constructor(
     private readonly options: {
@@ -196,6 +217,7 @@ export class JobTable {
     record.endedAt = new Date().toISOString();
     // The live tail holds the run's output buffers: a finished job needs neither.
     entry.tail = undefined;
+    for (const q of openQuestions(record.conversation)) this.reportedQuestions.delete(`${record.id}/${q.messageId}`);
     this.changed(record);
     this.retire(record.id);
   }
@@ -263,17 +285,26 @@ export class JobTable {
       const all = [...records.values()];
       return { finished: all.filter((r) => isFinished(r.state)), pending: all.filter((r) => !isFinished(r.state)) };
     };
-    const done = (r: WaitResult) => r.pending.length === 0 || (options.mode === 'any' && r.finished.length > 0);
+    // A new question wakes the wait: its agent is blocked until it is answered. Once a wait has
+    // returned it, it no longer wakes one (it is still listed), so a wait does not spin on it.
+    const done = (r: WaitResult) =>
+      r.pending.length === 0 ||
+      (options.mode === 'any' && r.finished.length > 0) ||
+      r.pending.some((p) => this.unreportedQuestions(p).length > 0);
     return new Promise((resolve) => {
       const finish = () => {
         clearTimeout(timer);
         options.signal?.removeEventListener('abort', finish);
         this.events.off('change', onChange);
-        resolve(split());
+        const result = split();
+        for (const job of result.pending) {
+          for (const q of this.unreportedQuestions(job)) this.reportedQuestions.add(`${job.id}/${q.messageId}`);
+        }
+        resolve(result);
       };
       const onChange = (record: JobRecord) => {
-        if (!records.has(record.id) || !isFinished(record.state)) return;
-        records.set(record.id, record);
+        if (!records.has(record.id)) return;
+        if (isFinished(record.state)) records.set(record.id, record);
         if (done(split())) finish();
       };
       const timer = setTimeout(finish, options.timeoutMs);
@@ -281,6 +312,125 @@ export class JobTable {
       this.events.on('change', onChange);
       if (done(split()) || options.signal?.aborted) finish();
     });
+  }
+
+  /**
+   * A running job's question to the orchestrator (its agent called ask_parent): the new message
+   * id. Refused, with what to do, past the open and total question limits.
+   */
+  ask(id: string, text: string, options?: string[]): Question {
+    const record = this.running(id);
+    const entries = (record.conversation ??= []);
+    const open = openQuestions(entries);
+    if (open.length >= CONVERSATION_LIMITS.openQuestions) {
+      throw new InputError(
+        `${open.length} questions (${open.map((q) => q.messageId).join(', ')}) are waiting for answers already: wait for them with check_message_status before asking more`,
+      );
+    }
+    const asked = countOf(entries, 'question');
+    if (asked >= CONVERSATION_LIMITS.questions) {
+      throw new InputError(`this run has asked ${asked} questions, the most one run may: decide on your own`);
+    }
+    const question: Question = {
+      kind: 'question',
+      at: new Date().toISOString(),
+      messageId: `q${asked + 1}`,
+      text,
+      ...(options?.length ? { options } : {}),
+    };
+    entries.push(question);
+    this.changed(record);
+    this.events.emit('question', record, question);
+    return question;
+  }
+
+  /** The orchestrator's answer to a running job's question (reply_subagent). */
+  reply(id: string, messageId: string, answer: string): JobRecord {
+    const record = this.get(id);
+    if (!record) throw new InputError(`no agent with id "${id}": pass an agent_id from list or wait_for_agents`);
+    const question = findQuestion(record.conversation, messageId);
+    if (!question) {
+      const open = openQuestions(record.conversation).map((q) => q.messageId);
+      throw new InputError(
+        `agent ${id} asked no question "${messageId}"${open.length ? `: its open questions are ${open.join(', ')}` : ''}`,
+      );
+    }
+    const earlier = answerTo(record.conversation, messageId);
+    if (earlier) throw new InputError(`question ${messageId} of agent ${id} was answered already, at ${earlier.at}`);
+    if (record.state !== 'running' || !this.entries.has(id)) {
+      throw new InputError(
+        `agent ${id} has ended (${record.state}): its question ${messageId} can no longer be answered`,
+      );
+    }
+    record.conversation!.push({ kind: 'answer', at: new Date().toISOString(), messageId, text: answer });
+    this.changed(record);
+    return record;
+  }
+
+  /**
+   * Waits for the answer to a running job's question, at most timeoutMs: "pending" then (ask
+   * again), or when the job ends meanwhile.
+   */
+  waitForAnswer(id: string, messageId: string, timeoutMs: number, signal?: AbortSignal): Promise<AnswerWait> {
+    const record = this.running(id);
+    if (!findQuestion(record.conversation, messageId)) {
+      throw new InputError(`no question "${messageId}" in this run: pass the message_id ask_parent returned`);
+    }
+    const check = (): AnswerWait | undefined => {
+      const answer = answerTo(record.conversation, messageId);
+      if (answer) return { status: 'answered', answer: answer.text };
+      return record.state === 'running' ? undefined : { status: 'pending' };
+    };
+    const now = check();
+    if (now) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const finish = (result: AnswerWait) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.events.off('change', onChange);
+        resolve(result);
+      };
+      const onAbort = () => finish({ status: 'pending' });
+      const onChange = (changed: JobRecord) => {
+        if (changed.id !== id) return;
+        const result = check();
+        if (result) finish(result);
+      };
+      const timer = setTimeout(onAbort, timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.events.on('change', onChange);
+    });
+  }
+
+  /** A running job's status line (report_progress): the newest is shown; the first hundred are kept. */
+  reportProgress(id: string, text: string): void {
+    const record = this.running(id);
+    const line = { text: oneLine(text, CONVERSATION_LIMITS.progressChars), at: new Date().toISOString() };
+    record.progress = line;
+    const entries = (record.conversation ??= []);
+    if (countOf(entries, 'progress') < CONVERSATION_LIMITS.progressLines) entries.push({ kind: 'progress', ...line });
+    this.changed(record);
+  }
+
+  /** A running job's open questions that no wait has returned yet. */
+  private unreportedQuestions(job: JobRecord): Question[] {
+    if (job.state !== 'running') return [];
+    return openQuestions(job.conversation).filter((q) => !this.reportedQuestions.has(`${job.id}/${q.messageId}`));
+  }
+
+  /** This table's job, while it runs: only a running agent talks to the orchestrator. */
+  private running(id: string): JobRecord {
+    const record = this.entries.get(id)?.record;
+    if (!record || record.state !== 'running') {
+      throw new InputError(`agent ${id} is not running${record ? ` (${record.state})` : ''}: its run has ended`);
+    }
+    return record;
+  }
+
+  /** Called with a running job's record and its new question, the moment it is asked. */
+  onQuestion(listener: (record: JobRecord, question: Question) => void): () => void {
+    this.events.on('question', listener);
+    return () => this.events.off('question', listener);
   }
 
   /** Called with a copy of the record on every state change (the run store, IAC.md). */

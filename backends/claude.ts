@@ -40,7 +40,7 @@ export const claude: CliBackend = {
   // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB.
   maxOutputSchemaChars: 64 * 1024,
 
-  command(input, settings, { scratchDir }) {
+  command(input, settings, { scratchDir, parent }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
     if (input.systemPrompt) args.push('--append-system-prompt', input.systemPrompt);
     if (input.resumeSessionId) args.push('--resume', input.resumeSessionId);
@@ -52,16 +52,28 @@ export const claude: CliBackend = {
     } else {
       args.push('--permission-mode', settings.permission);
     }
-    if (settings.allowTools.length) args.push('--allowedTools', ...settings.allowTools);
+    // The channel's tools never wait on a permission prompt nobody in -p mode would answer.
+    const allowTools = [...settings.allowTools, ...(parent ? [`mcp__${parent.name}`] : [])];
+    if (allowTools.length) args.push('--allowedTools', ...allowTools);
     if (settings.denyTools.length) args.push('--disallowedTools', ...settings.denyTools);
     // The model answers through claude's StructuredOutput tool; the result's structured_output holds it.
     if (input.outputSchema) args.push('--json-schema', JSON.stringify(input.outputSchema));
     const files: Record<string, string> = {};
-    if (input.mcpServers) {
-      // A file, not an argument: an env value of a server may be a token.
+    const servers = {
+      ...(input.mcpServers ? mapValues(input.mcpServers, claudeMcpServer) : {}),
+      ...(parent
+        ? {
+            [parent.name]: claudeMcpServer({ url: parent.url, headers: { Authorization: `Bearer ${parent.token}` } }),
+          }
+        : {}),
+    };
+    if (Object.keys(servers).length) {
+      // A file, not an argument: it holds the channel's token, and a server's env may hold one.
       const path = `${scratchDir}/claude-mcp.json`;
-      files[path] = JSON.stringify({ mcpServers: mapValues(input.mcpServers, claudeMcpServer) }, null, 2);
-      args.push('--mcp-config', path, '--strict-mcp-config');
+      files[path] = JSON.stringify({ mcpServers: servers }, null, 2);
+      args.push('--mcp-config', path);
+      // An agent definition's servers replace the user's; the channel alone adds to them.
+      if (input.mcpServers) args.push('--strict-mcp-config');
     }
     return { file: settings.bin ?? 'claude', args, env, stdin: input.prompt, files };
   },

@@ -27,7 +27,7 @@ export const codex: CliBackend = {
   supportsMcpServers: true,
   loginEnv: ['OPENAI_API_KEY', 'CODEX_HOME'],
 
-  command(input, settings, { scratchDir }) {
+  command(input, settings, { scratchDir, parent }) {
     const resuming = input.resumeSessionId !== undefined;
     const args = resuming ? ['exec', 'resume'] : ['exec'];
     args.push('--json', '--skip-git-repo-check', '--model', input.model);
@@ -54,6 +54,14 @@ export const codex: CliBackend = {
         if (spec.args) args.push('-c', `${key}.args=[${spec.args.map(tomlString).join(', ')}]`);
         if (spec.env) args.push('-c', `${key}.env=${tomlTable(spec.env)}`);
       }
+    }
+    if (parent) {
+      // The token stays in the environment: codex reads it from the variable named here.
+      const key = `mcp_servers.${parent.name}`;
+      args.push('-c', `${key}.url=${tomlString(parent.url)}`);
+      args.push('-c', `${key}.bearer_token_env_var=${tomlString(parent.tokenEnv)}`);
+      // A question may block for the whole answer wait; codex's own default is shorter.
+      args.push('-c', `${key}.tool_timeout_sec=${parent.toolCallS * 2}`);
     }
     if (resuming) args.push(input.resumeSessionId!);
     args.push('-');

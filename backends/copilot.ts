@@ -41,7 +41,7 @@ export const copilot: CliBackend = {
   supportsMcpServers: true,
   loginEnv: ['GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN'],
 
-  command(input, settings, { scratchDir, env: inherited }) {
+  command(input, settings, { scratchDir, env: inherited, parent }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;
     const args = ['--output-format', 'json', '--no-auto-update', '--no-ask-user', '--no-color'];
     args.push('--model', input.model, '--usage-output-file', usageFile);
@@ -49,7 +49,12 @@ export const copilot: CliBackend = {
     if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
     if (settings.permission === 'allow-all') args.push('--allow-all-tools', '--allow-all-paths');
     // Variadic: one flag followed by all its values.
-    if (settings.allowTools.length) args.push('--allow-tool', ...settings.allowTools);
+    // `<server>` allows every tool of that MCP server: the channel's never wait on a prompt.
+    const allowTools = [
+      ...settings.allowTools,
+      ...(parent && settings.permission !== 'allow-all' ? [parent.name] : []),
+    ];
+    if (allowTools.length) args.push('--allow-tool', ...allowTools);
     if (settings.denyTools.length) args.push('--deny-tool', ...settings.denyTools);
     const env: Record<string, string> = {};
     const files: Record<string, string> = {};
@@ -59,11 +64,15 @@ export const copilot: CliBackend = {
       const existing = inherited?.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
       env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
     }
-    if (input.mcpServers) {
+    const servers = {
+      ...input.mcpServers,
+      ...(parent ? { [parent.name]: { url: parent.url, headers: { Authorization: `Bearer ${parent.token}` } } } : {}),
+    };
+    if (Object.keys(servers).length) {
       // `@file`, not the JSON itself: copilot's help says never to put a token in the argument.
       const path = `${scratchDir}/copilot-mcp.json`;
       files[path] = JSON.stringify(
-        { mcpServers: Object.fromEntries(Object.entries(input.mcpServers).map(([n, s]) => [n, copilotMcpServer(s)])) },
+        { mcpServers: Object.fromEntries(Object.entries(servers).map(([n, s]) => [n, copilotMcpServer(s)])) },
         null,
         2,
       );

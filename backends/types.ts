@@ -87,7 +87,10 @@ export type CommandSpec = {
   /** Variables to set (string) or remove (undefined) in the child's environment. */
   env: Record<string, string | undefined>;
   stdin: string;
-  /** Files to write before the CLI starts (path: content), e.g. an instructions file. */
+  /**
+   * Files to write before the CLI starts (path: content), e.g. an instructions file: written
+   * readable by the user alone, and removed when the run ends (one may hold a token).
+   */
   files?: Record<string, string>;
   /** Files the CLI writes besides stdout, read after exit and handed to parse(). */
   artifacts?: Record<string, string>;
@@ -140,7 +143,10 @@ export type CliBackend = BackendBase & {
    * everything); an agent definition with `allow` and no `permission` runs in it.
    */
   allowListPermission?: string;
-  /** Whether the CLI can be given MCP servers for one run (agent definitions' mcp_servers). */
+  /**
+   * Whether the CLI can be given MCP servers for one run (agent definitions' mcp_servers, and
+   * the channel to the orchestrator, CommandContext.parent).
+   */
   supportsMcpServers?: boolean;
   /**
    * The environment variables the CLI logs in with (keys, tokens, its own config folder): a
@@ -159,12 +165,31 @@ export type CliBackend = BackendBase & {
 /** Environment variables, as the child process or the API call sees them. */
 export type Environment = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The orchestrator's MCP server for one run (ask_parent, check_message_status, report_progress),
+ * over Streamable HTTP on 127.0.0.1: the backend adds it to the CLI's MCP servers for this run
+ * and lets its tools run without a permission prompt.
+ */
+export type ParentEndpoint = {
+  /** The server's name as the agent sees it (its tools: mcp__<name>__ask_parent and so on). */
+  name: string;
+  url: string;
+  /** The run's bearer token. Never in argv: an environment variable or a 0600 file. */
+  token: string;
+  /** The variable the executor sets to the token in the child's environment. */
+  tokenEnv: string;
+  /** The longest one tool call blocks, in seconds: a CLI's tool time-out must exceed it. */
+  toolCallS: number;
+};
+
 /** What the CLI executor hands a CLI backend's command(). */
 export type CommandContext = {
   /** A folder of the run's own, for the files the command writes or reads. */
   scratchDir: string;
   /** The environment the child starts from, before the spec's own changes; none when absent. */
   env?: Environment;
+  /** The channel to the orchestrator, when the run has one (only where supportsMcpServers). */
+  parent?: ParentEndpoint;
 };
 
 /** What the API executor hands an API backend's call(). */

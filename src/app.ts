@@ -17,6 +17,7 @@ import { JobTable } from './jobs/table.js';
 import { terminateGroup } from './jobs/process/runner.js';
 import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
+import type { ParentChannel } from './jobs/conversation.js';
 
 /** The context the layers below are given, and what the app built with it. */
 export type App = Context & {
@@ -31,6 +32,16 @@ export type App = Context & {
   agents: AgentRegistry;
   sessions: AgentSessions;
   nesting: Nesting;
+  /** The channel running CLI agents ask the orchestrator through, when this polyspawn serves one. */
+  parentChannel?: ParentChannel;
+};
+
+export type AppOptions = {
+  /**
+   * Builds the channel to the orchestrator over the finished app (the MCP server does: it serves
+   * the channel's tools); `channel: false` in the config turns it off.
+   */
+  parentChannel?: (app: App) => ParentChannel;
 };
 
 const stderrLog = (message: string) => process.stderr.write(`polyspawn: ${message}\n`);
@@ -44,6 +55,7 @@ export function createApp(
   cwd: string,
   log = stderrLog,
   allBackends: readonly Backend[] = registry,
+  options: AppOptions = {},
 ): App {
   const config = loadConfig(allBackends, env, cwd);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
@@ -60,14 +72,17 @@ export function createApp(
   const context: Context = { env, cwd, config, secrets, log };
   const iac = createIacRuntime(context, terminateGroup);
   const nesting = nestingFrom(env);
+  // Built last (it serves the finished app), read by the executor when a job starts.
+  let parentChannel: ParentChannel | undefined;
+  const executor = createExecutor(backends, context, models, nesting, () => parentChannel);
   const jobs = new JobTable({
     concurrency: config.concurrency,
-    execute: iac.guard(withStructuredOutput(createExecutor(backends, context, models, nesting), backends, config)),
+    execute: iac.guard(withStructuredOutput(executor, backends, config)),
     idTaken: (id) => iac.store.claimId(id),
     history: iac.store,
   });
   jobs.onChange((job) => iac.record(job));
-  return {
+  const app: App = {
     ...context,
     models,
     backends,
@@ -78,4 +93,6 @@ export function createApp(
     sessions: new AgentSessions(config.stateDir, jobs, log),
     nesting,
   };
+  if (options.parentChannel && config.channel) app.parentChannel = parentChannel = options.parentChannel(app);
+  return app;
 }

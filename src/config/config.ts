@@ -22,6 +22,8 @@ export type Config = {
   userConfigDir: string;
   /** The project's agent definitions (<name>/agent.md): .polyspawn/agents unless configured. */
   agentsDir: string;
+  /** Whether running CLI agents get a channel to ask the orchestrator (ask_parent). */
+  channel: boolean;
 };
 
 const toolList = z.array(z.string().min(1)).max(200);
@@ -52,6 +54,7 @@ const fileSchema = z
     iac_file: z.string().min(1),
     iac_entries: z.number().int().min(0).max(10_000),
     agents_dir: z.string().min(1),
+    channel: z.boolean(),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -159,18 +162,18 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     files,
     userConfigDir: userDir,
     agentsDir: resolve(projectDir, env.POLYSPAWN_AGENTS_DIR || merged.agents_dir || join('.polyspawn', 'agents')),
+    channel: envFlag(env, 'POLYSPAWN_CHANNEL') ?? merged.channel ?? true,
   };
 
   for (const backend of backends) {
     const file = merged.backends?.[backend.name] ?? {};
-    const enabledRaw = env[envName(backend.name, 'ENABLED')];
     const baseUrlEnv = envName(backend.name, 'BASE_URL');
     const baseUrlRaw = env[baseUrlEnv] || file.base_url;
     if (baseUrlRaw && backend.kind !== 'api') {
       throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
     }
     const settings = {
-      enabled: enabledRaw ? !/^(0|false|no|off)$/i.test(enabledRaw) : (file.enabled ?? true),
+      enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
       permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
       allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
@@ -195,6 +198,13 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     config.backends[backend.name] = settings;
   }
   return config;
+}
+
+/** A yes/no variable: 0, false, no, off say no; anything else set says yes. */
+function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  return !/^(0|false|no|off)$/i.test(raw);
 }
 
 const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backend.permissionModes[0] : 'none');

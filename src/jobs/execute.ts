@@ -1,8 +1,16 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, Usage } from '../../backends/types.js';
+import type {
+  Backend,
+  BackendSettings,
+  CliBackend,
+  CliResult,
+  Outcome,
+  ParentEndpoint,
+  Usage,
+} from '../../backends/types.js';
 import { makeDirs, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
@@ -11,14 +19,26 @@ import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
 import { runProcess } from './process/runner.js';
 import { runFolder } from '../lib/run-folder.js';
+import {
+  ANSWER_WAIT_S,
+  PARENT_PROMPT,
+  PARENT_SERVER,
+  PARENT_TOKEN_ENV,
+  type ChannelLease,
+  type ParentChannel,
+} from './conversation.js';
+
+/** What running a job needs of the app: the configuration, the environment every child or API call starts from, the log. */
+type ExecutorContext = Pick<Context, 'config' | 'env' | 'log'>;
 
 export function createExecutor(
   backends: readonly Backend[],
-  /** The configuration, and the environment every job's child or API call starts from. */
-  ctx: Pick<Context, 'config' | 'env'>,
+  ctx: ExecutorContext,
   models: ModelsTable,
   /** How deep this polyspawn runs: each CLI child gets the next depth (src/jobs/agents/nesting.ts). */
   nesting: Nesting = { depth: 0, canSpawn: true },
+  /** The channel to the orchestrator, where this polyspawn serves one (only an MCP server does). */
+  parentChannel: () => ParentChannel | undefined = () => undefined,
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
   return async (job, control) => {
@@ -26,7 +46,7 @@ export function createExecutor(
     if (!backend) throw new Error(`no backend named ${job.backend}`);
     const result =
       backend.kind === 'cli'
-        ? await executeCli(backend, job, ctx, control, nesting)
+        ? await executeCli(backend, job, ctx, control, nesting, parentChannel())
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
@@ -67,34 +87,87 @@ function subtractUsage(total: Usage, before: Usage): Usage {
   };
 }
 
+/** The run's lease on the channel, when its backend can take one and nothing turned it off. */
+async function openChannel(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  channel: ParentChannel | undefined,
+  log: Context['log'],
+): Promise<ChannelLease | undefined> {
+  if (!channel || !backend.supportsMcpServers || job.askParent === false) return undefined;
+  try {
+    return await channel.open(job.id);
+  } catch (error) {
+    log(`agent ${job.id} runs without ask_parent: the channel could not start (${(error as Error).message})`);
+    return undefined;
+  }
+}
+
 async function executeCli(
   backend: CliBackend,
   job: Readonly<JobRecord>,
-  { config, env }: Pick<Context, 'config' | 'env'>,
+  { config, env, log }: ExecutorContext,
   control: Parameters<Executor>[1],
   nesting: Nesting,
+  channel: ParentChannel | undefined,
+): Promise<ExecutionResult> {
+  const lease = await openChannel(backend, job, channel, log);
+  let files: string[] = [];
+  try {
+    return await runCli(backend, job, config, env, control, nesting, lease, (written) => (files = written));
+  } finally {
+    // The token stops working before anyone hears the job ended; the files that held it go too.
+    await lease?.close();
+    for (const path of files) rmSync(path, { force: true });
+  }
+}
+
+async function runCli(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  config: ExecutorContext['config'],
+  env: ExecutorContext['env'],
+  control: Parameters<Executor>[1],
+  nesting: Nesting,
+  lease: ChannelLease | undefined,
+  onFilesWritten: (paths: string[]) => void,
 ): Promise<ExecutionResult> {
   const dir = scratchDirFor(runFolder(config.stateDir, job.id).dir, job.id);
   const settings = agentSettings(config.backends[backend.name]!, job);
+  const parent: ParentEndpoint | undefined = lease && {
+    name: PARENT_SERVER,
+    url: lease.url,
+    token: lease.token,
+    tokenEnv: PARENT_TOKEN_ENV,
+    toolCallS: ANSWER_WAIT_S,
+  };
+  const systemPrompt = [job.systemPrompt, parent && PARENT_PROMPT].filter(Boolean).join('\n\n');
   const spec = backend.command(
     {
       prompt: job.prompt,
       model: job.model,
       cwd: job.cwd,
-      ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}),
+      ...(systemPrompt ? { systemPrompt } : {}),
       ...(job.resumeSessionId ? { resumeSessionId: job.resumeSessionId } : {}),
       ...(job.outputSchema ? { outputSchema: job.outputSchema } : {}),
       ...(job.agent?.mcpServers ? { mcpServers: job.agent.mcpServers } : {}),
       extra: job.extra,
     },
     settings,
-    { scratchDir: dir, env },
+    { scratchDir: dir, env, ...(parent ? { parent } : {}) },
   );
   // After the backend's own: no backend can drop the depth marker (no runaway nesting).
-  spec.env = { ...spec.env, ...childNestingEnv(nesting, job.agent?.nesting) };
-  for (const [path, content] of Object.entries(spec.files ?? {})) {
+  spec.env = {
+    ...spec.env,
+    ...childNestingEnv(nesting, job.agent?.nesting),
+    [PARENT_TOKEN_ENV]: parent?.token,
+  };
+  const files = Object.entries(spec.files ?? {});
+  onFilesWritten(files.map(([path]) => path));
+  for (const [path, content] of files) {
     makeDirs(dirname(path));
-    writeFileSync(path, content);
+    // The user's alone: a file may hold a token (the channel's, an MCP server's).
+    writeFileSync(path, content, { mode: 0o600 });
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);

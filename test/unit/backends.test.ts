@@ -171,6 +171,74 @@ describe('copilot arguments', () => {
   });
 });
 
+describe('the channel to the orchestrator (CommandContext.parent)', () => {
+  const parent = {
+    name: 'parent',
+    url: 'http://127.0.0.1:4321/mcp',
+    token: 'psp_0123456789abcdefghijklmnopqrstuvwxyzABCDEFG',
+    tokenEnv: 'POLYSPAWN_PARENT_TOKEN',
+    toolCallS: 50,
+  };
+  const withParent = { ...ctx, parent };
+  const noToken = (args: string[]) => expect(args.join(' ')).not.toContain(parent.token);
+
+  test("claude: an http server in its --mcp-config file, beside the user's servers, its tools allowed", () => {
+    const spec = claude.command(input(), settings(claude, { permission: 'dontAsk', allowTools: ['Read'] }), withParent);
+    noToken(spec.args);
+    expect(spec.args).toContain('--mcp-config');
+    expect(spec.args).not.toContain('--strict-mcp-config');
+    const allowed = spec.args.slice(spec.args.indexOf('--allowedTools') + 1);
+    expect(allowed.slice(0, 2)).toEqual(['Read', 'mcp__parent']);
+    const file = JSON.parse(spec.files!['/scratch/claude-mcp.json']!);
+    expect(file.mcpServers.parent).toEqual({
+      type: 'http',
+      url: parent.url,
+      headers: { Authorization: `Bearer ${parent.token}` },
+    });
+  });
+  test("claude: with an agent definition's servers, both in one file, and only those (strict)", () => {
+    const spec = claude.command(
+      input({ mcpServers: { docs: { url: 'http://docs.example' } } }),
+      settings(claude),
+      withParent,
+    );
+    const file = JSON.parse(spec.files!['/scratch/claude-mcp.json']!);
+    expect(Object.keys(file.mcpServers)).toEqual(['docs', 'parent']);
+    expect(spec.args).toContain('--strict-mcp-config');
+  });
+  test('codex: url and the variable that holds the token, with a tool time-out past the answer wait', () => {
+    const spec = codex.command(input(), settings(codex), withParent);
+    noToken(spec.args);
+    expect(spec.args).toEqual(
+      expect.arrayContaining([
+        'mcp_servers.parent.url="http://127.0.0.1:4321/mcp"',
+        'mcp_servers.parent.bearer_token_env_var="POLYSPAWN_PARENT_TOKEN"',
+        'mcp_servers.parent.tool_timeout_sec=100',
+      ]),
+    );
+    expect(spec.args.at(-1)).toBe('-');
+  });
+  test('copilot: an http server in its --additional-mcp-config file; its tools allowed under the allow list', () => {
+    const listed = copilot.command(
+      input(),
+      settings(copilot, { permission: 'listed', allowTools: ['shell'] }),
+      withParent,
+    );
+    noToken(listed.args);
+    const at = listed.args.indexOf('--allow-tool');
+    expect(listed.args.slice(at, at + 3)).toEqual(['--allow-tool', 'shell', 'parent']);
+    const file = JSON.parse(listed.files!['/scratch/copilot-mcp.json']!);
+    expect(file.mcpServers.parent).toEqual({
+      type: 'http',
+      url: parent.url,
+      headers: { Authorization: `Bearer ${parent.token}` },
+      tools: ['*'],
+    });
+    // allow-all allows it already: no allow list is added.
+    expect(copilot.command(input(), settings(copilot), withParent).args).not.toContain('--allow-tool');
+  });
+});
+
 describe('claude parsing', () => {
   test('json success', () => {
     const o = claude.parse(run(sample('claude-json.json')));

@@ -2,6 +2,7 @@
 // finished interactions. Entries do not depend on the clock, so the writer renders each one
 // once and keeps it; only the header and the active table are rendered on every write.
 import type { JobState } from '../src/jobs/table.js';
+import { answerTo, type ConversationEntry, type Question } from '../src/jobs/conversation.js';
 import { taskLine } from '../src/lib/text.js';
 import { fence, inline, shorten, table } from './markdown.js';
 import type { StoredRecord } from './store.js';
@@ -16,6 +17,27 @@ export const RESULT_CHARS = 4000;
 /** Prompts longer than this are cut in IAC.md (the whole is in the run's prompt.txt). */
 export const PROMPT_CHARS = 20_000;
 export const ERROR_CHARS = 2000;
+/** A question, answer or progress line longer than this is cut in IAC.md (the whole: `result`). */
+export const MESSAGE_CHARS = 1000;
+
+/** Foreign text on one line, cut at `max`. */
+const said = (text: string, max = MESSAGE_CHARS) => {
+  const { text: kept, cut } = shorten(text, max);
+  return inline(kept) + (cut ? ` … (${cut} more characters: \`result\` tool)` : '');
+};
+
+const optionsOf = (q: Question) => (q.options ? ` (options: ${q.options.map((o) => said(o, 200)).join(' / ')})` : '');
+
+/** The agent's questions, the orchestrator's answers and its progress lines, in order. */
+function conversationLines(entries: readonly ConversationEntry[]): string[] {
+  return entries.map((e) => {
+    const at = time(e.at);
+    if (e.kind === 'progress') return `- ${at} · progress: ${said(e.text)}`;
+    if (e.kind === 'answer') return `- ${at} · **answered** \`${inline(e.messageId)}\`: ${said(e.text)}`;
+    const never = answerTo(entries, e.messageId) ? '' : ' · _never answered_';
+    return `- ${at} · **asked** \`${inline(e.messageId)}\`: ${said(e.text)}${optionsOf(e)}${never}`;
+  });
+}
 
 const STATUS: Record<JobState, string> = {
   queued: '⏳ queued',
@@ -109,6 +131,9 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
       );
     }
   }
+  if (r.conversation?.length) {
+    out.push('', '**Conversation with the orchestrator:**', '', ...conversationLines(r.conversation));
+  }
   if (r.state !== 'succeeded' && r.outcome?.error) {
     const error = shorten(r.outcome.error, ERROR_CHARS);
     out.push(
@@ -121,7 +146,11 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   return out.join('\n');
 }
 
-export type ActiveRow = Pick<IndexRow, 'id' | 'state' | 'backend' | 'model' | 'task' | 'createdAt' | 'startedAt'>;
+export type ActiveRow = Pick<IndexRow, 'id' | 'state' | 'backend' | 'model' | 'task' | 'createdAt' | 'startedAt'> & {
+  /** A running agent's unanswered questions and newest progress line (from its record). */
+  questions?: Question[];
+  progress?: { text: string; at: string };
+};
 
 export type DocumentParts = {
   now: number;
@@ -154,6 +183,17 @@ export function renderDocument(d: DocumentParts): string {
       a.startedAt ? duration(d.now - Date.parse(a.startedAt)) : `queued ${duration(d.now - Date.parse(a.createdAt))}`,
     ]);
     out.push(table(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed'], rows));
+    const waiting = d.active.flatMap((a) =>
+      (a.questions ?? []).map(
+        (q) => `- \`${a.id}\` asks \`${inline(q.messageId)}\` (${time(q.at)}): ${said(q.text)}${optionsOf(q)}`,
+      ),
+    );
+    if (waiting.length)
+      out.push('', '**Waiting for the orchestrator** (it answers with `reply_subagent`):', '', ...waiting);
+    const progress = d.active.flatMap((a) =>
+      a.progress ? [`- \`${a.id}\` (${time(a.progress.at)}): ${said(a.progress.text)}`] : [],
+    );
+    if (progress.length) out.push('', '**Progress:**', '', ...progress);
   }
   out.push('', '## Interaction History', '');
   if (d.entries.length === 0) out.push('_No finished interactions yet._');

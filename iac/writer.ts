@@ -5,8 +5,9 @@ import { readdirSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
-import { renderDocument, renderEntry } from './render.js';
-import { indexRow, type Recovered, type RunStore } from './store.js';
+import { renderDocument, renderEntry, type ActiveRow } from './render.js';
+import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';
+import { openQuestions } from '../src/jobs/conversation.js';
 import { makeDirs } from '../src/lib/fs.js';
 
 export type IacWriterOptions = {
@@ -146,11 +147,24 @@ export class IacWriter {
     this.store.clearFresh();
     return renderDocument({
       now,
-      active: this.store.active().map(indexRow),
+      active: this.store.active().map((line) => this.activeRow(line)),
       entries,
       totalFinished: this.store.finishedCount,
       storePath: fromIac(this.store.dir),
     });
+  }
+
+  /** An active agent's row; a running one's questions and progress come from its record. */
+  private activeRow(line: IndexLine): ActiveRow {
+    const row = indexRow(line);
+    if (row.state !== 'running') return row;
+    const record = this.store.get(row.id);
+    const questions = openQuestions(record?.conversation);
+    return {
+      ...row,
+      ...(questions.length ? { questions } : {}),
+      ...(record?.progress ? { progress: record.progress } : {}),
+    };
   }
 
   /** Temp files of a writer killed between write and rename (write-file-atomic names them IAC.md.<digits>). */

@@ -6,6 +6,14 @@ import type { Redactor } from '../lib/redact.js';
 import { runFolder } from '../lib/run-folder.js';
 import { taskLine } from '../lib/text.js';
 import { isFinished, JOB_STATES, type JobRecord, type JobTable } from './table.js';
+import { openQuestions, type ConversationEntry } from './conversation.js';
+
+export const questionSchema = z.object({
+  message_id: z.string(),
+  question: z.string(),
+  options: z.array(z.string()).optional(),
+  asked_at: z.string(),
+});
 
 export const jobSummarySchema = z.object({
   agent_id: z.string(),
@@ -20,6 +28,9 @@ export const jobSummarySchema = z.object({
   elapsed_s: z.number().describe('Seconds running so far, or the whole run time once finished'),
   cost_usd: z.number().optional(),
   cost_source: z.enum(['reported', 'estimated', 'unknown']).optional(),
+  waiting_for_parent: z.boolean().optional().describe('It asked you something: answer with reply_subagent'),
+  questions: z.array(questionSchema).optional().describe('Its questions still unanswered'),
+  progress: z.string().optional().describe('Its newest progress line'),
 });
 
 export const jobResultSchema = jobSummarySchema.extend({
@@ -35,10 +46,23 @@ export const jobResultSchema = jobSummarySchema.extend({
   exit_code: z.number().nullable().optional(),
   log: z.string().optional().describe('Path of the full stdout log'),
   output_tail: z.string().optional().describe('The newest output of a job still running'),
+  conversation: z
+    .array(
+      z.object({
+        kind: z.enum(['question', 'answer', 'progress']),
+        at: z.string(),
+        message_id: z.string().optional(),
+        text: z.string(),
+        options: z.array(z.string()).optional(),
+      }),
+    )
+    .optional()
+    .describe('Its questions, your answers and its progress lines, in order'),
   raw: z.unknown().optional(),
 });
 
 export type JobSummary = z.infer<typeof jobSummarySchema>;
+export type QuestionView = z.infer<typeof questionSchema>;
 export type JobResult = z.infer<typeof jobResultSchema>;
 
 const TAIL_CHARS = 2000;
@@ -56,6 +80,7 @@ export const redactedTask = (ctx: Pick<ResultContext, 'secrets'>, prompt: string
 export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, now = Date.now()): JobSummary {
   const start = job.startedAt ? Date.parse(job.startedAt) : undefined;
   const end = job.endedAt ? Date.parse(job.endedAt) : now;
+  const questions = questionsOf(ctx, job);
   return {
     agent_id: job.id,
     backend: job.backend,
@@ -69,8 +94,34 @@ export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, n
     elapsed_s: start === undefined ? 0 : Math.round((end - start) / 100) / 10,
     ...(job.outcome?.costUsd !== undefined ? { cost_usd: job.outcome.costUsd } : {}),
     ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
+    ...(questions.length ? { waiting_for_parent: true, questions } : {}),
+    ...(job.progress ? { progress: ctx.secrets.text(job.progress.text) } : {}),
   };
 }
+
+/** A running job's unanswered questions, redacted (an ended job's are in its conversation). */
+export function questionsOf(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord): QuestionView[] {
+  if (job.state !== 'running') return [];
+  return openQuestions(job.conversation).map((q) =>
+    ctx.secrets.deep({
+      message_id: q.messageId,
+      question: q.text,
+      ...(q.options ? { options: q.options } : {}),
+      asked_at: q.at,
+    }),
+  );
+}
+
+const conversationView = (ctx: Pick<ResultContext, 'secrets'>, entries: ConversationEntry[]) =>
+  entries.map((e) =>
+    ctx.secrets.deep({
+      kind: e.kind,
+      at: e.at,
+      ...(e.kind !== 'progress' ? { message_id: e.messageId } : {}),
+      text: e.text,
+      ...(e.kind === 'question' && e.options ? { options: e.options } : {}),
+    }),
+  );
 
 export function fullResult(ctx: ResultContext, job: JobRecord, options: { includeRaw?: boolean } = {}): JobResult {
   const o = job.outcome;
@@ -94,6 +145,7 @@ export function fullResult(ctx: ResultContext, job: JobRecord, options: { includ
     ...(job.exitCode !== undefined ? { exit_code: job.exitCode } : {}),
     ...(job.state !== 'queued' ? { log: runFolder(ctx.config.stateDir, job.id).stdout } : {}),
     ...(tail ? { output_tail: tail } : {}),
+    ...(job.conversation?.length ? { conversation: conversationView(ctx, job.conversation) } : {}),
     ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
   };
 }

@@ -42,6 +42,8 @@ export type SpawnRequest = {
   outputSchema?: unknown;
   /** The backend's own inputs (Backend.extraInput). */
   extra?: Record<string, unknown>;
+  /** false: the agent gets no channel to ask the orchestrator (a definition's false holds). */
+  askParent?: boolean;
   /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
@@ -73,6 +75,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(systemPrompt ? { systemPrompt } : {}),
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
     ...(outputSchema ? { outputSchema } : {}),
+    ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.

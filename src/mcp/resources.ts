@@ -184,7 +184,12 @@ export function registerResources(server: McpServer, app: App): void {
     }, LIST_CHANGED_MS);
   };
   // list_changed when one of this server's jobs is created or finishes; updated for its subscribed
-  // URIs on each state change.
+  // URIs on each state change and question.
+  const updated = (id: string) => {
+    for (const uri of [agentUri(id), agentLogUri(id)]) {
+      if (subscribed.has(uri)) void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    }
+  };
   const seen = new Map<string, JobState>();
   app.jobs.onChange((job) => {
     const before = seen.get(job.id);
@@ -192,10 +197,9 @@ export function registerResources(server: McpServer, app: App): void {
     if (isFinished(job.state)) seen.delete(job.id);
     else seen.set(job.id, job.state);
     if (before === undefined || isFinished(job.state)) listChanged();
-    for (const uri of [agentUri(job.id), agentLogUri(job.id)]) {
-      if (subscribed.has(uri)) void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
-    }
+    updated(job.id);
   });
+  app.jobs.onQuestion((job) => updated(job.id));
 }
 
 /** Calls `onChange` (coalesced) whenever the file is replaced or written, by any server, while started. */
@@ -284,5 +288,17 @@ export function registerJobNotifications(server: McpServer, app: App): void {
         : {}),
     };
     void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
+  });
+  // A question blocks its agent until answered: said at warning level, so a client shows it.
+  app.jobs.onQuestion((job, question) => {
+    if (SEVERITY.indexOf('warning') < threshold) return;
+    const data = app.secrets.deep({
+      message: `agent ${job.id} (${job.backend}) asks: ${question.text} (answer with reply_subagent, message_id ${question.messageId})`,
+      agent_id: job.id,
+      message_id: question.messageId,
+      question: question.text,
+      ...(question.options ? { options: question.options } : {}),
+    });
+    void inner.sendLoggingMessage({ level: 'warning', logger: 'polyspawn', data }).catch(() => undefined);
   });
 }

@@ -1,6 +1,8 @@
 // `polyspawn serve`: MCP on stdio. stdout carries only JSON-RPC, every log line goes to stderr.
+import { formatWithOptions } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createApp } from '../app.js';
+import { lazyParentChannel } from './channel/index.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
 import { VERSION } from '../lib/version.js';
@@ -8,7 +10,8 @@ import { createServer } from './server.js';
 
 /** Serves one client until stdin or stdout closes or a signal comes; then ends the agents and the process. */
 export async function serveStdio(log: (message: string) => void): Promise<void> {
-  const app = createApp(process.env, process.cwd());
+  keepConsoleOffStdout();
+  const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
   const server = createServer(app);
   collectWhenIdle(app.jobs);
   let stopping = false;
@@ -37,4 +40,14 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   setTimeout(() => app.iac.start(), 2000).unref();
   await server.connect(new StdioServerTransport());
   log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
+}
+
+/**
+ * stdout is the JSON-RPC stream: a library that logs with console.log, .info or .debug
+ * (@hono/node-server, under the channel's HTTP transport, prints "The user aborted a request."
+ * with console.info) would corrupt it. Their lines go to stderr instead.
+ */
+function keepConsoleOffStdout(): void {
+  const toStderr = (...args: unknown[]) => void process.stderr.write(`${formatWithOptions({}, ...args)}\n`);
+  console.log = console.info = console.debug = toStderr;
 }

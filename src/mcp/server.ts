@@ -11,6 +11,7 @@ import { compactToolList } from './tool-list.js';
 import { registerCancelTool } from './tools/cancel.js';
 import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
+import { registerReplyTool } from './tools/reply.js';
 import { registerResultTool } from './tools/result.js';
 import { modelsText, registerSpawnTools } from './tools/spawn.js';
 import { registerWaitTool } from './tools/wait.js';
@@ -27,12 +28,21 @@ export function instructions(app: App): string {
     `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list, logs and cancel manage agents.`,
     // Said once here rather than in each spawn tool's schema (tools/list is paid for per tool).
     'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
+    ...channelInstructions(app),
     `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
     'Backends:',
     ...backends,
     ...agentInstructions(app),
     ...app.iac.problems.map((p) => `WARNING: ${p}`),
   ].join('\n');
+}
+
+/** How agents reach back, said once: the channel's tools are the agents', reply_subagent is the orchestrator's. */
+function channelInstructions(app: App): string[] {
+  if (!app.parentChannel || !app.nesting.canSpawn) return [];
+  return [
+    'A running CLI agent can ask you a question (ask_parent): wait_for_agents then returns at once with `questions`, and list and result show them; answer each with reply_subagent(agent_id, message_id, answer) and the agent carries on in the same run. ask_parent: false on a spawn turns this off for that agent. API agents make one request and cannot ask.',
+  ];
 }
 
 /** What each kind of backend can do, said once for all their tools. */
@@ -111,6 +121,7 @@ export function createServer(app: App): McpServer {
     registerAgentSpawnTools(server, app);
     registerDefineAgentTool(server, app);
     registerRemoveAgentTool(server, app);
+    if (app.parentChannel) registerReplyTool(server, app);
   } else {
     refuseSpawnCalls(server, app.nesting.reason!);
   }

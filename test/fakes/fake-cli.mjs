@@ -29,6 +29,7 @@
 //   [[cli:exit:N]]          exit code N after the normal output
 //   [[cli:usage:IN:OUT]]    codex: report IN input and OUT output tokens (codex reports the
 //                           thread's running totals, so a resumed turn's include the turns before)
+//   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
@@ -106,7 +107,12 @@ async function main() {
   if (sleepMs !== undefined) await new Promise((r) => setTimeout(r, Number(sleepMs)));
 
   const echoName = valueOf('echo-env');
-  const answer = echoName !== undefined ? (process.env[echoName] ?? '') : `FAKE ${name}: ${prompt}`;
+  const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token'].some(has);
+  const answer = talks
+    ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf })
+    : echoName !== undefined
+      ? (process.env[echoName] ?? '')
+      : `FAKE ${name}: ${prompt}`;
   const failed = has('fail');
   const { lines, exitCode, stderr } =
     name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);

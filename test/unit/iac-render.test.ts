@@ -106,6 +106,12 @@ describe('IAC.md with hostile content', () => {
         model: `model ${text.slice(0, 200)}`,
         prompt: `${text}\n\nsecond paragraph ${text}`,
         outcome: { ok: false, text, error: `error: ${text}`, costSource: 'estimated', costUsd: 0.0123 },
+        conversation: [
+          { kind: 'progress', at: '2026-05-01T12:00:02Z', text },
+          { kind: 'question', at: '2026-05-01T12:00:03Z', messageId: 'q1', text, options: [text, 'b'] },
+          { kind: 'answer', at: '2026-05-01T12:00:04Z', messageId: 'q1', text },
+          { kind: 'question', at: '2026-05-01T12:00:05Z', messageId: 'q2', text },
+        ],
       });
       const ok = record({
         state: 'succeeded',
@@ -121,6 +127,8 @@ describe('IAC.md with hostile content', () => {
           task: taskLine(text),
           createdAt: '2026-05-01T12:59:00Z',
           startedAt: '2026-05-01T12:59:30Z',
+          questions: [{ kind: 'question', at: '2026-05-01T12:59:40Z', messageId: 'q1', text, options: [text] }],
+          progress: { text, at: '2026-05-01T12:59:35Z' },
         },
       ];
       const doc = documentOf([rec, ok], active);
@@ -157,6 +165,45 @@ describe('IAC.md with hostile content', () => {
       expect(parsed.entries[1]!.error).toBeUndefined(); // no error block for a success
     },
   );
+
+  test('the conversation: in order in the entry, a question never answered marked; open ones under the active table', () => {
+    const rec = record({
+      state: 'interrupted',
+      conversation: [
+        { kind: 'progress', at: '2026-05-01T12:00:02Z', text: 'reading' },
+        { kind: 'question', at: '2026-05-01T12:00:03Z', messageId: 'q1', text: 'Which db?', options: ['pg', 'sqlite'] },
+        { kind: 'answer', at: '2026-05-01T12:00:04Z', messageId: 'q1', text: 'pg' },
+        { kind: 'question', at: '2026-05-01T12:00:05Z', messageId: 'q2', text: 'And *the* port?' },
+      ],
+    });
+    const active: ActiveRow = {
+      id: 'act002',
+      state: 'running',
+      backend: 'codex',
+      model: 'm',
+      task: 't',
+      createdAt: '2026-05-01T12:59:00Z',
+      startedAt: '2026-05-01T12:59:30Z',
+      questions: [{ kind: 'question', at: '2026-05-01T12:59:40Z', messageId: 'q1', text: 'Proceed?' }],
+      progress: { text: 'running | tests', at: '2026-05-01T12:59:35Z' },
+    };
+    const doc = documentOf([rec], [active]);
+    expect(doc).toContain(
+      [
+        '**Conversation with the orchestrator:**',
+        '',
+        '- 2026-05-01 12:00:02Z · progress: reading',
+        '- 2026-05-01 12:00:03Z · **asked** `q1`: Which db? (options: pg / sqlite)',
+        '- 2026-05-01 12:00:04Z · **answered** `q1`: pg',
+        '- 2026-05-01 12:00:05Z · **asked** `q2`: And \\*the\\* port? · _never answered_',
+      ].join('\n'),
+    );
+    expect(doc).toContain(
+      '**Waiting for the orchestrator** (it answers with `reply_subagent`):\n\n- `act002` asks `q1` (2026-05-01 12:59:40Z): Proceed?',
+    );
+    expect(doc).toContain('**Progress:**\n\n- `act002` (2026-05-01 12:59:35Z): running \\| tests');
+    expect(parseIac(doc).entries).toHaveLength(1);
+  });
 
   test('everything at once, in 50 entries: each closed, each once, newest first as given', () => {
     const records = Array.from({ length: 50 }, (_, i) =>

@@ -11,6 +11,7 @@ import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { createApp } from '../../src/app.js';
 import { createServer } from '../../src/mcp/server.js';
+import { lazyParentChannel } from '../../src/mcp/channel/index.js';
 import { brief, compactToolList } from '../../src/mcp/tool-list.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
@@ -118,7 +119,14 @@ describe("polyspawn's own tool list (default config, no named agents)", () => {
   test(`every tool says what it is for, and the list costs at most ${MAX_BYTES_PER_TOOL} B per tool`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
     // No POLYSPAWN_* variables and no user config: the shipped defaults, whatever this machine has.
-    const app = createApp({ PATH: process.env.PATH, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }, dir, () => true);
+    // With the channel to the orchestrator, as `serve` builds it (reply_subagent, ask_parent).
+    const app = createApp(
+      { PATH: process.env.PATH, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') },
+      dir,
+      () => true,
+      undefined,
+      { parentChannel: lazyParentChannel },
+    );
     const server = createServer(app);
     const [a, b] = InMemoryTransport.createLinkedPair();
     await server.connect(a);
@@ -126,7 +134,7 @@ describe("polyspawn's own tool list (default config, no named agents)", () => {
     try {
       await client.connect(b);
       const { tools } = await client.listTools();
-      expect(tools.length).toBeGreaterThanOrEqual(14);
+      expect(tools.length).toBeGreaterThanOrEqual(15);
       for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
       const perTool = Buffer.byteLength(JSON.stringify({ tools })) / tools.length;
       const table = tools.map((t) => `${t.name} ${Buffer.byteLength(JSON.stringify(t))}`).join(', ');

@@ -11,6 +11,7 @@ import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { MAX_DEPTH } from './nesting.js';
+import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
 
 export type AgentScope = 'project' | 'user';
@@ -32,6 +33,8 @@ export type AgentDefinition = {
   outputSchema?: JsonSchema;
   /** How many levels of agents below this one may start agents of their own (0: none). */
   nesting: number;
+  /** false: its runs get no channel to ask the orchestrator. */
+  askParent?: false;
   scope: AgentScope;
   file: string;
 };
@@ -91,6 +94,7 @@ export const frontmatterSchema = z
     allowed_callers: z.array(z.string().min(1).max(200)).min(1).max(100).optional(),
     output_schema: z.record(z.string(), z.unknown()).optional(),
     allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
+    ask_parent: z.boolean().optional(),
   })
   .strict();
 
@@ -161,7 +165,7 @@ export function checkDefinition(
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting'] as const) {
+      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent'] as const) {
         if (fm[key] !== undefined && fm[key] !== false)
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
@@ -174,6 +178,10 @@ export function checkDefinition(
       if ((fm.allow || fm.deny) && !backend.supportsToolLists)
         problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
       if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
+      if (fm.mcp_servers?.[PARENT_SERVER])
+        problems.push(
+          `mcp_servers.${PARENT_SERVER}: the name is the channel to the orchestrator's (ask_parent): choose another`,
+        );
     }
   }
   if (fm.output_schema !== undefined) {
@@ -197,6 +205,7 @@ export function checkDefinition(
       ...(fm.allowed_callers ? { allowedCallers: fm.allowed_callers } : {}),
       ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
       nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
+      ...(fm.ask_parent === false ? { askParent: false as const } : {}),
       scope: where.scope,
       file: where.file,
     },

@@ -15,6 +15,7 @@ import { spawnJob } from '../../jobs/spawn.js';
 import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
 import {
+  askParentField,
   cwdField,
   extraFields,
   modelField,
@@ -75,6 +76,7 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
       ),
       wait_s: brief(waitField().describe('Wait up to this long and return the result if done'), ''),
       ...(definition.outputSchema ? {} : { output_schema: outputSchemaField() }),
+      ...(definition.askParent === false ? {} : askParentField(app, backend)),
       ...extraFields(backend),
     })
     .strict();
@@ -106,6 +108,7 @@ type AgentArgs = {
   timeout_s?: number;
   wait_s?: number;
   output_schema?: Record<string, unknown>;
+  ask_parent?: boolean;
   [extra: string]: unknown;
 };
 
@@ -120,7 +123,8 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
       annotations: spawnAnnotations(backend),
     },
     async (args, extra) => {
-      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ...rest } = args as AgentArgs;
+      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ask_parent, ...rest } =
+        args as AgentArgs;
       const client = server.server.getClientVersion()?.name;
       if (!callerAllowed(definition, client)) throw new InputError(callerRefusal(definition, client));
       const job = spawnJob(app, {
@@ -132,6 +136,7 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
         resume,
         timeoutS: timeout_s,
         outputSchema: output_schema,
+        askParent: ask_parent,
         extra: rest,
         agent: { definition, newSession: new_session },
       });

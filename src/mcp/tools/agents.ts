@@ -49,6 +49,7 @@ const agentViewSchema = z.object({
   usable_by_this_client: z.boolean(),
   output_schema: z.record(z.string(), z.unknown()).optional(),
   allow_nesting: z.number().optional(),
+  ask_parent: z.boolean().optional(),
   shadows: z.string().optional().describe('A user definition of the same name that this project one hides'),
 });
 
@@ -83,6 +84,7 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
     usable_by_this_client: callerAllowed(definition, client),
     ...(definition.outputSchema ? { output_schema: definition.outputSchema } : {}),
     ...(definition.nesting ? { allow_nesting: definition.nesting } : {}),
+    ...(definition.askParent === false ? { ask_parent: false } : {}),
     ...(shadows ? { shadows: shadows.file } : {}),
   };
 }
@@ -185,6 +187,7 @@ function defineInput(backends: readonly Backend[]) {
           .describe('Let the agent start agents of its own (true, or how many levels)'),
         '',
       ),
+      ask_parent: brief(z.boolean().optional().describe('false: it cannot ask you questions mid-run'), ''),
       scope: brief(
         scopeField
           .optional()
@@ -207,7 +210,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
     {
       title: 'Define a named agent',
       description:
-        'Save a reusable agent for a role you delegate often (a backend with its own system prompt, model and rules): it becomes the tool spawn_<name>. replace: true changes one.',
+        'Save a reusable agent for a role you delegate often (a backend with its own prompt, model and rules): it becomes the tool spawn_<name>. replace: true changes one.',
       inputSchema: defineInput(app.agents.ctx.backends),
       outputSchema: z.object({
         name: z.string(),

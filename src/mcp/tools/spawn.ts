@@ -54,6 +54,11 @@ export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 export const timeoutField = () => timeoutSeconds().optional();
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
+/** Offered where the agent could ask: a CLI backend that takes MCP servers, on a server with the channel. */
+export const askParentField = (app: App, backend: Backend): z.ZodRawShape =>
+  app.parentChannel && backend.kind === 'cli' && backend.supportsMcpServers
+    ? { ask_parent: brief(z.boolean().optional().describe('false: it cannot ask you questions mid-run'), '') }
+    : {};
 /** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
 export const extraFields = (backend: Backend): z.ZodRawShape =>
   Object.fromEntries(
@@ -74,6 +79,7 @@ function inputSchema(backend: Backend, app: App) {
       timeout_s: brief(timeoutField().describe(`Default ${app.config.timeoutS}`), ''),
       wait_s: waitField(),
       output_schema: outputSchemaField(),
+      ...askParentField(app, backend),
       ...extraFields(backend),
     })
     .strict();
@@ -94,6 +100,7 @@ type SpawnArgs = {
   timeout_s?: number;
   wait_s?: number;
   output_schema?: Record<string, unknown>;
+  ask_parent?: boolean;
   [extra: string]: unknown;
 };
 
@@ -119,7 +126,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
-        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ...rest } =
+        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ask_parent, ...rest } =
           args as SpawnArgs;
         const job = spawnJob(app, {
           backend,
@@ -131,6 +138,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           resume,
           timeoutS: timeout_s,
           outputSchema: output_schema,
+          askParent: ask_parent,
           extra: rest,
         });
         return spawnedResult(app, job, wait_s, extra);

@@ -7,12 +7,20 @@ import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished, type WaitResult } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
 import { findJob, toolResult } from '../views.js';
-import { fullResult, jobResultSchema, jobSummarySchema, summarize } from '../../jobs/result.js';
+import {
+  fullResult,
+  jobResultSchema,
+  jobSummarySchema,
+  questionSchema,
+  questionsOf,
+  summarize,
+} from '../../jobs/result.js';
 import { InputError } from '../../lib/errors.js';
 
 export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 export const MAX_WAIT_S = 3600;
+
 const PROGRESS_EVERY_MS = 5000;
 
 /** Waits for jobs while sending notifications/progress when the request carries a token. */
@@ -55,7 +63,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
     'wait_for_agents',
     {
       title: 'Wait for agents',
-      description: `Waits for agents to finish and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
+      description: `Waits for agents to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
       inputSchema: z
         .object({
           agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
@@ -66,6 +74,10 @@ export function registerWaitTool(server: McpServer, app: App): void {
       outputSchema: z.object({
         finished: z.array(jobResultSchema),
         pending: z.array(jobSummarySchema),
+        questions: z
+          .array(questionSchema.extend({ agent_id: z.string() }))
+          .optional()
+          .describe('Questions agents are waiting on: answer each with reply_subagent'),
         timed_out: z.boolean().describe('True when agents are still pending: call again to keep waiting'),
       }),
       annotations: { readOnlyHint: true, openWorldHint: false },
@@ -86,10 +98,12 @@ export function registerWaitTool(server: McpServer, app: App): void {
         return_when ?? 'all',
         extra,
       );
+      const questions = pending.flatMap((j) => questionsOf(app, j).map((q) => ({ agent_id: j.id, ...q })));
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),
         pending: pending.map((j) => summarize(app, j)),
-        timed_out: pending.length > 0 && (return_when !== 'any' || finished.length === 0),
+        ...(questions.length ? { questions } : {}),
+        timed_out: questions.length === 0 && pending.length > 0 && (return_when !== 'any' || finished.length === 0),
       });
     },
   );

@@ -1,0 +1,73 @@
+// What a running agent gets on its channel: ask the orchestrator and wait for the answer, wait
+// again for one already asked, say what it is doing. Each session is bound to the one job whose
+// token opened it, so an agent can only ever speak for itself.
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { App } from '../../app.js';
+import { ANSWER_WAIT_S, CONVERSATION_LIMITS as LIMITS } from '../../jobs/conversation.js';
+import { VERSION } from '../../lib/version.js';
+import { toolResult } from '../views.js';
+
+const answerSchema = {
+  message_id: z.string(),
+  status: z.enum(['answered', 'pending']).describe('pending: call check_message_status'),
+  answer: z.string().optional(),
+};
+
+/** The MCP server one agent's session talks to. */
+export function channelServer(app: App, jobId: string): McpServer {
+  const server = new McpServer(
+    { name: 'polyspawn-parent', version: VERSION },
+    { instructions: 'The orchestrator that started you. Ask it when a decision is not yours to make.' },
+  );
+  const wait = (messageId: string, signal: AbortSignal) =>
+    app.jobs.waitForAnswer(jobId, messageId, ANSWER_WAIT_S * 1000, signal);
+
+  server.registerTool(
+    'ask_parent',
+    {
+      description: `Ask the orchestrator a question and wait for its answer (up to ${ANSWER_WAIT_S} s; then status "pending").`,
+      inputSchema: {
+        question: z.string().min(1).max(LIMITS.questionChars),
+        options: z
+          .array(z.string().min(1).max(LIMITS.optionChars))
+          .max(LIMITS.options)
+          .optional()
+          .describe('Choices to pick from'),
+      },
+      outputSchema: answerSchema,
+      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
+    },
+    async ({ question, options }, extra) => {
+      const asked = app.jobs.ask(jobId, question, options);
+      const answer = await wait(asked.messageId, extra.signal);
+      return toolResult({ message_id: asked.messageId, ...answer });
+    },
+  );
+
+  server.registerTool(
+    'check_message_status',
+    {
+      description: `Wait again (up to ${ANSWER_WAIT_S} s) for the answer to a question ask_parent left pending.`,
+      inputSchema: { message_id: z.string().min(1).max(64) },
+      outputSchema: answerSchema,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    async ({ message_id }, extra) => toolResult({ message_id, ...(await wait(message_id, extra.signal)) }),
+  );
+
+  server.registerTool(
+    'report_progress',
+    {
+      description: 'Tell the orchestrator in one line what you are doing now.',
+      inputSchema: { text: z.string().min(1).max(2000) },
+      outputSchema: { recorded: z.boolean() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    },
+    async ({ text }) => {
+      app.jobs.reportProgress(jobId, text);
+      return toolResult({ recorded: true });
+    },
+  );
+  return server;
+}

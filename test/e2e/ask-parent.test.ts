@@ -1,0 +1,302 @@
+// The two-way channel through the built server, with the fake CLIs: an agent asks, the
+// orchestrator (this test) is woken by wait_for_agents, answers with reply_subagent, and the
+// agent carries on in the same run; the conversation in result and IAC.md; the channel's guards
+// (tokens per run and only while it runs, bounded questions); and the token nowhere it must not be.
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startServer, type TestServer } from '../helpers/mcp.js';
+import { waitFor } from '../helpers/processes.js';
+
+type Question = { agent_id: string; message_id: string; question: string; options?: string[]; asked_at: string };
+type Entry = { kind: string; at: string; message_id?: string; text: string; options?: string[] };
+type Job = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  error?: string;
+  waiting_for_parent?: boolean;
+  questions?: Omit<Question, 'agent_id'>[];
+  progress?: string;
+  conversation?: Entry[];
+};
+type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
+
+const TOKEN_SHAPE = /psp_[A-Za-z0-9_-]{20,}/;
+
+let server: TestServer;
+let records: string;
+const scratch = mkdtempSync(join(tmpdir(), 'polyspawn-ask-'));
+
+/** Every file under dir, recursively. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? filesUnder(join(dir, e.name)) : [join(dir, e.name)],
+  );
+}
+
+/** The run's entry in IAC.md's history ('' until it is there). */
+function entryOf(id: string): string {
+  const iac = readFileSync(join(server.projectDir, 'IAC.md'), 'utf8');
+  const start = iac.indexOf(`### \`${id}\``);
+  if (start < 0) return '';
+  const end = iac.indexOf('\n---\n', start);
+  return iac.slice(start, end < 0 ? undefined : end);
+}
+
+async function spawn(backend: string, prompt: string, extra: Record<string, unknown> = {}): Promise<string> {
+  return (await server.callOk<Job>(`spawn_${backend}`, { prompt, ...extra })).agent_id;
+}
+
+/** Waits (long) until the agent asks; asserts the wait was woken by the question, not run out. */
+async function questionOf(id: string): Promise<Question> {
+  const started = Date.now();
+  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
+  expect(waited.timed_out).toBe(false);
+  expect(Date.now() - started).toBeLessThan(30_000);
+  expect(waited.questions, JSON.stringify(waited)).toHaveLength(1);
+  return waited.questions![0]!;
+}
+
+/** Waits until the agent has finished: a wait returns early for each new question it asks. */
+async function finished(id: string, on: TestServer = server): Promise<Job> {
+  for (let waits = 0; waits < 10; waits++) {
+    const waited = await on.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
+    if (waited.finished.length) return waited.finished[0]!;
+    expect(waited.questions?.length, JSON.stringify(waited)).toBeGreaterThan(0);
+  }
+  throw new Error(`agent ${id} did not finish`);
+}
+
+beforeAll(async () => {
+  records = mkdtempSync(join(tmpdir(), 'polyspawn-ask-argv-'));
+  server = await startServer({ env: { FAKE_CLI_RECORD: records, FAKE_CLI_RECORD_ENV: 'POLYSPAWN_PARENT_TOKEN' } });
+});
+afterAll(() => server.close());
+
+describe.each(['claude', 'codex', 'copilot'])('%s agent asks the orchestrator', (backend) => {
+  test('wait_for_agents wakes on the question; reply_subagent answers it; the agent carries on in the same run', async () => {
+    const logged: unknown[] = [];
+    server.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logged.push(n.params));
+    const id = await spawn(
+      backend,
+      'pick one [[cli:progress:reading the schema]] [[cli:ask:Which database?]] [[cli:ask-options:postgres|sqlite]]',
+    );
+    const question = await questionOf(id);
+    expect(question).toMatchObject({
+      agent_id: id,
+      message_id: 'q1',
+      question: 'Which database?',
+      options: ['postgres', 'sqlite'],
+    });
+
+    // While it waits: list and result show it waiting, with the question and its progress line.
+    const listed = await server.callOk<{ agents: Job[] }>('list');
+    const row = listed.agents.find((a) => a.agent_id === id)!;
+    expect(row).toMatchObject({ state: 'running', waiting_for_parent: true, progress: 'reading the schema' });
+    expect(row.questions).toEqual([expect.objectContaining({ message_id: 'q1', question: 'Which database?' })]);
+    await waitFor(
+      'IAC.md to show the open question',
+      () => readFileSync(join(server.projectDir, 'IAC.md'), 'utf8').includes(`\`${id}\` asks \`q1\``),
+      20_000,
+    );
+    await waitFor('the question as a warning notification', () => JSON.stringify(logged).includes(id), 20_000);
+    expect(logged).toContainEqual(
+      expect.objectContaining({ level: 'warning', data: expect.objectContaining({ agent_id: id, message_id: 'q1' }) }),
+    );
+
+    const replied = await server.callOk<Job>('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'postgres' });
+    expect(replied.waiting_for_parent).toBeUndefined();
+    const done = await finished(id);
+    expect(done.state).toBe('succeeded');
+    expect(done.text).toBe('ANSWER postgres');
+    expect(done.conversation!.map((e) => [e.kind, e.message_id, e.text])).toEqual([
+      ['progress', undefined, 'reading the schema'],
+      ['question', 'q1', 'Which database?'],
+      ['answer', 'q1', 'postgres'],
+    ]);
+
+    // IAC.md: the conversation in the run's entry, in order.
+    await waitFor('IAC.md to show the answer', () => entryOf(id).includes('**answered** `q1`: postgres'), 20_000);
+    const entry = entryOf(id);
+    const order = [
+      'progress: reading the schema',
+      '**asked** `q1`: Which database? (options: postgres / sqlite)',
+      '**answered** `q1`: postgres',
+    ];
+    const at = order.map((line) => entry.indexOf(line));
+    expect(
+      at.every((i) => i > 0),
+      entry,
+    ).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+  });
+});
+
+describe('answering', () => {
+  test('twice, an unknown message, an unknown agent, an agent that has ended: each a clear error', async () => {
+    const id = await spawn('codex', '[[cli:ask:Go on?]]');
+    await questionOf(id);
+    const unknownMessage = await server.call('reply_subagent', { agent_id: id, message_id: 'q9', answer: 'x' });
+    expect(unknownMessage.isError).toBe(true);
+    expect(JSON.stringify(unknownMessage.content)).toContain('its open questions are q1');
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'yes' });
+    const twice = await server.call('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'again' });
+    expect(twice.isError).toBe(true);
+    expect(JSON.stringify(twice.content)).toContain('was answered already');
+    await finished(id);
+    const unknownAgent = await server.call('reply_subagent', { agent_id: 'zzzzzz', message_id: 'q1', answer: 'x' });
+    expect(unknownAgent.isError).toBe(true);
+    expect(JSON.stringify(unknownAgent.content)).toContain('no agent with id');
+
+    // A question left open when its run ends cannot be answered afterwards.
+    const left = await spawn('claude', '[[cli:ask:Anyone there?]]', { timeout_s: 3 });
+    await questionOf(left);
+    const ended = await finished(left);
+    expect(ended.state).toBe('timed_out');
+    const late = await server.call('reply_subagent', { agent_id: left, message_id: 'q1', answer: 'too late' });
+    expect(late.isError).toBe(true);
+    expect(JSON.stringify(late.content)).toContain('has ended (timed_out)');
+    // Its own time-out ended the run; the question shows never answered.
+    expect(ended.conversation).toEqual([expect.objectContaining({ kind: 'question', text: 'Anyone there?' })]);
+    await waitFor(
+      'IAC.md to show the question never answered',
+      () => entryOf(left).includes('**asked** `q1`: Anyone there? · _never answered_'),
+      20_000,
+    );
+  });
+
+  test('a run may hold 5 open questions: the next is refused with what to do', async () => {
+    const id = await spawn('codex', '[[cli:ask-many:100]]');
+    const done = await finished(id);
+    expect(done.text).toMatch(/^REFUSED 5 questions \(q1, q2, q3, q4, q5\) are waiting for answers already/);
+    const questions = done.conversation!.filter((e) => e.kind === 'question');
+    expect(questions).toHaveLength(5);
+  });
+});
+
+describe('the channel admits each run alone, while it runs', () => {
+  test('no token, a made-up token, and the token of a run that has ended: 401', async () => {
+    expect((await finished(await spawn('codex', '[[cli:probe:none]]'))).text).toBe('PROBE 401');
+    expect((await finished(await spawn('copilot', '[[cli:probe:wrong]]'))).text).toBe('PROBE 401');
+    const tokenFile = join(scratch, 'stolen-token');
+    const first = await finished(await spawn('claude', `[[cli:save-token:${tokenFile}]]`));
+    expect(first.text).toBe('TALKED');
+    expect(readFileSync(tokenFile, 'utf8')).toMatch(TOKEN_SHAPE);
+    // The same token, presented by a later run after the first has ended.
+    expect((await finished(await spawn('codex', `[[cli:probe:file=${tokenFile}]]`))).text).toBe('PROBE 401');
+  });
+
+  test('ask_parent: false gives the agent no channel', async () => {
+    const job = await finished(await spawn('claude', '[[cli:ask:Hello?]]', { ask_parent: false }));
+    expect(job.text).toBe('NO CHANNEL');
+  });
+
+  test('the token is in no argv, file of the project, log or tool result; the files that held it are gone', async () => {
+    const id = await spawn('claude', '[[cli:ask:Secret?]]');
+    await questionOf(id);
+    // While the run lasts, its MCP config (which holds the token) is the user's alone.
+    const runDir = join(server.projectDir, '.polyspawn', 'runs', id);
+    expect(statSync(join(runDir, 'claude-mcp.json')).mode & 0o777).toBe(0o600);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'fine' });
+    // An agent that prints its token: redacted like any secret.
+    const leaked = await finished(await spawn('codex', '[[cli:echo-env:POLYSPAWN_PARENT_TOKEN]]'));
+    expect(leaked.text).toBe('[REDACTED]');
+    const results = JSON.stringify([await finished(id), leaked, await server.callOk('list')]);
+    expect(results).not.toMatch(TOKEN_SHAPE);
+    for (const file of filesUnder(records)) {
+      const { argv, env } = JSON.parse(readFileSync(file, 'utf8')) as { argv: string[]; env: Record<string, string> };
+      expect(argv.join(' ')).not.toMatch(TOKEN_SHAPE);
+      // codex reads its token from the environment; the others from their 0600 config file.
+      if (argv.some((a) => a.includes('bearer_token_env_var'))) expect(env.POLYSPAWN_PARENT_TOKEN).toMatch(TOKEN_SHAPE);
+    }
+    for (const file of filesUnder(server.projectDir)) {
+      if (file.includes(`${join('.polyspawn', 'runs')}`) || file.endsWith('IAC.md') || file.endsWith('.jsonl')) {
+        expect(readFileSync(file, 'utf8'), file).not.toMatch(TOKEN_SHAPE);
+      }
+    }
+    expect(server.stderr()).not.toMatch(TOKEN_SHAPE);
+    expect(existsSync(join(runDir, 'claude-mcp.json'))).toBe(false);
+  });
+
+  test('with no CLI agent running, nothing listens', async () => {
+    const id = await spawn('codex', '[[cli:ask:Port?]]');
+    await questionOf(id);
+    const argv = filesUnder(records)
+      .map((f) => JSON.parse(readFileSync(f, 'utf8')) as { argv: string[]; prompt: string })
+      .find((r) => r.prompt.includes('Port?'))!.argv;
+    const url = JSON.parse(
+      argv
+        .find((a) => a.startsWith('mcp_servers.parent.url='))!
+        .split('=')
+        .slice(1)
+        .join('='),
+    );
+    expect((await fetch(url, { method: 'POST' })).status).toBe(401);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'ok' });
+    await finished(id);
+    // The last lease closes the listener before the job's end is announced.
+    await expect(fetch(url, { method: 'POST' })).rejects.toThrow();
+  });
+});
+
+describe('after a restart', () => {
+  test('a question of an interrupted run shows never answered, and answering it is a clear error', async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-ask-restart-'));
+    const first = await startServer({ projectDir });
+    const id = (await first.callOk<Job>('spawn_codex', { prompt: '[[cli:ask:Still there?]]' })).agent_id;
+    const waited = await first.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
+    expect(waited.questions, JSON.stringify(waited)).toHaveLength(1);
+    await waitFor(
+      'the question in the run store',
+      () =>
+        readFileSync(join(projectDir, '.polyspawn', 'runs', id, 'record.json'), 'utf8').includes('"kind": "question"'),
+      20_000,
+    );
+    process.kill(first.transport.pid!, 'SIGKILL');
+    await first.close().catch(() => undefined);
+
+    const second = await startServer({ projectDir });
+    try {
+      let job = await second.callOk<Job>('result', { agent_id: id });
+      for (const deadline = Date.now() + 30_000; job.state !== 'interrupted' && Date.now() < deadline;) {
+        await new Promise((r) => setTimeout(r, 100));
+        job = await second.callOk<Job>('result', { agent_id: id });
+      }
+      expect(job.state).toBe('interrupted');
+      expect(job.conversation).toEqual([expect.objectContaining({ kind: 'question', text: 'Still there?' })]);
+      const late = await second.call('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'yes' });
+      expect(late.isError).toBe(true);
+      expect(JSON.stringify(late.content)).toContain('has ended (interrupted)');
+      await waitFor(
+        'IAC.md to show the question never answered',
+        () =>
+          existsSync(join(projectDir, 'IAC.md')) &&
+          readFileSync(join(projectDir, 'IAC.md'), 'utf8').includes('**asked** `q1`: Still there? · _never answered_'),
+        30_000,
+      );
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describe('channel: false in the config', () => {
+  test('no reply_subagent tool, no ask_parent field, and agents get no channel', async () => {
+    const off = await startServer({ env: { POLYSPAWN_CHANNEL: 'false' } });
+    try {
+      const { tools } = await off.client.listTools();
+      expect(tools.map((t) => t.name)).not.toContain('reply_subagent');
+      expect(Object.keys(tools.find((t) => t.name === 'spawn_codex')!.inputSchema.properties!)).not.toContain(
+        'ask_parent',
+      );
+      const id = (await off.callOk<Job>('spawn_codex', { prompt: '[[cli:ask:Anyone?]]' })).agent_id;
+      const waited = await off.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
+      expect(waited.finished[0]!.text).toBe('NO CHANNEL');
+    } finally {
+      await off.close();
+    }
+  });
+});

@@ -1,0 +1,114 @@
+// The fake CLIs' side of polyspawn's channel to the orchestrator (ask_parent): it finds the
+// channel in its own command line, the way each real CLI would, and talks to it with the MCP
+// SDK's client. Loaded by fake-cli.mjs only when a prompt has a channel directive.
+//
+//   [[cli:progress:TEXT]]    report_progress(TEXT) first
+//   [[cli:ask:QUESTION]]     ask_parent(QUESTION), then check_message_status while it is
+//                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
+//                            when the tool refuses)
+//   [[cli:ask-options:A|B]]  the options of that question
+//   [[cli:ask-many:N]]       N questions at once; ends with `REFUSED <message>` at the first refusal
+//   [[cli:save-token:FILE]]  write its own token to FILE (as a misbehaving agent could)
+//   [[cli:probe:HOW]]        one initialize request to the channel, with no token (HOW=none), a
+//                            made-up one (wrong), or the token in a file (file=PATH); the answer
+//                            text is `PROBE <HTTP status>`
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const SERVER = 'parent';
+
+/** Where the channel is and the headers that admit this run, read as the named CLI reads them. */
+export function findChannel(name, args, env) {
+  const after = (flag) => {
+    const i = args.indexOf(flag);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  if (name === 'codex') {
+    const setting = (key) => {
+      const prefix = `mcp_servers.${SERVER}.${key}=`;
+      const arg = args.find((a) => a.startsWith(prefix));
+      return arg === undefined ? undefined : JSON.parse(arg.slice(prefix.length));
+    };
+    const url = setting('url');
+    const tokenEnv = setting('bearer_token_env_var');
+    if (!url) return undefined;
+    return { url, headers: tokenEnv && env[tokenEnv] ? { Authorization: `Bearer ${env[tokenEnv]}` } : {} };
+  }
+  const file = name === 'claude' ? after('--mcp-config') : after('--additional-mcp-config')?.replace(/^@/, '');
+  if (!file) return undefined;
+  const server = JSON.parse(readFileSync(file, 'utf8')).mcpServers?.[SERVER];
+  return server ? { url: server.url, headers: server.headers ?? {} } : undefined;
+}
+
+async function connect(channel) {
+  const client = new Client({ name: 'fake-cli', version: '0.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(channel.url), { requestInit: { headers: channel.headers } }),
+  );
+  return client;
+}
+
+const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
+
+async function ask(client, question, options) {
+  const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
+  let result = await call('ask_parent', { question, ...(options ? { options } : {}) });
+  for (let i = 0; !result.isError && result.structuredContent?.status === 'pending' && i < 20; i++) {
+    result = await call('check_message_status', { message_id: result.structuredContent.message_id });
+  }
+  if (result.isError) return `ASK ERROR ${textOf(result)}`;
+  return `ANSWER ${result.structuredContent.answer ?? '(pending)'}`;
+}
+
+/** The answer text, after doing what the directives say; undefined when none applies. */
+export async function talkToParent({ name, args, env, valueOf }) {
+  const channel = findChannel(name, args, env);
+  const probe = valueOf('probe');
+  if (probe !== undefined) {
+    const token =
+      probe === 'none'
+        ? undefined
+        : probe === 'wrong'
+          ? 'psp_madeup'
+          : readFileSync(probe.replace(/^file=/, ''), 'utf8');
+    const response = await fetch(channel?.url ?? 'http://127.0.0.1:9/mcp', {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'probe', version: '0' } },
+      }),
+    });
+    return `PROBE ${response.status}`;
+  }
+  if (!channel) return 'NO CHANNEL';
+  const saveTo = valueOf('save-token');
+  if (saveTo !== undefined) writeFileSync(saveTo, (channel.headers.Authorization ?? '').replace(/^Bearer /, ''));
+  const client = await connect(channel);
+  try {
+    const progress = valueOf('progress');
+    if (progress !== undefined) await client.callTool({ name: 'report_progress', arguments: { text: progress } });
+    const many = valueOf('ask-many');
+    if (many !== undefined) {
+      return await new Promise((resolve) => {
+        for (let i = 1; i <= Number(many); i++) {
+          void client
+            .callTool({ name: 'ask_parent', arguments: { question: `question ${i}` } }, undefined, { timeout: 120_000 })
+            .then((r) => r.isError && resolve(`REFUSED ${textOf(r)}`));
+        }
+      });
+    }
+    const question = valueOf('ask');
+    if (question !== undefined) return await ask(client, question, valueOf('ask-options')?.split('|'));
+    return 'TALKED';
+  } finally {
+    void client.close().catch(() => undefined);
+  }
+}

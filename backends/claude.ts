@@ -1,6 +1,7 @@
 // Claude Code: `claude -p`, prompt on stdin, stream-json so the log shows progress while it runs.
 import type { CliBackend, McpServerSpec } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
 /**
  * This run's cost. total_cost_usd adds up over a resumed session; stream-json's
@@ -63,12 +64,18 @@ export const claude: CliBackend = {
       ...(input.mcpServers ? mapValues(input.mcpServers, claudeMcpServer) : {}),
       ...(parent
         ? {
-            [parent.name]: claudeMcpServer({ url: parent.url, headers: { Authorization: `Bearer ${parent.token}` } }),
+            [parent.name]: {
+              ...claudeMcpServer({ url: parent.url, headers: bearerFromEnv(parent) }),
+              // Offered to the model at once (not deferred behind ToolSearch), and a question
+              // may block past claude's default wait for a tool.
+              alwaysLoad: true,
+              timeout: parent.toolCallS * 2 * 1000,
+            },
           }
         : {}),
     };
     if (Object.keys(servers).length) {
-      // A file, not an argument: it holds the channel's token, and a server's env may hold one.
+      // A file, not an argument: a server's env or headers may hold a token.
       const path = `${scratchDir}/claude-mcp.json`;
       files[path] = JSON.stringify({ mcpServers: servers }, null, 2);
       args.push('--mcp-config', path);
@@ -121,6 +128,3 @@ function claudeMcpServer(spec: McpServerSpec): Record<string, unknown> {
     ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}) }
     : { type: 'stdio', command: spec.command, args: spec.args ?? [], env: spec.env ?? {} };
 }
-
-const mapValues = <T, U>(o: Record<string, T>, f: (v: T) => U): Record<string, U> =>
-  Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));

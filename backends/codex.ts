@@ -60,8 +60,10 @@ export const codex: CliBackend = {
       const key = `mcp_servers.${parent.name}`;
       args.push('-c', `${key}.url=${tomlString(parent.url)}`);
       args.push('-c', `${key}.bearer_token_env_var=${tomlString(parent.tokenEnv)}`);
-      // A question may block for the whole answer wait; codex's own default is shorter.
+      // A question may block for the whole answer wait; and exec's approval policy (never)
+      // would refuse an MCP call that needs approval under a sandbox.
       args.push('-c', `${key}.tool_timeout_sec=${parent.toolCallS * 2}`);
+      args.push('-c', `${key}.default_tools_approval_mode="approve"`);
     }
     if (resuming) args.push(input.resumeSessionId!);
     args.push('-');

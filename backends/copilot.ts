@@ -2,6 +2,7 @@
 // the session's token totals in the file named by --usage-output-file.
 import type { CliBackend, McpServerSpec, Usage } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
 function usageFromFile(text: string | undefined): Usage | undefined {
   if (!text) return undefined;
@@ -64,18 +65,17 @@ export const copilot: CliBackend = {
       const existing = inherited?.COPILOT_CUSTOM_INSTRUCTIONS_DIRS;
       env.COPILOT_CUSTOM_INSTRUCTIONS_DIRS = existing ? `${existing},${dir}` : dir;
     }
-    const servers = {
-      ...input.mcpServers,
-      ...(parent ? { [parent.name]: { url: parent.url, headers: { Authorization: `Bearer ${parent.token}` } } } : {}),
-    };
+    const servers: Record<string, Record<string, unknown>> = mapValues(input.mcpServers ?? {}, copilotMcpServer);
+    if (parent) {
+      servers[parent.name] = {
+        ...copilotMcpServer({ url: parent.url, headers: bearerFromEnv(parent) }),
+        timeout: parent.toolCallS * 2 * 1000,
+      };
+    }
     if (Object.keys(servers).length) {
       // `@file`, not the JSON itself: copilot's help says never to put a token in the argument.
       const path = `${scratchDir}/copilot-mcp.json`;
-      files[path] = JSON.stringify(
-        { mcpServers: Object.fromEntries(Object.entries(servers).map(([n, s]) => [n, copilotMcpServer(s)])) },
-        null,
-        2,
-      );
+      files[path] = JSON.stringify({ mcpServers: servers }, null, 2);
       args.push('--additional-mcp-config', `@${path}`);
     }
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };

@@ -174,7 +174,7 @@ export type ParentEndpoint = {
   /** The server's name as the agent sees it (its tools: mcp__<name>__ask_parent and so on). */
   name: string;
   url: string;
-  /** The run's bearer token. Never in argv: an environment variable or a 0600 file. */
+  /** The run's bearer token. Never in argv, nor in a file: the CLI reads it from `tokenEnv`. */
   token: string;
   /** The variable the executor sets to the token in the child's environment. */
   tokenEnv: string;

@@ -197,7 +197,7 @@ describe('the channel admits each run alone, while it runs', () => {
   test('the token is in no argv, file of the project, log or tool result; the files that held it are gone', async () => {
     const id = await spawn('claude', '[[cli:ask:Secret?]]');
     await questionOf(id);
-    // While the run lasts, its MCP config (which holds the token) is the user's alone.
+    // While the run lasts, its MCP config is the user's alone (an agent's servers may hold tokens).
     const runDir = join(server.projectDir, '.polyspawn', 'runs', id);
     expect(statSync(join(runDir, 'claude-mcp.json')).mode & 0o777).toBe(0o600);
     await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'fine' });
@@ -209,8 +209,11 @@ describe('the channel admits each run alone, while it runs', () => {
     for (const file of filesUnder(records)) {
       const { argv, env } = JSON.parse(readFileSync(file, 'utf8')) as { argv: string[]; env: Record<string, string> };
       expect(argv.join(' ')).not.toMatch(TOKEN_SHAPE);
-      // codex reads its token from the environment; the others from their 0600 config file.
-      if (argv.some((a) => a.includes('bearer_token_env_var'))) expect(env.POLYSPAWN_PARENT_TOKEN).toMatch(TOKEN_SHAPE);
+      // Each CLI reads its token from the environment (codex by bearer_token_env_var, the others
+      // by expanding the variable in their config file's header).
+      const hasChannel = argv.some((a) => a.startsWith('mcp_servers.parent.') || /mcp-config$/.test(a));
+      if (hasChannel) expect(env.POLYSPAWN_PARENT_TOKEN).toMatch(TOKEN_SHAPE);
+      else expect(env.POLYSPAWN_PARENT_TOKEN).toBeNull();
     }
     for (const file of filesUnder(server.projectDir)) {
       if (file.includes(`${join('.polyspawn', 'runs')}`) || file.endsWith('IAC.md') || file.endsWith('.jsonl')) {

@@ -38,7 +38,11 @@ export function findChannel(name, args, env) {
   const file = name === 'claude' ? after('--mcp-config') : after('--additional-mcp-config')?.replace(/^@/, '');
   if (!file) return undefined;
   const server = JSON.parse(readFileSync(file, 'utf8')).mcpServers?.[SERVER];
-  return server ? { url: server.url, headers: server.headers ?? {} } : undefined;
+  if (!server) return undefined;
+  // Both CLIs expand ${VAR} in a server's headers from their environment.
+  const expand = (value) => value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name) => env[name] ?? '');
+  const headers = Object.fromEntries(Object.entries(server.headers ?? {}).map(([k, v]) => [k, expand(v)]));
+  return { url: server.url, headers };
 }
 
 async function connect(channel) {

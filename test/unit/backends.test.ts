@@ -190,10 +190,13 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
     const allowed = spec.args.slice(spec.args.indexOf('--allowedTools') + 1);
     expect(allowed.slice(0, 2)).toEqual(['Read', 'mcp__parent']);
     const file = JSON.parse(spec.files!['/scratch/claude-mcp.json']!);
+    // The token stays in the environment: claude expands the variable in the header.
     expect(file.mcpServers.parent).toEqual({
       type: 'http',
       url: parent.url,
-      headers: { Authorization: `Bearer ${parent.token}` },
+      headers: { Authorization: 'Bearer ${POLYSPAWN_PARENT_TOKEN}' },
+      alwaysLoad: true,
+      timeout: 100_000,
     });
   });
   test("claude: with an agent definition's servers, both in one file, and only those (strict)", () => {
@@ -214,6 +217,7 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
         'mcp_servers.parent.url="http://127.0.0.1:4321/mcp"',
         'mcp_servers.parent.bearer_token_env_var="POLYSPAWN_PARENT_TOKEN"',
         'mcp_servers.parent.tool_timeout_sec=100',
+        'mcp_servers.parent.default_tools_approval_mode="approve"',
       ]),
     );
     expect(spec.args.at(-1)).toBe('-');
@@ -231,8 +235,9 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
     expect(file.mcpServers.parent).toEqual({
       type: 'http',
       url: parent.url,
-      headers: { Authorization: `Bearer ${parent.token}` },
+      headers: { Authorization: 'Bearer ${POLYSPAWN_PARENT_TOKEN}' },
       tools: ['*'],
+      timeout: 100_000,
     });
     // allow-all allows it already: no allow list is added.
     expect(copilot.command(input(), settings(copilot), withParent).args).not.toContain('--allow-tool');

@@ -36,7 +36,9 @@ export function channelServer(app: App, jobId: string): McpServer {
           .describe('Choices to pick from'),
       },
       outputSchema: answerSchema,
-      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: false },
+      // It changes nothing the agent works on; and codex and copilot call read-only tools
+      // without an approval nobody would give.
+      annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ question, options }, extra) => {
       const asked = app.jobs.ask(jobId, question, options);
@@ -62,7 +64,7 @@ export function channelServer(app: App, jobId: string): McpServer {
       description: 'Tell the orchestrator in one line what you are doing now.',
       inputSchema: { text: z.string().min(1).max(2000) },
       outputSchema: { recorded: z.boolean() },
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ text }) => {
       app.jobs.reportProgress(jobId, text);

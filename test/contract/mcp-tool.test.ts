@@ -47,6 +47,16 @@ async function channel(options: { readOnlyHint?: boolean } = {}) {
   return { server, args, prompt: `Ask first. [[fake:mcp:parent:ask_parent:${JSON.stringify(args)}]]` };
 }
 
+/** The fake model API's steps for one prompt: 'mcp-search', 'mcp' (the call), 'tool-result'. */
+const steps = (question: string) => api.requests.filter((r) => r.rawBody.includes(question)).map((r) => r.outcome);
+
+/** What a Host and Origin check on the channel sees: loopback Host with the port, no Origin. */
+function expectLoopbackHeaders(server: ParentMcp): void {
+  const { host } = new URL(server.url);
+  expect(server.headers.length).toBeGreaterThan(0);
+  for (const h of server.headers) expect({ host: h.host, origin: h.origin }).toEqual({ host, origin: undefined });
+}
+
 /** What ask_parent answered to the first call, as the CLI's final answer must quote it. */
 const firstResult = JSON.stringify({ message_id: 'm1', status: 'answered', answer: PARENT_ANSWER });
 
@@ -99,10 +109,12 @@ function serverFile(server: ParentMcp, extra: Record<string, unknown> = {}): str
 }
 
 // ---------------------------------------------------------------------------------------------
-// claude: --mcp-config; ToolSearch first (MCP tools are deferred), then mcp__parent__ask_parent.
+// claude: --mcp-config; ToolSearch first (MCP tools are deferred unless the server entry says
+// alwaysLoad), then mcp__parent__ask_parent.
 
-const claude = async (server: ParentMcp, prompt: string, extra: string[]) => {
-  const args = ['-p', '--output-format', 'json', '--mcp-config', serverFile(server), '--strict-mcp-config', ...extra];
+const claude = async (server: ParentMcp, prompt: string, extra: string[], entry: Record<string, unknown> = {}) => {
+  const config = serverFile(server, entry);
+  const args = ['-p', '--output-format', 'json', '--mcp-config', config, '--strict-mcp-config', ...extra];
   const result = await run(clis.claude, args, prompt, server.token);
   const out = JSON.parse(result.stdout) as {
     result: string;
@@ -112,18 +124,28 @@ const claude = async (server: ParentMcp, prompt: string, extra: string[]) => {
 };
 
 describe('claude 2.1.332', () => {
+  const deferred = ['mcp-search', 'mcp', 'tool-result'];
   test.each([
-    ['--permission-mode acceptEdits', ['--permission-mode', 'acceptEdits']],
-    ['--permission-mode dontAsk', ['--permission-mode', 'dontAsk']],
-  ])('%s --allowedTools mcp__parent: ToolSearch, then ask_parent; the answer carries its result', async (_, mode) => {
-    const { server, args, prompt } = await channel();
-    const done = await claude(server, prompt, [...mode, '--allowedTools', 'mcp__parent']);
-    expect(done.code, done.stderr).toBe(0);
-    expect(server.calls).toEqual([args]);
-    expect(done.answer).toBe(`TOOL_RESULT: ${firstResult}`);
-    const steps = api.requests.filter((r) => r.rawBody.includes(args.question)).map((r) => r.outcome);
-    expect(steps).toEqual(['mcp-search', 'mcp', 'tool-result']);
-  });
+    ['--permission-mode acceptEdits', 'acceptEdits', {}, deferred],
+    ['--permission-mode dontAsk', 'dontAsk', {}, deferred],
+    [
+      '"alwaysLoad": true in the entry (offered at once, no ToolSearch)',
+      'acceptEdits',
+      { alwaysLoad: true },
+      ['mcp', 'tool-result'],
+    ],
+  ])(
+    '%s, --allowedTools mcp__parent: ask_parent is called; the answer carries its result',
+    async (_, mode, entry, path) => {
+      const { server, args, prompt } = await channel();
+      const done = await claude(server, prompt, ['--permission-mode', mode, '--allowedTools', 'mcp__parent'], entry);
+      expect(done.code, done.stderr).toBe(0);
+      expect(server.calls).toEqual([args]);
+      expect(done.answer).toBe(`TOOL_RESULT: ${firstResult}`);
+      expect(steps(args.question)).toEqual(path);
+      expectLoopbackHeaders(server);
+    },
+  );
 
   test('without --allowedTools, acceptEdits denies the call, even for a tool marked read-only', async () => {
     const { server, prompt } = await channel({ readOnlyHint: true });
@@ -169,13 +191,14 @@ describe('codex 0.169.0', () => {
   test.each([
     ['gpt-5.5 (in the catalog: tool_search first)', 'gpt-5.5', ['mcp-search', 'mcp', 'tool-result']],
     ['a model outside the catalog (a namespace tool mcp__parent)', 'fake-model', ['mcp', 'tool-result']],
-  ])('%s, read-only sandbox, approval mode "approve"', async (_, model, steps) => {
+  ])('%s, read-only sandbox, approval mode "approve"', async (_, model, path) => {
     const { server, args, prompt } = await channel();
     const done = await codex(server, prompt, codexExec(model, server, ['--sandbox', 'read-only']));
     expect(done.code, done.stderr).toBe(0);
     expect(server.calls).toEqual([args]);
     expect(done.answer).toContain(firstResult);
-    expect(api.requests.filter((r) => r.rawBody.includes(args.question)).map((r) => r.outcome)).toEqual(steps);
+    expect(steps(args.question)).toEqual(path);
+    expectLoopbackHeaders(server);
   });
 
   test('workspace-write with the approval mode, and the bypass flag without it, call the tool', async () => {
@@ -245,6 +268,8 @@ describe('copilot 1.0.102', () => {
     expect(done.code, done.stderr).toBe(0);
     expect(server.calls).toEqual([args]);
     expect(done.answer).toBe(`TOOL_RESULT: ${firstResult}`);
+    expect(steps(args.question)).toEqual(['mcp', 'tool-result']);
+    expectLoopbackHeaders(server);
   });
 
   test('without an allow rule the call is denied, unless the tool is read-only', async () => {

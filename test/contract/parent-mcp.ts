@@ -22,8 +22,10 @@ export interface ParentMcp {
   calls: ParentCall[];
   /** Requests refused for a missing or wrong token. */
   refused: number;
-  /** Bodies of every authorised POST (JSON-RPC), for diagnostics. */
+  /** The JSON-RPC method of every message in an authorised POST, in order. */
   methods: string[];
+  /** The headers of every authorised request (what a Host or Origin check will see). */
+  headers: http.IncomingHttpHeaders[];
   close(): Promise<void>;
 }
 
@@ -35,7 +37,7 @@ export async function startParentMcp(
 ): Promise<ParentMcp> {
   const sockets = new Set<Socket>();
   const timers = new Set<NodeJS.Timeout>();
-  const state: Omit<ParentMcp, 'url' | 'close'> = { token, calls: [], refused: 0, methods: [] };
+  const state: Omit<ParentMcp, 'url' | 'close'> = { token, calls: [], refused: 0, methods: [], headers: [] };
 
   const mcpServer = (): McpServer => {
     const server = new McpServer({ name: 'parent', version: '0.0.0' });
@@ -71,6 +73,7 @@ export async function startParentMcp(
       res.end(JSON.stringify({ error: 'unauthorized' }));
       return;
     }
+    state.headers.push(req.headers);
     if (req.method !== 'POST') {
       res.writeHead(405, { allow: 'POST' }).end();
       return;

@@ -1,6 +1,6 @@
 // A small MCP server over Streamable HTTP that plays polyspawn's `parent` channel for the contract
 // tests: 127.0.0.1, a random port, `Authorization: Bearer <token>` required, one tool
-// `ask_parent(question, options?)` that answers after `delayMs` with a fixed answer as JSON text.
+// `ask_parent(question, options?)` that answers at once with a fixed answer as JSON text.
 // Stateless (a fresh server and transport per POST); GET and DELETE get 405, which the transport
 // spec allows and each CLI accepts.
 import http from 'node:http';
@@ -20,10 +20,6 @@ export interface ParentMcp {
   token: string;
   /** Every ask_parent call, in order. */
   calls: ParentCall[];
-  /** Requests refused for a missing or wrong token. */
-  refused: number;
-  /** The JSON-RPC method of every message in an authorised POST, in order. */
-  methods: string[];
   /** The headers of every authorised request (what a Host or Origin check will see). */
   headers: http.IncomingHttpHeaders[];
   close(): Promise<void>;
@@ -31,13 +27,10 @@ export interface ParentMcp {
 
 export const PARENT_ANSWER = 'blue';
 
-export async function startParentMcp(
-  token: string,
-  options: { delayMs?: number; readOnlyHint?: boolean } = {},
-): Promise<ParentMcp> {
+/** `readOnlyHint`: annotate ask_parent as read-only (codex and copilot then run it without being allowed). */
+export async function startParentMcp(token: string, options: { readOnlyHint?: boolean } = {}): Promise<ParentMcp> {
   const sockets = new Set<Socket>();
-  const timers = new Set<NodeJS.Timeout>();
-  const state: Omit<ParentMcp, 'url' | 'close'> = { token, calls: [], refused: 0, methods: [], headers: [] };
+  const state: Omit<ParentMcp, 'url' | 'close'> = { token, calls: [], headers: [] };
 
   const mcpServer = (): McpServer => {
     const server = new McpServer({ name: 'parent', version: '0.0.0' });
@@ -46,19 +39,10 @@ export async function startParentMcp(
       {
         description: 'Ask the orchestrator a question and wait for its answer.',
         inputSchema: { question: z.string(), options: z.array(z.string()).optional() },
-        ...(options.readOnlyHint === undefined ? {} : { annotations: { readOnlyHint: options.readOnlyHint } }),
+        ...(options.readOnlyHint ? { annotations: { readOnlyHint: true } } : {}),
       },
-      async ({ question, options: choices }) => {
+      ({ question, options: choices }) => {
         state.calls.push({ question, options: choices });
-        if (options.delayMs) {
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(() => {
-              timers.delete(timer);
-              resolve();
-            }, options.delayMs);
-            timers.add(timer);
-          });
-        }
         const answer = { message_id: `m${state.calls.length}`, status: 'answered', answer: PARENT_ANSWER };
         return { content: [{ type: 'text', text: JSON.stringify(answer) }] };
       },
@@ -68,7 +52,6 @@ export async function startParentMcp(
 
   const httpServer = http.createServer((req, res) => {
     if (req.headers.authorization !== `Bearer ${token}`) {
-      state.refused++;
       res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
       res.end(JSON.stringify({ error: 'unauthorized' }));
       return;
@@ -82,9 +65,6 @@ export async function startParentMcp(
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
       const body: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      for (const m of Array.isArray(body) ? body : [body]) {
-        state.methods.push(String((m as { method?: unknown }).method ?? 'response'));
-      }
       const server = mcpServer();
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       res.on('close', () => void server.close());
@@ -106,7 +86,6 @@ export async function startParentMcp(
     url: `http://127.0.0.1:${port}/mcp`,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const t of timers) clearTimeout(t);
         httpServer.close(() => resolve());
         for (const s of sockets) s.destroy();
       }),

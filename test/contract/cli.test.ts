@@ -1,13 +1,12 @@
 // The real claude, codex and copilot CLIs, driven through the MCP server end to end against
 // the project's fake model API on 127.0.0.1: a first turn, a resumed second turn, an API
 // error, a system prompt that reaches the model, and a tool the default permissions allow.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
-import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
+import { startServer, type TestServer } from '../helpers/mcp.js';
+import { installClis, makeCliHomes, type CliHomes } from './clis.js';
 
 type Job = {
   agent_id: string;
@@ -22,58 +21,20 @@ type Job = {
 
 let api: FakeModelApi;
 let server: TestServer;
-let home: string;
+let homes: CliHomes;
 const project = () => server.projectDir;
 
 beforeAll(async () => {
-  // KEY=VALUE lines: where the pinned CLIs are (installed on first use, then reused).
-  const installed = Object.fromEntries(
-    execFileSync('bash', [join(repoRoot, 'test/contract/install-clis.sh')], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-      .trim()
-      .split('\n')
-      .map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]),
-  );
+  const clis = installClis();
   api = await startFakeModelApi();
-  // Homes for the CLIs' own state. codex warns when its home is under /tmp.
-  home = mkdtempSync(join(homedir(), '.cache', 'polyspawn', 'contract-home-'));
-  const codexHome = join(home, 'codex');
-  mkdirSync(codexHome);
-  writeFileSync(
-    join(codexHome, 'config.toml'),
-    [
-      'model_provider = "fake"',
-      '[model_providers.fake]',
-      'name = "fake"',
-      `base_url = "${api.url}/v1"`,
-      'wire_api = "responses"',
-      'stream_max_retries = 0',
-      'request_max_retries = 0',
-      '[analytics]',
-      'enabled = false',
-      '[features]',
-      'plugins = false',
-    ].join('\n'),
-  );
+  homes = makeCliHomes(api.url, clis);
   server = await startServer({
     fakeClis: false,
     env: {
-      POLYSPAWN_CLAUDE_BIN: installed.POLYSPAWN_CLAUDE_BIN!,
-      POLYSPAWN_CODEX_BIN: installed.POLYSPAWN_CODEX_BIN!,
-      POLYSPAWN_COPILOT_BIN: installed.POLYSPAWN_COPILOT_BIN!,
-      XDG_CACHE_HOME: installed.POLYSPAWN_COPILOT_XDG_CACHE_HOME!,
-      ANTHROPIC_BASE_URL: api.url,
-      ANTHROPIC_API_KEY: 'sk-ant-contract-test',
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      CLAUDE_CODE_MAX_RETRIES: '0',
-      CLAUDE_CONFIG_DIR: join(home, 'claude'),
-      CODEX_HOME: codexHome,
-      COPILOT_HOME: join(home, 'copilot'),
-      COPILOT_OFFLINE: 'true',
-      COPILOT_PROVIDER_BASE_URL: `${api.url}/v1`,
-      COPILOT_PROVIDER_API_KEY: 'contract-test-key',
+      POLYSPAWN_CLAUDE_BIN: clis.claude,
+      POLYSPAWN_CODEX_BIN: clis.codex,
+      POLYSPAWN_COPILOT_BIN: clis.copilot,
+      ...homes.env,
       // Nested inside Claude Code this would be set; polyspawn must remove it for claude.
       CLAUDECODE: '1',
     },
@@ -83,7 +44,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.close();
   await api?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
+  homes?.remove();
 });
 
 const spawn = async (backend: string, args: Record<string, unknown>): Promise<Job> => {

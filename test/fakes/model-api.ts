@@ -26,6 +26,15 @@
  *   [[fake:tool:COMMAND]]  ask the client to run COMMAND with its shell tool (claude: Bash,
  *                          codex: exec_command / shell, copilot: bash); the follow-up request
  *                          that carries the tool's output is answered `TOOL_RESULT: <output>`
+ *   [[fake:mcp:SERVER:TOOL:{"json":"args"}]]  (or [[fake:mcp:SERVER:TOOL]] for no arguments)
+ *                          call tool TOOL of MCP server SERVER with those arguments, under the
+ *                          client's name for it: claude `mcp__SERVER__TOOL` after a `ToolSearch`
+ *                          `select:` that loads it; codex TOOL in the namespace `mcp__SERVER`
+ *                          (after its built-in `tool_search` when the model is in its catalog);
+ *                          copilot `SERVER-TOOL`. Then `TOOL_RESULT: <output>`, as above. The
+ *                          arguments are one JSON object (any spaces, colons or brackets inside).
+ *                          A tool the request does not offer gets the text `FAKE MCP ERROR: …`
+ *                          with the tools it saw.
  *
  * Otherwise the answer is `FAKE REPLY (turn N): <first 200 chars of the last user prompt>`,
  * N = the number of user turns in the conversation the request carries (a resumed session
@@ -68,7 +77,10 @@ export interface RecordedRequest {
   tools: string[];
   /** The text of the tool result when this request carries one as its last message. */
   toolResult?: string;
-  /** What the fake answered: 'reply', 'tool', 'tool-result', or the directive's name. */
+  /**
+   * What the fake answered: 'reply', 'tool', 'tool-result', the directive's name, or for an MCP
+   * directive 'mcp-search' (the search step), 'mcp' (the call), 'mcp-missing', 'mcp-error'.
+   */
   outcome: string;
   /** HTTP status it answered with (0 when the client went away first). */
   status: number;
@@ -147,6 +159,13 @@ export function visibleText(text: string): string {
 // ---------------------------------------------------------------------------------------------
 // What one request asks for, protocol-independent.
 
+/** A tool call the assistant made earlier in the conversation. */
+interface PastCall {
+  name: string;
+  /** Responses: the `namespace` of a function_call (codex: `mcp__<server>`). */
+  namespace?: string;
+}
+
 interface Parsed {
   protocol: FakeProtocol;
   stream: boolean;
@@ -157,6 +176,11 @@ interface Parsed {
   lastUserText: string;
   system: string;
   tools: string[];
+  /** Responses: the functions inside `"type": "namespace"` tools (codex's MCP servers), offered
+   * in `tools` or loaded by an earlier `tool_search`. */
+  namespaced: Required<PastCall>[];
+  /** The tool calls the assistant made since the last user message with text, oldest first. */
+  calls: PastCall[];
   toolResult?: string;
   /** Chat Completions: the client asked for a usage chunk (stream_options.include_usage). */
   includeUsage?: boolean;
@@ -176,14 +200,23 @@ function parseAnthropic(body: Json): Parsed {
   const userTexts: string[] = [];
   let lastUserText = '';
   let toolResult: string | undefined;
+  let calls: PastCall[] = [];
   turns.forEach((m, i) => {
+    if (m.role === 'assistant') {
+      for (const b of arr(m.content)) if (isObj(b) && b.type === 'tool_use') calls.push({ name: str(b.name) });
+    }
     if (m.role !== 'user') return;
     const content = m.content;
     const text = textOf(content, ['text']);
     const results = arr(content).filter((b) => isObj(b) && b.type === 'tool_result');
-    if (visibleText(text)) userTexts.push(text);
+    // A tool result's message is no user turn, whatever text rides along (claude adds
+    // "Tool loaded." beside a ToolSearch result).
+    if (results.length === 0 && visibleText(text)) {
+      userTexts.push(text);
+      calls = [];
+    }
     if (i === turns.length - 1) {
-      lastUserText = text;
+      lastUserText = results.length > 0 ? '' : text;
       if (results.length > 0) {
         toolResult = results.map((r) => (isObj(r) ? textOf(r.content) : '')).join('\n');
       }
@@ -202,12 +235,20 @@ function parseAnthropic(body: Json): Parsed {
     lastUserText,
     system: systemParts.filter(Boolean).join('\n\n'),
     tools,
+    namespaced: [],
+    calls,
   };
   if (toolResult !== undefined) p.toolResult = toolResult;
   return p;
 }
 
-const TOOL_OUTPUT_TYPES = ['function_call_output', 'custom_tool_call_output', 'local_shell_call_output'];
+const TOOL_OUTPUT_TYPES = [
+  'function_call_output',
+  'custom_tool_call_output',
+  'local_shell_call_output',
+  'tool_search_output',
+];
+const TOOL_CALL_TYPES = ['function_call', 'custom_tool_call', 'local_shell_call', 'tool_search_call'];
 
 function parseResponses(body: Json): Parsed {
   const input: unknown[] =
@@ -218,11 +259,19 @@ function parseResponses(body: Json): Parsed {
   if (typeof body.instructions === 'string') systemParts.push(body.instructions);
   let lastUserText = '';
   let toolResult: string | undefined;
+  let calls: PastCall[] = [];
   items.forEach((item, i) => {
     const isLast = i === items.length - 1;
     const type = str(item.type) || 'message';
+    if (TOOL_CALL_TYPES.includes(type)) {
+      const call: PastCall = { name: type === 'tool_search_call' ? 'tool_search' : str(item.name) };
+      if (typeof item.namespace === 'string') call.namespace = item.namespace;
+      calls.push(call);
+    }
     if (TOOL_OUTPUT_TYPES.includes(type)) {
-      if (isLast) toolResult = typeof item.output === 'string' ? item.output : textOf(item.output);
+      // codex answers its built-in tool_search with the tools it found, not with text.
+      const output = type === 'tool_search_output' ? JSON.stringify(item.tools ?? []) : item.output;
+      if (isLast) toolResult = typeof output === 'string' ? output : textOf(output);
       return;
     }
     if (type !== 'message') return;
@@ -232,12 +281,18 @@ function parseResponses(body: Json): Parsed {
     if (visibleText(text)) {
       userTexts.push(text);
       lastUserText = text;
+      calls = [];
     }
   });
   if (toolResult !== undefined) lastUserText = '';
   const tools = arr(body.tools)
     .map((t) => (isObj(t) ? str(t.name) || str(t.type) : ''))
     .filter(Boolean);
+  // The tools a tool_search loaded ride in its output item, not in `tools`.
+  const searchOutputs = items.filter((item) => item.type === 'tool_search_output').flatMap((item) => arr(item.tools));
+  const namespaced = [...arr(body.tools), ...searchOutputs]
+    .filter((t): t is Json => isObj(t) && t.type === 'namespace')
+    .flatMap((t) => arr(t.tools).map((f) => ({ namespace: str(t.name), name: isObj(f) ? str(f.name) : '' })));
   const p: Parsed = {
     protocol: 'responses',
     stream: body.stream === true,
@@ -246,6 +301,8 @@ function parseResponses(body: Json): Parsed {
     lastUserText,
     system: systemParts.join('\n\n'),
     tools,
+    namespaced,
+    calls,
   };
   if (toolResult !== undefined) p.toolResult = toolResult;
   return p;
@@ -258,11 +315,20 @@ function parseChat(body: Json): Parsed {
   const systemParts: string[] = [];
   let lastUserText = '';
   let toolResult: string | undefined;
+  let calls: PastCall[] = [];
   for (const m of messages) if (isInstructionRole(m.role)) systemParts.push(textOf(m.content));
   turns.forEach((m, i) => {
+    if (m.role === 'assistant') {
+      for (const c of arr(m.tool_calls)) {
+        if (isObj(c) && isObj(c.function)) calls.push({ name: str(c.function.name) });
+      }
+    }
     if (m.role !== 'user') return;
     const text = textOf(m.content);
-    if (visibleText(text)) userTexts.push(text);
+    if (visibleText(text)) {
+      userTexts.push(text);
+      calls = [];
+    }
     if (i === turns.length - 1) lastUserText = text;
   });
   // A tool result: the conversation ends with `tool` messages (one per call): gather them.
@@ -289,6 +355,8 @@ function parseChat(body: Json): Parsed {
     lastUserText,
     system: systemParts.join('\n\n'),
     tools,
+    namespaced: [],
+    calls,
     includeUsage: isObj(body.stream_options) && body.stream_options.include_usage === true,
   };
   if (toolResult !== undefined) p.toolResult = toolResult;
@@ -300,13 +368,20 @@ function parseGemini(body: Json, model: string, stream: boolean): Parsed {
   const userTexts: string[] = [];
   let lastUserText = '';
   let toolResult: string | undefined;
+  let calls: PastCall[] = [];
   contents.forEach((c, i) => {
     const isLast = i === contents.length - 1;
-    if (c.role !== undefined && c.role !== 'user') return;
     const parts = arr(c.parts).filter(isObj);
+    if (c.role === 'model') {
+      for (const part of parts) if (isObj(part.functionCall)) calls.push({ name: str(part.functionCall.name) });
+    }
+    if (c.role !== undefined && c.role !== 'user') return;
     const text = textOf(parts);
     const responses = parts.filter((p) => isObj(p.functionResponse));
-    if (visibleText(text)) userTexts.push(text);
+    if (visibleText(text)) {
+      userTexts.push(text);
+      calls = [];
+    }
     if (isLast) {
       lastUserText = text;
       if (responses.length > 0) {
@@ -331,7 +406,17 @@ function parseGemini(body: Json, model: string, stream: boolean): Parsed {
       if (isObj(fd) && typeof fd.name === 'string') tools.push(fd.name);
     }
   }
-  const p: Parsed = { protocol: 'gemini', stream, model, userTexts, lastUserText, system, tools };
+  const p: Parsed = {
+    protocol: 'gemini',
+    stream,
+    model,
+    userTexts,
+    lastUserText,
+    system,
+    tools,
+    namespaced: [],
+    calls,
+  };
   if (toolResult !== undefined) p.toolResult = toolResult;
   return p;
 }
@@ -339,25 +424,106 @@ function parseGemini(body: Json, model: string, stream: boolean): Parsed {
 // ---------------------------------------------------------------------------------------------
 // Directives.
 
+/** `[[fake:mcp:SERVER:TOOL:{args}]]`; `error` says why the directive could not be read. */
+interface McpDirective {
+  kind: 'mcp';
+  server: string;
+  tool: string;
+  args: Json;
+  error?: string;
+}
+
 type Directive =
   | { kind: 'none' }
   | { kind: '401' | '429' | '429-once' | '500' | 'malformed' | 'empty' | 'mistral-chunks' }
   | { kind: 'slow'; ms: number }
-  | { kind: 'tool'; command: string };
+  | { kind: 'tool'; command: string }
+  | McpDirective;
+
+const OPEN = '[[fake:';
 
 /** Every directive in the text, in order. `slow` combines with the others. */
 function findDirectives(text: string): Directive[] {
   const out: Directive[] = [];
-  const re = /\[\[fake:([\s\S]*?)\]\](?!\])/g;
-  for (const m of text.matchAll(re)) {
-    const d = m[1] ?? '';
-    if (d.startsWith('tool:')) out.push({ kind: 'tool', command: d.slice('tool:'.length) });
-    else if (d.startsWith('slow:')) out.push({ kind: 'slow', ms: Math.max(0, Number(d.slice(5)) || 0) });
-    else if (['401', '429', '429-once', '500', 'malformed', 'empty', 'mistral-chunks'].includes(d)) {
-      out.push({ kind: d as '401' });
+  let at = text.indexOf(OPEN);
+  while (at >= 0) {
+    const start = at + OPEN.length;
+    let end: number;
+    if (text.startsWith('mcp:', start)) {
+      const read = readMcpDirective(text, start + 'mcp:'.length);
+      out.push(read.directive);
+      end = read.end;
+    } else {
+      // The first `]]` that is not followed by another `]`.
+      const close = /\]\](?!\])/g;
+      close.lastIndex = start;
+      const m = close.exec(text);
+      if (!m) break;
+      const d = text.slice(start, m.index);
+      end = m.index + 2;
+      if (d.startsWith('tool:')) out.push({ kind: 'tool', command: d.slice('tool:'.length) });
+      else if (d.startsWith('slow:')) out.push({ kind: 'slow', ms: Math.max(0, Number(d.slice(5)) || 0) });
+      else if (['401', '429', '429-once', '500', 'malformed', 'empty', 'mistral-chunks'].includes(d)) {
+        out.push({ kind: d as '401' });
+      }
     }
+    at = text.indexOf(OPEN, end);
   }
   return out;
+}
+
+/**
+ * Reads `SERVER:TOOL]]` or `SERVER:TOOL:{json}]]` from `from`. The JSON object is found by
+ * matching its braces outside strings, so it may hold spaces, colons, `]]` and braces in strings.
+ */
+function readMcpDirective(text: string, from: number): { directive: McpDirective; end: number } {
+  const head = /([\w.-]+):([\w.-]+)(\]\]|:)/y;
+  head.lastIndex = from;
+  const m = head.exec(text);
+  const fail = (server: string, tool: string, error: string) => {
+    const close = text.indexOf(']]', from);
+    return {
+      directive: { kind: 'mcp' as const, server, tool, args: {}, error },
+      end: close < 0 ? text.length : close + 2,
+    };
+  };
+  if (!m) return fail('', '', 'expected [[fake:mcp:SERVER:TOOL]] or [[fake:mcp:SERVER:TOOL:{json}]]');
+  const server = m[1] ?? '';
+  const tool = m[2] ?? '';
+  if (m[3] === ']]') return { directive: { kind: 'mcp', server, tool, args: {} }, end: head.lastIndex };
+  const jsonStart = head.lastIndex;
+  const jsonEnd = endOfJsonObject(text, jsonStart);
+  if (jsonEnd < 0 || !text.startsWith(']]', jsonEnd)) {
+    return fail(server, tool, 'the arguments must be one JSON object followed by ]]');
+  }
+  let args: unknown;
+  try {
+    args = JSON.parse(text.slice(jsonStart, jsonEnd));
+  } catch (err) {
+    return fail(server, tool, `the arguments are not JSON: ${String(err)}`);
+  }
+  if (!isObj(args)) return fail(server, tool, 'the arguments must be a JSON object');
+  return { directive: { kind: 'mcp', server, tool, args }, end: jsonEnd + 2 };
+}
+
+/** The index just past the JSON object that starts at `from`, or -1. */
+function endOfJsonObject(text: string, from: number): number {
+  if (text[from] !== '{') return -1;
+  let depth = 0;
+  let inString = false;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,8 +670,16 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
     const mistral = /mistral/i.test(String(req.headers['user-agent'] ?? ''));
     const ctx: Ctx = { n, parsed, mistral, res };
 
-    // A tool result: answer it, whatever the conversation's first message asked for.
+    // A tool result: answer it, whatever the conversation's first message asked for, unless an
+    // MCP directive's tool was only searched for so far: then call it now.
     if (parsed.toolResult !== undefined) {
+      const mcp = findDirectives(parsed.userTexts.at(-1) ?? '').find((d) => d.kind === 'mcp');
+      if (mcp && !mcp.error && !parsed.calls.some((c) => isMcpTarget(c, mcp))) {
+        const step = mcpStep(parsed, mcp);
+        record.outcome = step.outcome;
+        reply(ctx, step.answer);
+        return;
+      }
       record.outcome = 'tool-result';
       reply(ctx, { kind: 'text', text: `TOOL_RESULT: ${parsed.toolResult}` });
       return;
@@ -555,8 +729,14 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
         reply(ctx, { kind: 'text', text: '', empty: true });
         return;
       case 'tool':
-        reply(ctx, { kind: 'tool', command: main.command });
+        reply(ctx, shellCall(parsed, main.command));
         return;
+      case 'mcp': {
+        const step = mcpStep(parsed, main);
+        record.outcome = step.outcome;
+        reply(ctx, step.answer);
+        return;
+      }
       default:
         break;
     }
@@ -603,7 +783,22 @@ interface Ctx {
   res: http.ServerResponse;
 }
 
-type Answer = { kind: 'text'; text: string; empty?: boolean; chunks?: boolean } | { kind: 'tool'; command: string };
+type Answer =
+  | { kind: 'text'; text: string; empty?: boolean; chunks?: boolean }
+  | ({ kind: 'call'; name: string; args: Json } & CallExtras);
+
+interface CallExtras {
+  /** Responses only: the function's namespace (codex's MCP servers). */
+  namespace?: string;
+  /** Responses only: codex's own `tool_search`, a `tool_search_call` item, not a function_call. */
+  builtinSearch?: boolean;
+}
+
+/** What the fake answers, and the outcome it records for it. */
+interface Step {
+  outcome: string;
+  answer: Answer;
+}
 
 function sendJson(res: http.ServerResponse, status: number, body: unknown, extra: http.OutgoingHttpHeaders = {}): void {
   const data = JSON.stringify(body);
@@ -689,13 +884,66 @@ function sendMalformed(ctx: Ctx): void {
   res.end();
 }
 
-function shellArgsFor(tools: string[], command: string): { name: string; args: Json } {
-  // Pick the client's own shell tool by name, with the argument shape that tool takes.
-  if (tools.includes('exec_command')) return { name: 'exec_command', args: { cmd: command } };
-  if (tools.includes('shell_command')) return { name: 'shell_command', args: { command } };
-  if (tools.includes('shell')) return { name: 'shell', args: { command: ['bash', '-lc', command] } };
-  if (tools.includes('Bash')) return { name: 'Bash', args: { command, description: 'fake tool call' } };
-  return { name: 'bash', args: { command, description: 'fake tool call' } };
+/** The client's own shell tool, picked by name, with the argument shape that tool takes. */
+function shellCall(parsed: Parsed, command: string): Answer {
+  const { tools, protocol } = parsed;
+  const call = (name: string, args: Json): Answer => ({ kind: 'call', name, args });
+  if (protocol === 'gemini') return call(tools[0] ?? 'bash', { command });
+  if (tools.includes('exec_command')) return call('exec_command', { cmd: command });
+  if (tools.includes('shell_command')) return call('shell_command', { command });
+  if (tools.includes('shell')) return call('shell', { command: ['bash', '-lc', command] });
+  const name = tools.includes('Bash') || (protocol === 'anthropic' && tools.length === 0) ? 'Bash' : 'bash';
+  return call(name, { command, description: 'fake tool call' });
+}
+
+/**
+ * Whether an earlier call was to the MCP tool itself, under any client's name for it:
+ * claude `mcp__S__T`, codex `T` in namespace `mcp__S`, copilot `S-T`.
+ */
+function isMcpTarget(call: PastCall, d: McpDirective): boolean {
+  if (call.namespace !== undefined) return call.namespace === `mcp__${d.server}` && call.name === d.tool;
+  return call.name === `mcp__${d.server}__${d.tool}` || call.name === `${d.server}-${d.tool}`;
+}
+
+/**
+ * The next step towards calling MCP tool T of server S, as each client offers it:
+ * - claude defers MCP tools: they are named in a system message, and `ToolSearch` with
+ *   `select:mcp__S__T` loads one; then `mcp__S__T` is called.
+ * - codex offers a server's tools as a `namespace` tool `mcp__S` (models outside its catalog),
+ *   or defers them behind its built-in `tool_search` (gpt-5.5): search, then call.
+ * - copilot offers `S-T`.
+ * A tool that is nowhere gets a text answer naming the tools the request offered.
+ */
+function mcpStep(parsed: Parsed, d: McpDirective): Step {
+  const label = `[[fake:mcp:${d.server}:${d.tool}]]`;
+  const say = (outcome: string, text: string): Step => ({ outcome, answer: { kind: 'text', text } });
+  const call = (outcome: string, name: string, args: Json, extra: CallExtras = {}): Step => ({
+    outcome,
+    answer: { kind: 'call', name, args, ...extra },
+  });
+  if (d.error) return say('mcp-error', `FAKE MCP ERROR: ${label}: ${d.error}`);
+  const namespace = `mcp__${d.server}`;
+  const claudeName = `${namespace}__${d.tool}`;
+  if (parsed.namespaced.some((f) => f.namespace === namespace && f.name === d.tool)) {
+    return call('mcp', d.tool, d.args, { namespace });
+  }
+  for (const name of [claudeName, `${d.server}-${d.tool}`]) {
+    if (parsed.tools.includes(name)) return call('mcp', name, d.args);
+  }
+  const searched = parsed.calls.some((c) => c.name === 'ToolSearch' || c.name === 'tool_search');
+  if (!searched && parsed.tools.includes('ToolSearch') && parsed.system.includes(claudeName)) {
+    return call('mcp-search', 'ToolSearch', { query: `select:${claudeName}` });
+  }
+  if (!searched && parsed.tools.includes('tool_search')) {
+    return call('mcp-search', 'tool_search', { query: `${d.server} ${d.tool}` }, { builtinSearch: true });
+  }
+  const seen = [...parsed.tools, ...parsed.namespaced.map((f) => `${f.namespace}.${f.name}`)];
+  return say(
+    'mcp-missing',
+    `FAKE MCP ERROR: ${label}: the request offers no such tool${searched ? ' after a tool search' : ''}` +
+      ` (looked for ${claudeName}, ${d.tool} in namespace ${namespace}, ${d.server}-${d.tool});` +
+      ` tools seen: ${seen.join(', ') || 'none'}`,
+  );
 }
 
 function reply(ctx: Ctx, answer: Answer): void {
@@ -726,14 +974,11 @@ function replyAnthropic(ctx: Ctx, answer: Answer): void {
     cache_read_input_tokens: FAKE_USAGE.cached,
   };
   const toolId = `toolu_fake_${n}`;
-  const toolInput = answer.kind === 'tool' ? { command: answer.command, description: 'fake tool call' } : {};
-  const stopReason = answer.kind === 'tool' ? 'tool_use' : 'end_turn';
-  const toolName =
-    parsed.tools.includes('Bash') || parsed.tools.length === 0 ? 'Bash' : shellArgsFor(parsed.tools, '').name;
+  const stopReason = answer.kind === 'call' ? 'tool_use' : 'end_turn';
 
   if (!parsed.stream) {
     const content: unknown[] = [];
-    if (answer.kind === 'tool') content.push({ type: 'tool_use', id: toolId, name: toolName, input: toolInput });
+    if (answer.kind === 'call') content.push({ type: 'tool_use', id: toolId, name: answer.name, input: answer.args });
     else if (!answer.empty) content.push({ type: 'text', text: answer.text });
     sendJson(
       res,
@@ -775,13 +1020,13 @@ function replyAnthropic(ctx: Ctx, answer: Answer): void {
     },
     'message_start',
   );
-  if (answer.kind === 'tool') {
+  if (answer.kind === 'call') {
     sse(
       res,
       {
         type: 'content_block_start',
         index: 0,
-        content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} },
+        content_block: { type: 'tool_use', id: toolId, name: answer.name, input: {} },
       },
       'content_block_start',
     );
@@ -790,7 +1035,7 @@ function replyAnthropic(ctx: Ctx, answer: Answer): void {
       {
         type: 'content_block_delta',
         index: 0,
-        delta: { type: 'input_json_delta', partial_json: JSON.stringify(toolInput) },
+        delta: { type: 'input_json_delta', partial_json: JSON.stringify(answer.args) },
       },
       'content_block_delta',
     );
@@ -833,15 +1078,24 @@ function replyResponses(ctx: Ctx, answer: Answer): void {
     total_tokens: FAKE_USAGE.input + FAKE_USAGE.output,
   };
   let item: Json;
-  if (answer.kind === 'tool') {
-    const { name, args } = shellArgsFor(parsed.tools, answer.command);
+  if (answer.kind === 'call' && answer.builtinSearch) {
+    item = {
+      id: `ts_fake_${n}`,
+      type: 'tool_search_call',
+      status: 'completed',
+      call_id: `call_fake_${n}`,
+      execution: 'client',
+      arguments: answer.args,
+    };
+  } else if (answer.kind === 'call') {
     item = {
       id: `fc_fake_${n}`,
       type: 'function_call',
       status: 'completed',
       call_id: `call_fake_${n}`,
-      name,
-      arguments: JSON.stringify(args),
+      name: answer.name,
+      ...(answer.namespace === undefined ? {} : { namespace: answer.namespace }),
+      arguments: JSON.stringify(answer.args),
     };
   } else {
     item = {
@@ -889,15 +1143,14 @@ function replyChat(ctx: Ctx, answer: Answer): void {
     total_tokens: FAKE_USAGE.input + FAKE_USAGE.output,
     prompt_tokens_details: { cached_tokens: FAKE_USAGE.cached },
   };
-  const tool = answer.kind === 'tool' ? shellArgsFor(parsed.tools, answer.command) : undefined;
-  const toolCall = tool && {
+  const toolCall = answer.kind === 'call' && {
     id: `call_fake_${n}`,
     type: 'function',
-    function: { name: tool.name, arguments: JSON.stringify(tool.args) },
+    function: { name: answer.name, arguments: JSON.stringify(answer.args) },
   };
-  const finish = tool ? 'tool_calls' : 'stop';
+  const finish = toolCall ? 'tool_calls' : 'stop';
   const text = answer.kind === 'text' ? answer.text : '';
-  const content: unknown = tool ? null : answer.kind === 'text' && answer.chunks ? [{ type: 'text', text }] : text;
+  const content: unknown = toolCall ? null : answer.kind === 'text' && answer.chunks ? [{ type: 'text', text }] : text;
 
   if (!parsed.stream) {
     const message: Json = { role: 'assistant', content };
@@ -970,9 +1223,8 @@ function replyGemini(ctx: Ctx, answer: Answer): void {
     totalTokenCount: FAKE_USAGE.input + FAKE_USAGE.output,
   };
   let parts: unknown[];
-  if (answer.kind === 'tool') {
-    const name = parsed.tools[0] ?? 'bash';
-    parts = [{ functionCall: { name, args: { command: answer.command } } }];
+  if (answer.kind === 'call') {
+    parts = [{ functionCall: { name: answer.name, args: answer.args } }];
   } else {
     parts = answer.empty ? [] : [{ text: answer.text }];
   }

@@ -614,6 +614,165 @@ describe.each(Object.keys(PATHS) as Proto[])('directives over %s', (proto) => {
   });
 });
 
+// ---------------------------------------------------------------------------------------------
+// [[fake:mcp:SERVER:TOOL:{args}]]: a tool of an MCP server, under each client's name for it
+
+describe('[[fake:mcp:...]]', () => {
+  const args = { question: 'a: b ]] {c} [[d]]', options: [['x'], ['y']] };
+  const directive = `ask [[fake:mcp:parent:ask_parent:${JSON.stringify(args)}]] please`;
+
+  test('claude: ToolSearch for the deferred tool, then the tool, then TOOL_RESULT', async () => {
+    const deferred = { role: 'system', content: 'deferred tools via ToolSearch:\nWebFetch\nmcp__parent__ask_parent' };
+    const prompt = { role: 'user', content: [{ type: 'text', text: directive }] };
+    const first = {
+      ...anthropic(''),
+      stream: false,
+      messages: [prompt, deferred],
+      tools: [{ name: 'Bash' }, { name: 'ToolSearch' }],
+    };
+    const search: Any = await (await post(PATHS.anthropic, first)).json();
+    expect(search.content).toEqual([
+      {
+        type: 'tool_use',
+        id: expect.any(String),
+        name: 'ToolSearch',
+        input: { query: 'select:mcp__parent__ask_parent' },
+      },
+    ]);
+    expect(search.stop_reason).toBe('tool_use');
+    expect(last().outcome).toBe('mcp-search');
+
+    // claude's follow-up: the search result and a "Tool loaded." text in one user message.
+    const loaded = {
+      ...first,
+      messages: [
+        prompt,
+        { role: 'assistant', content: search.content },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: search.content[0].id, content: [{ type: 'tool_reference' }] },
+            { type: 'text', text: 'Tool loaded.' },
+          ],
+        },
+        deferred,
+      ],
+      tools: [...first.tools, { name: 'mcp__parent__ask_parent', defer_loading: true }],
+    };
+    const call: Any = await (await post(PATHS.anthropic, loaded)).json();
+    expect(call.content).toEqual([
+      { type: 'tool_use', id: expect.any(String), name: 'mcp__parent__ask_parent', input: args },
+    ]);
+    expect(last()).toMatchObject({ outcome: 'mcp', turn: 1, prompt: '' });
+
+    const answered = {
+      ...loaded,
+      messages: [
+        ...loaded.messages.slice(0, 3),
+        { role: 'assistant', content: call.content },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.content[0].id, content: 'the answer' }] },
+      ],
+    };
+    const reply: Any = await (await post(PATHS.anthropic, answered)).json();
+    expect(reply.content).toEqual([{ type: 'text', text: 'TOOL_RESULT: the answer' }]);
+    expect(last().outcome).toBe('tool-result');
+  });
+
+  const namespaceTool = {
+    type: 'namespace',
+    name: 'mcp__parent',
+    tools: [{ type: 'function', name: 'ask_parent', parameters: {} }],
+  };
+
+  test('codex, a model outside its catalog: a function_call in the namespace mcp__parent', async () => {
+    const body = { ...responses(directive, false), tools: [{ type: 'function', name: 'exec_command' }, namespaceTool] };
+    const call: Any = await (await post(PATHS.responses, body)).json();
+    expect(call.output[0]).toMatchObject({ type: 'function_call', name: 'ask_parent', namespace: 'mcp__parent' });
+    expect(JSON.parse(call.output[0].arguments)).toEqual(args);
+    expect(last().outcome).toBe('mcp');
+
+    const output = { type: 'function_call_output', call_id: call.output[0].call_id, output: 'the answer' };
+    const reply: Any = await (
+      await post(PATHS.responses, { ...body, input: [...body.input, call.output[0], output] })
+    ).json();
+    expect(reply.output_text).toBe('TOOL_RESULT: the answer');
+  });
+
+  test('codex, gpt-5.5: its built-in tool_search first, then the namespace function it loaded', async () => {
+    const body = {
+      ...responses(directive, false),
+      tools: [{ type: 'function', name: 'exec_command' }, { type: 'tool_search' }],
+    };
+    const search: Any = await (await post(PATHS.responses, body)).json();
+    expect(search.output[0]).toMatchObject({
+      type: 'tool_search_call',
+      execution: 'client',
+      arguments: { query: 'parent ask_parent' },
+    });
+    expect(last().outcome).toBe('mcp-search');
+
+    const found = {
+      type: 'tool_search_output',
+      call_id: search.output[0].call_id,
+      execution: 'client',
+      tools: [namespaceTool],
+    };
+    const afterSearch = { ...body, input: [...body.input, search.output[0], found] };
+    const call: Any = await (await post(PATHS.responses, afterSearch)).json();
+    expect(call.output[0]).toMatchObject({ type: 'function_call', name: 'ask_parent', namespace: 'mcp__parent' });
+    expect(JSON.parse(call.output[0].arguments)).toEqual(args);
+
+    const output = { type: 'function_call_output', call_id: call.output[0].call_id, output: 'the answer' };
+    const answered = { ...afterSearch, input: [...afterSearch.input, call.output[0], output] };
+    const reply: Any = await (await post(PATHS.responses, answered)).json();
+    expect(reply.output_text).toBe('TOOL_RESULT: the answer');
+  });
+
+  test('copilot: the function SERVER-TOOL', async () => {
+    const tools = [
+      { type: 'function', function: { name: 'bash' } },
+      { type: 'function', function: { name: 'parent-ask_parent' } },
+    ];
+    const call: Any = await (await post(PATHS.chat, chat(directive, false, { tools }))).json();
+    expect(call.choices[0].message.tool_calls[0].function.name).toBe('parent-ask_parent');
+    expect(JSON.parse(call.choices[0].message.tool_calls[0].function.arguments)).toEqual(args);
+    expect(call.choices[0].finish_reason).toBe('tool_calls');
+  });
+
+  test('no arguments: {}; a tool the request does not offer: a text naming the tools it saw', async () => {
+    const tools = [{ type: 'function', function: { name: 'parent-ping' } }];
+    const call: Any = await (await post(PATHS.chat, chat('[[fake:mcp:parent:ping]]', false, { tools }))).json();
+    expect(JSON.parse(call.choices[0].message.tool_calls[0].function.arguments)).toEqual({});
+
+    const missing: Any = await (
+      await post(
+        PATHS.chat,
+        chat('[[fake:mcp:other:ask_parent]]', false, {
+          tools: [...tools, { type: 'function', function: { name: 'bash' } }],
+        }),
+      )
+    ).json();
+    expect(missing.choices[0].message.content).toMatch(
+      /^FAKE MCP ERROR: \[\[fake:mcp:other:ask_parent\]\]: the request offers no such tool .*other-ask_parent.*tools seen: parent-ping, bash$/,
+    );
+    expect(last().outcome).toBe('mcp-missing');
+  });
+
+  test('arguments that are not one JSON object are reported, not guessed', async () => {
+    for (const [bad, why] of [
+      ['[[fake:mcp:parent:ask_parent:{"question": ]]', 'must be one JSON object followed by ]]'],
+      ['[[fake:mcp:parent:ask_parent:{"question": 1}} ]]', 'must be one JSON object followed by ]]'],
+      ['[[fake:mcp:parent:ask_parent:{"a" 1}]]', 'not JSON'],
+      ['[[fake:mcp:parent:ask_parent:["a"]]]', 'must be one JSON object followed by ]]'],
+      ['[[fake:mcp:parent]]', 'expected [[fake:mcp:SERVER:TOOL]]'],
+    ]) {
+      const reply: Any = await (await post(PATHS.chat, chat(bad!, false))).json();
+      expect(reply.choices[0].message.content).toContain(why);
+      expect(last().outcome).toBe('mcp-error');
+    }
+  });
+});
+
 describe('the server', () => {
   test('usage constants', () => {
     expect(FAKE_USAGE).toEqual({ input: 12, output: 7, cached: 0 });

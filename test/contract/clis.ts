@@ -1,0 +1,95 @@
+// The pinned real CLIs and the environment that points each of them at the fake model API,
+// shared by the contract tests (test/contract/FINDINGS.md says why each variable is there).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '../helpers/mcp.js';
+
+export interface InstalledClis {
+  claude: string;
+  codex: string;
+  copilot: string;
+  /** Run copilot with XDG_CACHE_HOME set to this: its unpacked package, shared. */
+  copilotXdgCache: string;
+}
+
+/** Installs the pinned CLIs on first use (test/contract/install-clis.sh), then reuses them. */
+export function installClis(): InstalledClis {
+  const lines = execFileSync('bash', [join(repoRoot, 'test/contract/install-clis.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const found = Object.fromEntries(
+    lines
+      .trim()
+      .split('\n')
+      .map((line) => line.split(/=(.*)/s).slice(0, 2) as [string, string]),
+  );
+  const need = (key: string): string => {
+    const value = found[key];
+    if (!value) throw new Error(`install-clis.sh printed no ${key}`);
+    return value;
+  };
+  return {
+    claude: need('POLYSPAWN_CLAUDE_BIN'),
+    codex: need('POLYSPAWN_CODEX_BIN'),
+    copilot: need('POLYSPAWN_COPILOT_BIN'),
+    copilotXdgCache: need('POLYSPAWN_COPILOT_XDG_CACHE_HOME'),
+  };
+}
+
+export interface CliHomes {
+  /** The folder that holds each CLI's own home; remove() deletes it. */
+  dir: string;
+  /** The variables that send all three CLIs to the fake model API, each with its own home. */
+  env: Record<string, string>;
+  remove(): void;
+}
+
+/**
+ * Homes for the CLIs' own state, under the CLI cache (codex warns when its home is under /tmp),
+ * and the environment that points them at the fake model API at `apiUrl`: claude by
+ * ANTHROPIC_BASE_URL, codex by a `fake` provider in CODEX_HOME/config.toml, copilot by its
+ * offline mode. Retries are off where a knob exists, so an API error ends a run at once.
+ */
+export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
+  const cache = join(homedir(), '.cache', 'polyspawn');
+  mkdirSync(cache, { recursive: true });
+  const dir = mkdtempSync(join(cache, 'contract-home-'));
+  const codexHome = join(dir, 'codex');
+  mkdirSync(codexHome);
+  writeFileSync(
+    join(codexHome, 'config.toml'),
+    [
+      'model_provider = "fake"',
+      '[model_providers.fake]',
+      'name = "fake"',
+      `base_url = "${apiUrl}/v1"`,
+      'wire_api = "responses"',
+      'stream_max_retries = 0',
+      'request_max_retries = 0',
+      '[analytics]',
+      'enabled = false',
+      '[features]',
+      'plugins = false',
+    ].join('\n'),
+  );
+  return {
+    dir,
+    env: {
+      XDG_CACHE_HOME: clis.copilotXdgCache,
+      ANTHROPIC_BASE_URL: apiUrl,
+      ANTHROPIC_API_KEY: 'sk-ant-contract-test',
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      CLAUDE_CODE_MAX_RETRIES: '0',
+      CLAUDE_CONFIG_DIR: join(dir, 'claude'),
+      CODEX_HOME: codexHome,
+      COPILOT_HOME: join(dir, 'copilot'),
+      COPILOT_OFFLINE: 'true',
+      COPILOT_PROVIDER_BASE_URL: `${apiUrl}/v1`,
+      COPILOT_PROVIDER_API_KEY: 'contract-test-key',
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}

@@ -55,7 +55,8 @@ export const codex: CliBackend = {
         if (spec.env) args.push('-c', `${key}.env=${tomlTable(spec.env)}`);
       }
     }
-    if (resuming) args.push(input.resumeSessionId!);
+    // After `--` the id is the SESSION_ID positional, never an option (`--last`); `-` still means stdin.
+    if (resuming) args.push('--', input.resumeSessionId!);
     args.push('-');
     return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt, files };
   },

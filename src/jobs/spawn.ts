@@ -15,6 +15,13 @@ import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
 
 const JOB_ID = /^[a-z2-9]{6}$/;
+/**
+ * A session id as the CLIs report them: a UUID. `resume` lands in a CLI's argv, so nothing
+ * else is passed on, least of all what the CLI could read as an option (`--last`).
+ */
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const RESUME_SHAPE =
+  'resume: pass an agent_id (from list) or a session id (a UUID, such as 0d015625-59b7-42be-8b73-06e0c652483f)';
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
@@ -129,9 +136,11 @@ function resumeOf(
     sessionId = earlier.outcome.sessionId;
   } else if (JOB_ID.test(resume)) {
     throw new InputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);
-  } else if (/\s/.test(resume)) {
-    throw new InputError('resume must be an agent_id or a session_id, without spaces');
   }
+  if (!SESSION_ID.test(sessionId))
+    throw new InputError(
+      earlier ? `${RESUME_SHAPE} (agent ${resume} reported a session id of another shape)` : RESUME_SHAPE,
+    );
   const totals = (jobs.latestInSession(backend.name, sessionId) ?? earlier)?.outcome?.sessionTotals;
   return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}) };
 }

@@ -42,7 +42,10 @@ const recordOf = (marker: string) => {
   if (found.length !== 1) throw new Error(`${found.length} fake CLI runs saw ${marker}`);
   return found[0]!;
 };
+/** The value of `flag` in argv, given as `flag value` or `flag=value`. */
 const argAfter = (argv: string[], flag: string) => {
+  const joined = argv.find((a) => a.startsWith(`${flag}=`));
+  if (joined !== undefined) return joined.slice(flag.length + 1);
   const at = argv.indexOf(flag);
   return at < 0 ? undefined : argv[at + 1];
 };
@@ -334,7 +337,7 @@ describe('sessions', () => {
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('resume');
     const first = await s.callOk<Job>('spawn_chat', { prompt: 'chat one', wait_s: 30 });
     expect(first.state).toBe('succeeded');
-    expect(recordOf('chat one').argv).not.toContain('--resume');
+    expect(argAfter(recordOf('chat one').argv, '--resume')).toBeUndefined();
     const second = await s.callOk<Job>('spawn_chat', { prompt: 'chat two', wait_s: 30 });
     expect(second.session_id).toBe(first.session_id);
     expect(argAfter(recordOf('chat two').argv, '--resume')).toBe(first.session_id);
@@ -367,7 +370,7 @@ describe('sessions', () => {
     const before = await s.callOk<{ agents: { name: string; session_id?: string }[] }>('list_agents');
     const old = before.agents.find((x) => x.name === 'chat')!.session_id!;
     const fresh = await s.callOk<Job>('spawn_chat', { prompt: 'chat fresh', new_session: true, wait_s: 30 });
-    expect(recordOf('chat fresh').argv).not.toContain('--resume');
+    expect(argAfter(recordOf('chat fresh').argv, '--resume')).toBeUndefined();
     expect(fresh.session_id).not.toBe(old);
     await s.callOk<Job>('spawn_chat', { prompt: 'chat after fresh', wait_s: 30 });
     expect(argAfter(recordOf('chat after fresh').argv, '--resume')).toBe(fresh.session_id);
@@ -416,7 +419,8 @@ describe('structured output', () => {
     expect(first.prompt).toContain(`JSON Schema: ${JSON.stringify(schema)}`);
     const retry = records().find(
       (r) =>
-        r.prompt.startsWith('Your answer did not match the required JSON Schema') && r.argv.includes(job.session_id!),
+        r.prompt.startsWith('Your answer did not match the required JSON Schema') &&
+        argAfter(r.argv, '--resume') === job.session_id,
     )!;
     expect(retry.prompt).toContain('the answer is not JSON');
     expect(argAfter(retry.argv, '--resume')).toBe(job.session_id);
@@ -433,7 +437,7 @@ describe('structured output', () => {
     });
     expect(job.state).toBe('failed');
     const retry = records().find(
-      (r) => r.prompt.startsWith('Your answer did not match') && r.argv.includes(job.session_id!),
+      (r) => r.prompt.startsWith('Your answer did not match') && argAfter(r.argv, '--resume') === job.session_id,
     )!;
     expect(retry.prompt).toContain('/name must be string');
   });

@@ -224,7 +224,7 @@ describe('running agents', () => {
     });
     expect(second.session_id).toBe(first.session_id);
     expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(
-      expect.arrayContaining(['--resume', first.session_id]),
+      expect.arrayContaining([`--resume=${first.session_id}`]),
     );
     const codexFirst = await spawnAndWait('codex', { prompt: 'codex first' });
     const codexSecond = await spawnAndWait('codex', { prompt: 'codex second', resume: codexFirst.session_id });
@@ -444,6 +444,8 @@ describe('bad input gets an error that says what to change, and the server keeps
     ['spawn_claude', { prompt: 'x', model: 'gpt-0' }, /unknown model "gpt-0" for claude: use one of/],
     ['spawn_claude', { prompt: 'x', cwd: '/no/such/folder' }, /cwd "\/no\/such\/folder" is not an existing folder/],
     ['spawn_claude', { prompt: 'x', resume: 'zzzzzz' }, /no agent with id "zzzzzz"/],
+    ['spawn_codex', { prompt: 'x', resume: '--dangerously-bypass-approvals-and-sandbox' }, /resume: pass an agent_id/],
+    ['spawn_codex', { prompt: 'x', resume: '--last' }, /resume: pass an agent_id/],
     ['spawn_copilot', { prompt: 'x', sytem_prompt: 'y' }, /Unrecognized key.*sytem_prompt/],
     ['spawn_grok', { prompt: 'x', cwd: '.' }, /Unrecognized key.*cwd/],
     ['result', { agent_id: 'nosuch' }, /no agent with id "nosuch": call `list`/],

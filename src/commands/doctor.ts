@@ -10,7 +10,7 @@ import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
 import { checkBackend } from '../config/availability.js';
-import { loadConfig, type Config } from '../config/config.js';
+import { loadConfig, projectConfigNote, type Config, type ProjectConfig } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
 import { VERSION } from '../lib/version.js';
@@ -46,6 +46,8 @@ export type DoctorReport = {
   stateDir: string;
   runs: number;
   configFiles: string[];
+  /** What the project's own config set, and what it may not set and was ignored. */
+  projectConfig?: ProjectConfig;
   modelsFiles: string[];
   keyFiles: { path: string; exists: boolean }[];
   concurrency: number;
@@ -203,6 +205,7 @@ export async function collectDoctor(
     stateDir: config.stateDir,
     runs,
     configFiles: config.files,
+    ...(config.projectConfig ? { projectConfig: config.projectConfig } : {}),
     modelsFiles: files,
     keyFiles: keyFiles(config).map((path) => ({ path, exists: existsSync(path) })),
     concurrency: config.concurrency,
@@ -219,6 +222,7 @@ const home = (path: string) => {
 };
 
 export function formatDoctor(r: DoctorReport): string {
+  const projectNote = r.projectConfig && projectConfigNote(r.projectConfig);
   const rows = r.backends.map((b) => [
     b.name,
     b.kind,
@@ -235,6 +239,7 @@ export function formatDoctor(r: DoctorReport): string {
     `IAC.md      ${r.iacFile}${r.iacExists ? '' : ' (not written yet: it appears with the first agent)'}`,
     `run store   ${r.stateDir} (${r.runs} run${r.runs === 1 ? '' : 's'})`,
     `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
+    ...(projectNote ? [`project cfg ${projectNote}`] : []),
     `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
     `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,

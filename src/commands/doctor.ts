@@ -13,6 +13,7 @@ import { checkBackend } from '../config/availability.js';
 import { loadConfig, projectConfigNote, type Config, type ProjectConfig } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
+import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
 import { InputError } from '../lib/errors.js';
 import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
@@ -41,7 +42,9 @@ export type DoctorReport = {
   version: string;
   node: string;
   projectDir: string;
+  /** Where IAC.md is written, and why not where configured (a file polyspawn did not write is there). */
   iacFile: string;
+  iacProblem?: string;
   iacExists: boolean;
   stateDir: string;
   runs: number;
@@ -190,6 +193,7 @@ export async function collectDoctor(
   const backends = await Promise.all(
     allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)),
   );
+  const iac = iacTarget(config.iacFile);
   let runs = 0;
   try {
     runs = readdirSync(`${config.stateDir}${sep}runs`).length;
@@ -200,8 +204,9 @@ export async function collectDoctor(
     version: VERSION,
     node: process.version,
     projectDir: config.projectDir,
-    iacFile: config.iacFile,
-    iacExists: existsSync(config.iacFile),
+    iacFile: iac.file,
+    ...(iac.problem ? { iacProblem: iac.problem } : {}),
+    iacExists: existsSync(iac.file),
     stateDir: config.stateDir,
     runs,
     configFiles: config.files,
@@ -237,6 +242,7 @@ export function formatDoctor(r: DoctorReport): string {
     '',
     `project     ${r.projectDir}`,
     `IAC.md      ${r.iacFile}${r.iacExists ? '' : ' (not written yet: it appears with the first agent)'}`,
+    ...(r.iacProblem ? [`            ${r.iacProblem}`] : []),
     `run store   ${r.stateDir} (${r.runs} run${r.runs === 1 ? '' : 's'})`,
     `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
     ...(projectNote ? [`project cfg ${projectNote}`] : []),

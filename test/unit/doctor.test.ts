@@ -163,6 +163,17 @@ describe('doctor', () => {
     );
   });
 
+  test('an IAC.md polyspawn did not write: doctor names the file it writes instead, and why', async () => {
+    const p = project();
+    writeFileSync(join(p.dir, 'IAC.md'), '# Infrastructure as Code notes\n');
+    const report = await collectDoctor(p.withoutClis, p.dir);
+    expect(report.iacFile).toBe(join(p.dir, 'IAC.polyspawn.md'));
+    expect(formatDoctor(report)).toContain(
+      `IAC.md      ${join(p.dir, 'IAC.polyspawn.md')} (not written yet: it appears with the first agent)\n` +
+        `            ${join(p.dir, 'IAC.md')} was not written by polyspawn`,
+    );
+  });
+
   test('a broken config: exit 1 and the reason, on stderr', async () => {
     const p = project();
     writeFileSync(join(p.dir, 'polyspawn.config.json'), '{"concurrency": "many"}');

@@ -52,6 +52,23 @@ export function isInside(folder: string, path: string): boolean {
   return rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }
 
+/**
+ * The first symbolic link on the way from `root` (not itself checked) down to `path`, or
+ * undefined: what a write or delete there would follow out of the place it seems to be in.
+ */
+export function linkOnTheWay(root: string, path: string): string | undefined {
+  const rel = relative(root, path);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return undefined;
+  let at = root;
+  for (const part of rel.split(sep)) {
+    at = join(at, part);
+    const stat = lstatSync(at, { throwIfNoEntry: false });
+    if (!stat) return undefined;
+    if (stat.isSymbolicLink()) return at;
+  }
+  return undefined;
+}
+
 /** Why files cannot be written in `dir` (or created on the way to it), or undefined. */
 export function unwritableBecause(dir: string): string | undefined {
   const at = nearestExisting(dir);

@@ -8,6 +8,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -269,6 +270,54 @@ describe('define_agent, remove_agent and list_agents', () => {
     expect(existsSync(join(agentsDir(s.projectDir), 'writer'))).toBe(false);
     expect(await toolNames(s)).not.toContain('spawn_writer');
     expect(await errorText(s, 'remove_agent', { name: 'writer' })).toMatch(/no agent "writer"/);
+  });
+
+  test('a link in the agents folder (a repository can ship one) is refused: nothing outside is written or deleted', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const victim = join(outside, 'agent.md');
+    const victimText = agentText({ description: 'Not yours to delete.', backend: 'codex' });
+    const dir = agentsDir(s.projectDir);
+    mkdirSync(dir, { recursive: true });
+    // A linked agent folder: define_agent would write into it, remove_agent delete from it.
+    symlinkSync(outside, join(dir, 'linked'));
+    expect(await errorText(s, 'define_agent', { ...good, name: 'linked' })).toBe(
+      `agent "linked" not defined: ${join(dir, 'linked')} is a symbolic link, and polyspawn neither writes nor ` +
+        'deletes through links in an agents folder (they can lead out of it): remove the link, or choose another name',
+    );
+    expect(readdirSync(outside)).toEqual([]);
+    writeFileSync(victim, victimText);
+    expect(await errorText(s, 'remove_agent', { name: 'linked' })).toMatch(
+      new RegExp(`^agent "linked" not removed: ${join(dir, 'linked')} is a symbolic link`),
+    );
+    // A linked agent.md.
+    mkdirSync(join(dir, 'filelink'));
+    symlinkSync(victim, join(dir, 'filelink', 'agent.md'));
+    expect(await errorText(s, 'remove_agent', { name: 'filelink' })).toMatch(
+      new RegExp(`^agent "filelink" not removed: ${join(dir, 'filelink', 'agent.md')} is a symbolic link`),
+    );
+    expect(await errorText(s, 'define_agent', { ...good, name: 'filelink', replace: true })).toMatch(
+      /^agent "filelink" not defined: .* is a symbolic link/,
+    );
+    expect(readFileSync(victim, 'utf8')).toBe(victimText);
+    expect(readdirSync(outside)).toEqual(['agent.md']);
+    rmSync(join(dir, 'linked'));
+    rmSync(join(dir, 'filelink'), { recursive: true });
+  });
+
+  test('the agents folder itself a link out of the project: refused too', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'polyspawn-linked-agents-'));
+    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    mkdirSync(join(project, '.polyspawn'));
+    symlinkSync(outside, agentsDir(project));
+    const other = await startServer({ env: baseEnv, projectDir: project });
+    try {
+      expect(await errorText(other, 'define_agent', good)).toMatch(
+        new RegExp(`^agent "writer" not defined: ${agentsDir(project)} is a symbolic link`),
+      );
+      expect(readdirSync(outside)).toEqual([]);
+    } finally {
+      await other.close();
+    }
   });
 
   test('user scope, and the project definition of the same name wins', async () => {

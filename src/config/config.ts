@@ -23,6 +23,8 @@ export type Config = {
   userConfigDir: string;
   /** The project's agent definitions (<name>/agent.md): .polyspawn/agents unless configured. */
   agentsDir: string;
+  /** Whether a job's cwd may lie outside the project folder (only the user's config or the environment says so). */
+  allowCwdOutsideProject: boolean;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
 };
@@ -44,6 +46,8 @@ export type ProjectConfig = {
  * environment sets them.
  */
 const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url'] as const;
+/** Where agents may work: a repository must not widen it for itself. */
+const USER_ONLY_KEYS = ['allow_cwd_outside_project'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
 const PATH_KEYS = {
   state_dir: 'POLYSPAWN_STATE_DIR',
@@ -79,6 +83,7 @@ const fileSchema = z
     iac_file: z.string().min(1),
     iac_entries: z.number().int().min(0).max(10_000),
     agents_dir: z.string().min(1),
+    allow_cwd_outside_project: z.boolean(),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -136,6 +141,12 @@ function baseUrl(raw: string, from: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+/** A yes/no variable: unset or empty is undefined; 0, false, no and off are no; anything else yes. */
+function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const raw = env[name];
+  return raw ? !/^(0|false|no|off)$/i.test(raw) : undefined;
+}
+
 function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -170,17 +181,23 @@ function projectLayer(
     }
   }
   const said: ProjectConfig = { file, changed: [], ignored: [], userFile };
+  const kept = { ...layer };
+  for (const key of USER_ONLY_KEYS) {
+    if (kept[key] === undefined) continue;
+    said.ignored.push(key);
+    delete kept[key];
+  }
   const backends: NonNullable<FileConfig['backends']> = {};
   for (const [name, settings] of Object.entries(layer.backends ?? {})) {
-    const kept = { ...settings };
+    const keptSettings = { ...settings };
     for (const key of USER_ONLY_BACKEND_KEYS) {
-      if (kept[key] === undefined) continue;
+      if (keptSettings[key] === undefined) continue;
       said.ignored.push(`backends.${name}.${key}`);
-      delete kept[key];
+      delete keptSettings[key];
     }
-    backends[name] = kept;
+    backends[name] = keptSettings;
   }
-  const { backends: _, ...top } = layer;
+  const { backends: _, ...top } = kept;
   for (const [key, value] of Object.entries(top)) said.changed.push(`${key} ${JSON.stringify(value)}`);
   for (const [name, settings] of Object.entries(backends))
     for (const [key, value] of Object.entries(settings))
@@ -245,19 +262,20 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     files,
     userConfigDir: userDir,
     agentsDir: resolve(projectDir, env.POLYSPAWN_AGENTS_DIR || merged.agents_dir || join('.polyspawn', 'agents')),
+    allowCwdOutsideProject:
+      envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
     ...(projectConfig ? { projectConfig } : {}),
   };
 
   for (const backend of backends) {
     const file = merged.backends?.[backend.name] ?? {};
-    const enabledRaw = env[envName(backend.name, 'ENABLED')];
     const baseUrlEnv = envName(backend.name, 'BASE_URL');
     const baseUrlRaw = env[baseUrlEnv] || file.base_url;
     if (baseUrlRaw && backend.kind !== 'api') {
       throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
     }
     const settings = {
-      enabled: enabledRaw ? !/^(0|false|no|off)$/i.test(enabledRaw) : (file.enabled ?? true),
+      enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
       permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
       allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],

@@ -3,12 +3,13 @@
 // session to resume, and submit the job. Waiting for it is the caller's (the MCP tools send
 // progress notifications, `run` draws its live line).
 import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config } from '../config/config.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
+import { isInside } from '../lib/fs.js';
 import { namedAgentSettings, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
@@ -25,7 +26,7 @@ const RESUME_SHAPE =
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
-  config: Pick<Config, 'projectDir' | 'timeoutS'>;
+  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir'>;
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -75,7 +76,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     backend: backend.name,
     model: model.model,
     prompt: request.prompt,
-    cwd: resolveCwd(ctx.config.projectDir, request.cwd),
+    cwd: resolveCwd(ctx.config, request.cwd),
     timeoutS: request.timeoutS ?? definition?.timeoutS ?? ctx.config.timeoutS,
     ...(systemPrompt ? { systemPrompt } : {}),
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
@@ -95,7 +96,9 @@ function checkOutputSchema(schema: unknown, backend: Backend): JsonSchema | unde
   return schema as JsonSchema;
 }
 
-function resolveCwd(projectDir: string, cwd: string | undefined): string {
+/** The folder a CLI agent works in: an existing one, inside the project (links resolved) unless the config allows more. */
+function resolveCwd(config: SpawnContext['config'], cwd: string | undefined): string {
+  const { projectDir } = config;
   const dir = resolve(projectDir, cwd ?? '.');
   let isDir = false;
   try {
@@ -106,6 +109,12 @@ function resolveCwd(projectDir: string, cwd: string | undefined): string {
   if (!isDir)
     throw new InputError(
       `cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${projectDir}`,
+    );
+  if (!config.allowCwdOutsideProject && !isInside(projectDir, dir))
+    throw new InputError(
+      `cwd "${dir}" is outside the project (${projectDir}): pass a folder inside it; to let agents work anywhere, ` +
+        `set allow_cwd_outside_project: true in your own config (${join(config.userConfigDir, 'config.json')}) ` +
+        'or POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT=1 where the server is started',
     );
   return dir;
 }

@@ -164,6 +164,24 @@ describe('config', () => {
     );
   });
 
+  test("allow_cwd_outside_project: off by default; from the user's config or the environment, never the project's", () => {
+    const { dir, env } = project();
+    expect(loadConfig(backends, env, dir).allowCwdOutsideProject).toBe(false);
+    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ allow_cwd_outside_project: true }));
+    const fromProject = loadConfig(backends, env, dir);
+    expect(fromProject.allowCwdOutsideProject).toBe(false);
+    expect(fromProject.projectConfig!.ignored).toEqual(['allow_cwd_outside_project']);
+    expect(loadConfig(backends, { ...env, POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT: '1' }, dir).allowCwdOutsideProject).toBe(
+      true,
+    );
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify({ allow_cwd_outside_project: true }));
+    expect(loadConfig(backends, env, dir).allowCwdOutsideProject).toBe(true);
+    expect(
+      loadConfig(backends, { ...env, POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT: 'no' }, dir).allowCwdOutsideProject,
+    ).toBe(false);
+  });
+
   test('bad environment values and unparsable files', () => {
     const { dir, env } = project();
     expect(() => loadConfig(backends, { ...env, POLYSPAWN_CONCURRENCY: 'lots' }, dir)).toThrow(

@@ -1,8 +1,8 @@
 // The spawn use case (src/jobs/spawn.ts) against a real job table and a fake run store, and the
 // errors module's mapping to exit codes (src/lib/errors.ts).
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import type { Usage } from '../../backends/types.js';
@@ -37,7 +37,7 @@ const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backen
   outcome: { ok: true, text: '', sessionId, sessionTotals, costSource: 'unknown' },
 });
 
-function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
+function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsideProject?: boolean } = {}) {
   const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
   const history = new Map((options.history ?? []).map((r) => [r.id, r]));
   // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
@@ -68,7 +68,12 @@ function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
   });
   const sessionTurns: { request: JobRequest; newSession: boolean }[] = [];
   const ctx: SpawnContext = {
-    config: { projectDir, timeoutS: 600 },
+    config: {
+      projectDir,
+      timeoutS: 600,
+      allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
+      userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
+    },
     models,
     jobs,
     sessions: {
@@ -155,6 +160,31 @@ describe('spawnJob', () => {
       expect(spawn(resume)).toThrow(/resume: pass an agent_id \(from list\) or a session id \(a UUID, such as /);
     }
     expect(spawn(THREAD.toUpperCase())().resumeSessionId).toBe(THREAD.toUpperCase());
+  });
+
+  test('cwd stays inside the project, links resolved, unless the config allows more; the error says what to change', () => {
+    const { ctx, projectDir } = setup();
+    mkdirSync(join(projectDir, 'sub'));
+    symlinkSync(tmpdir(), join(projectDir, 'out'));
+    const spawn = (cwd: string) => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', cwd });
+    expect(spawn('sub').cwd).toBe(join(projectDir, 'sub'));
+    expect(spawn(join(projectDir, 'sub')).cwd).toBe(join(projectDir, 'sub'));
+    expect(spawn('.').cwd).toBe(projectDir);
+    for (const [cwd, dir] of [
+      ['/', '/'],
+      ['/etc', '/etc'],
+      ['../..', resolve(projectDir, '../..')],
+      ['out', join(projectDir, 'out')],
+    ]) {
+      expect(() => spawn(cwd!)).toThrow(InputError);
+      expect(() => spawn(cwd!)).toThrow(
+        `cwd "${dir}" is outside the project (${projectDir}): pass a folder inside it; to let agents work ` +
+          `anywhere, set allow_cwd_outside_project: true in your own config (${join(projectDir, 'xdg', 'polyspawn', 'config.json')}) ` +
+          'or POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT=1 where the server is started',
+      );
+    }
+    const anywhere = setup({ allowCwdOutsideProject: true }).ctx;
+    expect(spawnJob(anywhere, { backend, label: 'spawn_x', prompt: 'p', cwd: '/' }).cwd).toBe('/');
   });
 
   test('each mistake is an InputError that says what to change; an unusable backend a SetupError', () => {

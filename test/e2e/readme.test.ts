@@ -46,6 +46,18 @@ describe('README.md', () => {
     );
   });
 
+  test('a Security model section says what agents reach, what a project may change, allowed_callers, and secrets', () => {
+    const model = section(readFileSync(join(repoRoot, 'README.md'), 'utf8'), 'Security model').replace(/\s+/g, ' ');
+    for (const topic of [
+      /\*\*What an agent can reach\.\*\*/,
+      /\*\*What an agent cannot reach\.\*\*/,
+      /\*\*What a project's config may change\.\*\*/,
+      /\*\*`allowed_callers`\*\* .*not a security boundary/,
+      /\*\*Secrets\.\*\*/,
+    ])
+      expect(model).toMatch(topic);
+  });
+
   test('the two commands stay at the top', () => {
     const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
     const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)![1]!;

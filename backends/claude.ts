@@ -44,7 +44,8 @@ export const claude: CliBackend = {
   command(input, settings, { scratchDir, parent }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
     if (input.systemPrompt) args.push('--append-system-prompt', input.systemPrompt);
-    if (input.resumeSessionId) args.push('--resume', input.resumeSessionId);
+    // Joined with `=`: the id is --resume's value, never an option of its own.
+    if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
     const env: Record<string, string | undefined> = Object.fromEntries(REMOVED_ENV.map((name) => [name, undefined]));
     if (settings.permission === 'bypassPermissions') {
       args.push('--dangerously-skip-permissions');

@@ -65,7 +65,8 @@ export const codex: CliBackend = {
       args.push('-c', `${key}.tool_timeout_sec=${parent.toolCallS * 2}`);
       args.push('-c', `${key}.default_tools_approval_mode="approve"`);
     }
-    if (resuming) args.push(input.resumeSessionId!);
+    // After `--` the id is the SESSION_ID positional, never an option (`--last`); `-` still means stdin.
+    if (resuming) args.push('--', input.resumeSessionId!);
     args.push('-');
     return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt, files };
   },

@@ -8,7 +8,7 @@ import { sameProcessAlive, selfIdentity } from '../src/lib/proc.js';
 import { guardExecutor, scrubDir } from './scrub.js';
 import { RunStore, type Recovered } from './store.js';
 import { unwritableBecause } from '../src/lib/fs.js';
-import { IacWriter } from './writer.js';
+import { iacTarget, IacWriter } from './writer.js';
 
 /** The longest an exiting process waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
 const EXIT_FLUSH_MS = 8000;
@@ -16,6 +16,8 @@ const EXIT_FLUSH_MS = 8000;
 export type IacRuntime = {
   store: RunStore;
   writer: IacWriter;
+  /** Where IAC.md is written: the configured file, or beside it when that one is not polyspawn's. */
+  file: string;
   /** What cannot be written (the store's folder, IAC.md's), found at start: one sentence each. */
   problems: string[];
   /** Wraps the app's executor: redacted outcomes, scrubbed run folders. */
@@ -61,8 +63,9 @@ export function createIacRuntime(
     }
   };
 
-  const writer = new IacWriter(store, { file: config.iacFile, entries: config.iacEntries, log, onRecovered });
-  const problems: string[] = [];
+  const target = iacTarget(config.iacFile);
+  const writer = new IacWriter(store, { file: target.file, entries: config.iacEntries, log, onRecovered });
+  const problems: string[] = target.problem ? [target.problem] : [];
   const storeProblem = unwritableBecause(config.stateDir);
   if (storeProblem) {
     problems.push(
@@ -70,10 +73,10 @@ export function createIacRuntime(
         'but no record or log is kept: set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder.',
     );
   }
-  const iacProblem = unwritableBecause(dirname(config.iacFile));
+  const iacProblem = unwritableBecause(dirname(target.file));
   if (iacProblem) {
     problems.push(
-      `IAC.md (${config.iacFile}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`,
+      `IAC.md (${target.file}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`,
     );
   }
   for (const problem of problems) log(problem);
@@ -107,6 +110,7 @@ export function createIacRuntime(
   return {
     store,
     writer,
+    file: target.file,
     problems,
     guard: (execute) => guardExecutor(execute, redactor, (id) => store.runDir(id), log),
     record(job) {
@@ -132,7 +136,7 @@ export function createIacRuntime(
       saveNow();
       await writer.close();
       await Promise.allSettled([...background]);
-      if (changes) log(`IAC.md: ${writer.writes} writes for ${changes} job changes (${config.iacFile})`);
+      if (changes) log(`IAC.md: ${writer.writes} writes for ${changes} job changes (${target.file})`);
     },
     closeBeforeExit() {
       return Promise.race([this.close(), new Promise<void>((r) => setTimeout(r, EXIT_FLUSH_MS).unref())]);

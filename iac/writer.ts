@@ -1,14 +1,60 @@
 // Writes IAC.md: coalesced, under a lock held across processes, by temp file + rename. A reader
 // sees the old file or the new one, never half of one; and since every write starts from the
 // whole index, the last write shows every server's jobs.
-import { readdirSync, statSync, unlinkSync } from 'node:fs';
-import { basename, dirname, join, relative, sep } from 'node:path';
+import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
+import { basename, dirname, join, parse, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
 import writeFileAtomic from 'write-file-atomic';
-import { renderDocument, renderEntry, type ActiveRow } from './render.js';
+import { END_MARK, renderDocument, renderEntry, TITLE, type ActiveRow } from './render.js';
 import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';
 import { openQuestions } from '../src/jobs/conversation.js';
 import { makeDirs } from '../src/lib/fs.js';
+
+/**
+ * Whether polyspawn may write IAC.md at `path`: nothing is there, an empty file, or a document
+ * it wrote (its title line first, its end marker last). A project's own IAC.md is never replaced.
+ */
+export function mayWriteIac(path: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return true;
+    const read = (length: number, position: number) => {
+      const buffer = Buffer.alloc(Math.max(0, Math.min(length, size - position)));
+      return buffer.subarray(0, readSync(fd, buffer, 0, buffer.length, position)).toString('utf8');
+    };
+    const head = `${TITLE}\n`;
+    const tail = `${END_MARK}\n`;
+    return read(head.length, 0) === head && read(tail.length, Math.max(0, size - tail.length)) === tail;
+  } catch {
+    return false; // a folder, or unreadable: not a document polyspawn wrote
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Where IAC.md goes: the configured file, unless something polyspawn did not write is there;
+ * then beside it, `<name>.polyspawn.md` (the same folder, so its links to the run store hold and
+ * it is found next to the other), with one sentence for the instructions and `doctor`.
+ */
+export function iacTarget(configured: string): { file: string; problem?: string } {
+  if (mayWriteIac(configured)) return { file: configured };
+  const { dir, name, ext } = parse(configured);
+  const file = join(dir, `${name}.polyspawn${ext}`);
+  return {
+    file,
+    problem:
+      `${configured} was not written by polyspawn (it lacks IAC.md's title line and end marker), so it is left alone ` +
+      `and polyspawn's record of this project's agents is ${file}. To choose another place, set iac_file in ` +
+      'polyspawn.config.json or POLYSPAWN_IAC_FILE.',
+  };
+}
 
 export type IacWriterOptions = {
   /** IAC.md's path. */
@@ -106,6 +152,11 @@ export class IacWriter {
       const recovered = this.store.recoverOrphans();
       if (recovered.length) this.options.onRecovered?.(recovered);
       if (!this.cleaned) this.removeStaleTemps();
+      // Checked on every write: a project's own file may appear while the server runs.
+      if (!mayWriteIac(file))
+        return this.report(
+          `not writing ${file}: polyspawn did not write it (it lacks IAC.md's title line and end marker), so it is left as it is`,
+        );
       const document = this.render(Date.now());
       makeDirs(dirname(file));
       // No fsync: IAC.md is a view, rewritten whole from the store by the next write.
@@ -114,12 +165,16 @@ export class IacWriter {
       this.lastError = '';
       this.options.afterWrite?.(document);
     } catch (error) {
-      const message = `could not write ${file}: ${(error as Error).message}`;
-      if (message !== this.lastError) this.options.log?.(message);
-      this.lastError = message;
+      this.report(`could not write ${file}: ${(error as Error).message}`);
     } finally {
       await release?.().catch(() => undefined);
     }
+  }
+
+  /** Why IAC.md was not written, logged once until a write succeeds. */
+  private report(message: string): void {
+    if (message !== this.lastError) this.options.log?.(message);
+    this.lastError = message;
   }
 
   /** The document as it stands: the active agents of every server and the newest N entries. */

@@ -124,6 +124,41 @@ const MUTATIONS = [
     replace: `const second = first;`,
     tests: ['test/unit/structured-output.test.ts'],
   },
+  {
+    name: 'resume passes any string to the CLI',
+    file: 'src/jobs/spawn.ts',
+    find: `if (!SESSION_ID.test(sessionId))`,
+    replace: `if (!SESSION_ID.test(sessionId) && sessionId === '')`,
+    tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: "a project's config sets bin and base_url",
+    file: 'src/config/config.ts',
+    find: `delete keptSettings[key];`,
+    replace: ``,
+    tests: ['test/unit/config.test.ts'],
+  },
+  {
+    name: 'a foreign IAC.md is overwritten',
+    file: 'iac/writer.ts',
+    find: `if (!mayWriteIac(file))`,
+    replace: `if (!mayWriteIac(file) && file === '')`,
+    tests: ['test/integration/store.test.ts'],
+  },
+  {
+    name: 'a cwd outside the project is taken',
+    file: 'src/jobs/spawn.ts',
+    find: `if (!config.allowCwdOutsideProject && !isInside(projectDir, dir))`,
+    replace: `if (!config.allowCwdOutsideProject && !isInside(projectDir, dir) && dir === '')`,
+    tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: 'define_agent and remove_agent follow links',
+    file: 'src/mcp/tools/agents.ts',
+    find: `if (link)`,
+    replace: `if (link === '')`,
+    tests: ['test/e2e/agents.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

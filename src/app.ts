@@ -10,7 +10,7 @@ import { AgentRegistry } from './jobs/agents/registry.js';
 import { nestingFrom, type Nesting } from './jobs/agents/nesting.js';
 import { AgentSessions } from './jobs/agents/sessions.js';
 import { checkBackend, type Availability } from './config/availability.js';
-import { loadConfig } from './config/config.js';
+import { loadConfig, projectConfigNote } from './config/config.js';
 import type { Context } from './config/context.js';
 import { createExecutor } from './jobs/execute.js';
 import { JobTable } from './jobs/table.js';
@@ -58,6 +58,8 @@ export function createApp(
   options: AppOptions = {},
 ): App {
   const config = loadConfig(allBackends, env, cwd);
+  const projectNote = config.projectConfig && projectConfigNote(config.projectConfig);
+  if (projectNote) log(`the project's config ${projectNote}`);
   const files = modelsFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(files);
   config.files.push(...files.slice(1));

@@ -10,9 +10,10 @@ import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
 import { checkBackend } from '../config/availability.js';
-import { loadConfig, type Config } from '../config/config.js';
+import { loadConfig, projectConfigNote, type Config, type ProjectConfig } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
+import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
 import { InputError } from '../lib/errors.js';
 import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
@@ -41,11 +42,15 @@ export type DoctorReport = {
   version: string;
   node: string;
   projectDir: string;
+  /** Where IAC.md is written, and why not where configured (a file polyspawn did not write is there). */
   iacFile: string;
+  iacProblem?: string;
   iacExists: boolean;
   stateDir: string;
   runs: number;
   configFiles: string[];
+  /** What the project's own config set, and what it may not set and was ignored. */
+  projectConfig?: ProjectConfig;
   modelsFiles: string[];
   keyFiles: { path: string; exists: boolean }[];
   concurrency: number;
@@ -188,6 +193,7 @@ export async function collectDoctor(
   const backends = await Promise.all(
     allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)),
   );
+  const iac = iacTarget(config.iacFile);
   let runs = 0;
   try {
     runs = readdirSync(`${config.stateDir}${sep}runs`).length;
@@ -198,11 +204,13 @@ export async function collectDoctor(
     version: VERSION,
     node: process.version,
     projectDir: config.projectDir,
-    iacFile: config.iacFile,
-    iacExists: existsSync(config.iacFile),
+    iacFile: iac.file,
+    ...(iac.problem ? { iacProblem: iac.problem } : {}),
+    iacExists: existsSync(iac.file),
     stateDir: config.stateDir,
     runs,
     configFiles: config.files,
+    ...(config.projectConfig ? { projectConfig: config.projectConfig } : {}),
     modelsFiles: files,
     keyFiles: keyFiles(config).map((path) => ({ path, exists: existsSync(path) })),
     concurrency: config.concurrency,
@@ -219,6 +227,7 @@ const home = (path: string) => {
 };
 
 export function formatDoctor(r: DoctorReport): string {
+  const projectNote = r.projectConfig && projectConfigNote(r.projectConfig);
   const rows = r.backends.map((b) => [
     b.name,
     b.kind,
@@ -233,8 +242,10 @@ export function formatDoctor(r: DoctorReport): string {
     '',
     `project     ${r.projectDir}`,
     `IAC.md      ${r.iacFile}${r.iacExists ? '' : ' (not written yet: it appears with the first agent)'}`,
+    ...(r.iacProblem ? [`            ${r.iacProblem}`] : []),
     `run store   ${r.stateDir} (${r.runs} run${r.runs === 1 ? '' : 's'})`,
     `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
+    ...(projectNote ? [`project cfg ${projectNote}`] : []),
     `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
     `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,

@@ -99,7 +99,7 @@ and elapsed time. Ctrl-C cancels the agent and everything it started.
 
 Options:
   -m, --model <name>       model or alias (default: the backend's default)
-      --cwd <dir>          folder the agent works in (CLI backends; default: the project)
+      --cwd <dir>          folder inside the project the agent works in (CLI backends; default: the project)
       --timeout <seconds>  stop it after this long (default: the configured timeout_s)
       --system-prompt <t>  extra system instructions
       --resume <id>        continue an earlier agent (its agent id or session id)

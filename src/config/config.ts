@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Backend, BackendSettings } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
+import { isInside } from '../lib/fs.js';
 
 export type Config = {
   projectDir: string;
@@ -24,7 +25,37 @@ export type Config = {
   agentsDir: string;
   /** Whether running CLI agents get a channel to ask the orchestrator (ask_parent). */
   channel: boolean;
+  /** Whether a job's cwd may lie outside the project folder (only the user's config or the environment says so). */
+  allowCwdOutsideProject: boolean;
+  /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
+  projectConfig?: ProjectConfig;
 };
+
+/** A project's file, as trusted as the repository it came with: said at start and by `doctor`. */
+export type ProjectConfig = {
+  file: string;
+  /** `key value` for each setting it made. */
+  changed: string[];
+  /** The settings only the user's own config or the environment may make (`backends.grok.base_url`). */
+  ignored: string[];
+  /** The user's own config file, where those belong. */
+  userFile: string;
+};
+
+/**
+ * What runs (a CLI's executable) and where keys are sent (an API's endpoint): a cloned
+ * repository's config could point them anywhere, so only the user's own config or the
+ * environment sets them.
+ */
+const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url'] as const;
+/** Where agents may work: a repository must not widen it for itself. */
+const USER_ONLY_KEYS = ['allow_cwd_outside_project'] as const;
+/** The paths a config sets, each with the variable that overrides it. */
+const PATH_KEYS = {
+  state_dir: 'POLYSPAWN_STATE_DIR',
+  iac_file: 'POLYSPAWN_IAC_FILE',
+  agents_dir: 'POLYSPAWN_AGENTS_DIR',
+} as const;
 
 const toolList = z.array(z.string().min(1)).max(200);
 const backendFileSchema = z
@@ -55,6 +86,7 @@ const fileSchema = z
     iac_entries: z.number().int().min(0).max(10_000),
     agents_dir: z.string().min(1),
     channel: z.boolean(),
+    allow_cwd_outside_project: z.boolean(),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -112,6 +144,12 @@ function baseUrl(raw: string, from: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+/** A yes/no variable: unset or empty is undefined; 0, false, no and off are no; anything else yes. */
+function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const raw = env[name];
+  return raw ? !/^(0|false|no|off)$/i.test(raw) : undefined;
+}
+
 function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -126,17 +164,82 @@ export function projectDirFrom(env: NodeJS.ProcessEnv, cwd: string): string {
   return resolve(cwd, env.POLYSPAWN_PROJECT_DIR || '.');
 }
 
+/**
+ * The project's file without what only the user may set, and what it set: its paths must stay
+ * inside the project (links resolved), or a ConfigError says what to change.
+ */
+function projectLayer(
+  layer: FileConfig,
+  file: string,
+  projectDir: string,
+  userFile: string,
+): { layer: FileConfig; said: ProjectConfig } {
+  for (const [key, variable] of Object.entries(PATH_KEYS)) {
+    const value = layer[key as keyof typeof PATH_KEYS];
+    if (value !== undefined && !isInside(projectDir, resolve(projectDir, value))) {
+      throw new ConfigError(
+        `${file}: ${key} "${value}" is outside the project (${projectDir}): a project's config keeps its files inside ` +
+          `the project; set a place outside it in your own config (${userFile}) or with ${variable}`,
+      );
+    }
+  }
+  const said: ProjectConfig = { file, changed: [], ignored: [], userFile };
+  const kept = { ...layer };
+  for (const key of USER_ONLY_KEYS) {
+    if (kept[key] === undefined) continue;
+    said.ignored.push(key);
+    delete kept[key];
+  }
+  const backends: NonNullable<FileConfig['backends']> = {};
+  for (const [name, settings] of Object.entries(layer.backends ?? {})) {
+    const keptSettings = { ...settings };
+    for (const key of USER_ONLY_BACKEND_KEYS) {
+      if (keptSettings[key] === undefined) continue;
+      said.ignored.push(`backends.${name}.${key}`);
+      delete keptSettings[key];
+    }
+    backends[name] = keptSettings;
+  }
+  const { backends: _, ...top } = kept;
+  for (const [key, value] of Object.entries(top)) said.changed.push(`${key} ${JSON.stringify(value)}`);
+  for (const [name, settings] of Object.entries(backends))
+    for (const [key, value] of Object.entries(settings))
+      said.changed.push(`backends.${name}.${key} ${JSON.stringify(value)}`);
+  return { layer: { ...top, ...(layer.backends ? { backends } : {}) }, said };
+}
+
+/** For the log and `doctor`: the project's config file, what it changed, and what it may not set. */
+export function projectConfigNote(said: ProjectConfig): string | undefined {
+  if (said.changed.length === 0 && said.ignored.length === 0) return undefined;
+  const parts = [
+    ...(said.changed.length ? [`sets ${said.changed.join(', ')}`] : []),
+    ...(said.ignored.length
+      ? [
+          `it may not set ${said.ignored.join(', ')} (ignored: set them in your own config, ${said.userFile}, or the environment)`,
+        ]
+      : []),
+  ];
+  return `${said.file} ${parts.join('; ')}`;
+}
+
 export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv, cwd: string): Config {
   const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
-  const candidates = env.POLYSPAWN_CONFIG
-    ? [resolve(cwd, env.POLYSPAWN_CONFIG)]
-    : [join(userDir, 'config.json'), join(projectDir, 'polyspawn.config.json')];
-  if (env.POLYSPAWN_CONFIG && !existsSync(candidates[0]!)) {
-    throw new ConfigError(`POLYSPAWN_CONFIG names ${candidates[0]}, which does not exist`);
+  // POLYSPAWN_CONFIG is the user's choice, made where the server is started: trusted.
+  const userFile = env.POLYSPAWN_CONFIG ? resolve(cwd, env.POLYSPAWN_CONFIG) : join(userDir, 'config.json');
+  const projectFile = env.POLYSPAWN_CONFIG ? undefined : join(projectDir, 'polyspawn.config.json');
+  if (env.POLYSPAWN_CONFIG && !existsSync(userFile)) {
+    throw new ConfigError(`POLYSPAWN_CONFIG names ${userFile}, which does not exist`);
   }
-  const files = candidates.filter((f) => existsSync(f));
-  const layers = files.map(readConfigFile);
+  const files = [userFile, ...(projectFile ? [projectFile] : [])].filter((f) => existsSync(f));
+  let projectConfig: ProjectConfig | undefined;
+  const layers = files.map((file) => {
+    const layer = readConfigFile(file);
+    if (file !== projectFile) return layer;
+    const project = projectLayer(layer, file, projectDir, userFile);
+    projectConfig = project.said;
+    return project.layer;
+  });
   const merged: FileConfig = {};
   for (const layer of layers) {
     Object.assign(merged, { ...layer, backends: { ...merged.backends } });
@@ -163,6 +266,9 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     userConfigDir: userDir,
     agentsDir: resolve(projectDir, env.POLYSPAWN_AGENTS_DIR || merged.agents_dir || join('.polyspawn', 'agents')),
     channel: envFlag(env, 'POLYSPAWN_CHANNEL') ?? merged.channel ?? true,
+    allowCwdOutsideProject:
+      envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
+    ...(projectConfig ? { projectConfig } : {}),
   };
 
   for (const backend of backends) {
@@ -198,13 +304,6 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     config.backends[backend.name] = settings;
   }
   return config;
-}
-
-/** A yes/no variable: 0, false, no, off say no; anything else set says yes. */
-function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  return !/^(0|false|no|off)$/i.test(raw);
 }
 
 const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backend.permissionModes[0] : 'none');

@@ -3,22 +3,30 @@
 // session to resume, and submit the job. Waiting for it is the caller's (the MCP tools send
 // progress notifications, `run` draws its live line).
 import { statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config } from '../config/config.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
+import { isInside } from '../lib/fs.js';
 import { namedAgentSettings, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
 
 const JOB_ID = /^[a-z2-9]{6}$/;
+/**
+ * A session id as the CLIs report them: a UUID. `resume` lands in a CLI's argv, so nothing
+ * else is passed on, least of all what the CLI could read as an option (`--last`).
+ */
+const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const RESUME_SHAPE =
+  'resume: pass an agent_id (from list) or a session id (a UUID, such as 0d015625-59b7-42be-8b73-06e0c652483f)';
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
-  config: Pick<Config, 'projectDir' | 'timeoutS'>;
+  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir'>;
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -70,7 +78,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     backend: backend.name,
     model: model.model,
     prompt: request.prompt,
-    cwd: resolveCwd(ctx.config.projectDir, request.cwd),
+    cwd: resolveCwd(ctx.config, request.cwd),
     timeoutS: request.timeoutS ?? definition?.timeoutS ?? ctx.config.timeoutS,
     ...(systemPrompt ? { systemPrompt } : {}),
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
@@ -91,7 +99,9 @@ function checkOutputSchema(schema: unknown, backend: Backend): JsonSchema | unde
   return schema as JsonSchema;
 }
 
-function resolveCwd(projectDir: string, cwd: string | undefined): string {
+/** The folder a CLI agent works in: an existing one, inside the project (links resolved) unless the config allows more. */
+function resolveCwd(config: SpawnContext['config'], cwd: string | undefined): string {
+  const { projectDir } = config;
   const dir = resolve(projectDir, cwd ?? '.');
   let isDir = false;
   try {
@@ -102,6 +112,12 @@ function resolveCwd(projectDir: string, cwd: string | undefined): string {
   if (!isDir)
     throw new InputError(
       `cwd "${dir}" is not an existing folder: pass an existing folder, absolute or relative to ${projectDir}`,
+    );
+  if (!config.allowCwdOutsideProject && !isInside(projectDir, dir))
+    throw new InputError(
+      `cwd "${dir}" is outside the project (${projectDir}): pass a folder inside it; to let agents work anywhere, ` +
+        `set allow_cwd_outside_project: true in your own config (${join(config.userConfigDir, 'config.json')}) ` +
+        'or POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT=1 where the server is started',
     );
   return dir;
 }
@@ -132,9 +148,11 @@ function resumeOf(
     sessionId = earlier.outcome.sessionId;
   } else if (JOB_ID.test(resume)) {
     throw new InputError(`no agent with id "${resume}": pass an agent_id from list, or a session_id`);
-  } else if (/\s/.test(resume)) {
-    throw new InputError('resume must be an agent_id or a session_id, without spaces');
   }
+  if (!SESSION_ID.test(sessionId))
+    throw new InputError(
+      earlier ? `${RESUME_SHAPE} (agent ${resume} reported a session id of another shape)` : RESUME_SHAPE,
+    );
   const totals = (jobs.latestInSession(backend.name, sessionId) ?? earlier)?.outcome?.sessionTotals;
   return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}) };
 }

@@ -9,13 +9,14 @@ import {
   constants,
   lstatSync,
   mkdirSync,
+  realpathSync,
   renameSync,
   rmSync,
   statfsSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, isAbsolute, join, relative, sep } from 'node:path';
 
 /** Below this many free bytes a disk counts as full (a record is a few KB, a log far more). */
 const FULL_BELOW = 1 << 20;
@@ -30,6 +31,42 @@ function nearestExisting(dir: string): string {
       if (dirname(d) === d) return d;
     }
   }
+}
+
+/**
+ * Whether `path` (absolute; it need not exist yet) is `folder` or inside it, with the links on
+ * the way resolved: a link that leads out of the folder leads out. A path through a dangling
+ * link cannot be told, and counts as outside.
+ */
+export function isInside(folder: string, path: string): boolean {
+  const real = (p: string) => {
+    const at = nearestExisting(p);
+    return join(realpathSync(at), relative(at, p));
+  };
+  let rel: string;
+  try {
+    rel = relative(real(folder), real(path));
+  } catch {
+    return false;
+  }
+  return rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
+}
+
+/**
+ * The first symbolic link on the way from `root` (not itself checked) down to `path`, or
+ * undefined: what a write or delete there would follow out of the place it seems to be in.
+ */
+export function linkOnTheWay(root: string, path: string): string | undefined {
+  const rel = relative(root, path);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return undefined;
+  let at = root;
+  for (const part of rel.split(sep)) {
+    at = join(at, part);
+    const stat = lstatSync(at, { throwIfNoEntry: false });
+    if (!stat) return undefined;
+    if (stat.isSymbolicLink()) return at;
+  }
+  return undefined;
 }
 
 /** Why files cannot be written in `dir` (or created on the way to it), or undefined. */

@@ -82,9 +82,9 @@ export function registerResources(server: McpServer, app: App): void {
         {
           uri: uri.href,
           mimeType: 'text/markdown',
-          text: existsSync(app.config.iacFile)
-            ? readFileSync(app.config.iacFile, 'utf8')
-            : `# IAC.md: Inter-Agent Context\n\n_No agent has run in this project yet (${app.config.iacFile} is written with the first one)._\n`,
+          text: existsSync(app.iac.file)
+            ? readFileSync(app.iac.file, 'utf8')
+            : `# IAC.md: Inter-Agent Context\n\n_No agent has run in this project yet (${app.iac.file} is written with the first one)._\n`,
         },
       ],
     }),
@@ -162,7 +162,7 @@ export function registerResources(server: McpServer, app: App): void {
 
   server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
   const subscribed = new Set<string>();
-  const iacWatch = watchIac(app.config.iacFile, () => {
+  const iacWatch = watchIac(app.iac.file, () => {
     if (subscribed.has(IAC_URI)) void server.server.sendResourceUpdated({ uri: IAC_URI }).catch(() => undefined);
   });
   server.server.setRequestHandler(SubscribeRequestSchema, async ({ params }) => {

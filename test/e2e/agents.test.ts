@@ -8,6 +8,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,7 +43,10 @@ const recordOf = (marker: string) => {
   if (found.length !== 1) throw new Error(`${found.length} fake CLI runs saw ${marker}`);
   return found[0]!;
 };
+/** The value of `flag` in argv, given as `flag value` or `flag=value`. */
 const argAfter = (argv: string[], flag: string) => {
+  const joined = argv.find((a) => a.startsWith(`${flag}=`));
+  if (joined !== undefined) return joined.slice(flag.length + 1);
   const at = argv.indexOf(flag);
   return at < 0 ? undefined : argv[at + 1];
 };
@@ -268,6 +272,54 @@ describe('define_agent, remove_agent and list_agents', () => {
     expect(await errorText(s, 'remove_agent', { name: 'writer' })).toMatch(/no agent "writer"/);
   });
 
+  test('a link in the agents folder (a repository can ship one) is refused: nothing outside is written or deleted', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const victim = join(outside, 'agent.md');
+    const victimText = agentText({ description: 'Not yours to delete.', backend: 'codex' });
+    const dir = agentsDir(s.projectDir);
+    mkdirSync(dir, { recursive: true });
+    // A linked agent folder: define_agent would write into it, remove_agent delete from it.
+    symlinkSync(outside, join(dir, 'linked'));
+    expect(await errorText(s, 'define_agent', { ...good, name: 'linked' })).toBe(
+      `agent "linked" not defined: ${join(dir, 'linked')} is a symbolic link, and polyspawn neither writes nor ` +
+        'deletes through links in an agents folder (they can lead out of it): remove the link, or choose another name',
+    );
+    expect(readdirSync(outside)).toEqual([]);
+    writeFileSync(victim, victimText);
+    expect(await errorText(s, 'remove_agent', { name: 'linked' })).toMatch(
+      new RegExp(`^agent "linked" not removed: ${join(dir, 'linked')} is a symbolic link`),
+    );
+    // A linked agent.md.
+    mkdirSync(join(dir, 'filelink'));
+    symlinkSync(victim, join(dir, 'filelink', 'agent.md'));
+    expect(await errorText(s, 'remove_agent', { name: 'filelink' })).toMatch(
+      new RegExp(`^agent "filelink" not removed: ${join(dir, 'filelink', 'agent.md')} is a symbolic link`),
+    );
+    expect(await errorText(s, 'define_agent', { ...good, name: 'filelink', replace: true })).toMatch(
+      /^agent "filelink" not defined: .* is a symbolic link/,
+    );
+    expect(readFileSync(victim, 'utf8')).toBe(victimText);
+    expect(readdirSync(outside)).toEqual(['agent.md']);
+    rmSync(join(dir, 'linked'));
+    rmSync(join(dir, 'filelink'), { recursive: true });
+  });
+
+  test('the agents folder itself a link out of the project: refused too', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'polyspawn-linked-agents-'));
+    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    mkdirSync(join(project, '.polyspawn'));
+    symlinkSync(outside, agentsDir(project));
+    const other = await startServer({ env: baseEnv, projectDir: project });
+    try {
+      expect(await errorText(other, 'define_agent', good)).toMatch(
+        new RegExp(`^agent "writer" not defined: ${agentsDir(project)} is a symbolic link`),
+      );
+      expect(readdirSync(outside)).toEqual([]);
+    } finally {
+      await other.close();
+    }
+  });
+
   test('user scope, and the project definition of the same name wins', async () => {
     const user = await s.callOk<{ file: string }>('define_agent', {
       ...good,
@@ -334,7 +386,7 @@ describe('sessions', () => {
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('resume');
     const first = await s.callOk<Job>('spawn_chat', { prompt: 'chat one', wait_s: 30 });
     expect(first.state).toBe('succeeded');
-    expect(recordOf('chat one').argv).not.toContain('--resume');
+    expect(argAfter(recordOf('chat one').argv, '--resume')).toBeUndefined();
     const second = await s.callOk<Job>('spawn_chat', { prompt: 'chat two', wait_s: 30 });
     expect(second.session_id).toBe(first.session_id);
     expect(argAfter(recordOf('chat two').argv, '--resume')).toBe(first.session_id);
@@ -367,7 +419,7 @@ describe('sessions', () => {
     const before = await s.callOk<{ agents: { name: string; session_id?: string }[] }>('list_agents');
     const old = before.agents.find((x) => x.name === 'chat')!.session_id!;
     const fresh = await s.callOk<Job>('spawn_chat', { prompt: 'chat fresh', new_session: true, wait_s: 30 });
-    expect(recordOf('chat fresh').argv).not.toContain('--resume');
+    expect(argAfter(recordOf('chat fresh').argv, '--resume')).toBeUndefined();
     expect(fresh.session_id).not.toBe(old);
     await s.callOk<Job>('spawn_chat', { prompt: 'chat after fresh', wait_s: 30 });
     expect(argAfter(recordOf('chat after fresh').argv, '--resume')).toBe(fresh.session_id);
@@ -416,7 +468,8 @@ describe('structured output', () => {
     expect(first.prompt).toContain(`JSON Schema: ${JSON.stringify(schema)}`);
     const retry = records().find(
       (r) =>
-        r.prompt.startsWith('Your answer did not match the required JSON Schema') && r.argv.includes(job.session_id!),
+        r.prompt.startsWith('Your answer did not match the required JSON Schema') &&
+        argAfter(r.argv, '--resume') === job.session_id,
     )!;
     expect(retry.prompt).toContain('the answer is not JSON');
     expect(argAfter(retry.argv, '--resume')).toBe(job.session_id);
@@ -433,7 +486,7 @@ describe('structured output', () => {
     });
     expect(job.state).toBe('failed');
     const retry = records().find(
-      (r) => r.prompt.startsWith('Your answer did not match') && r.argv.includes(job.session_id!),
+      (r) => r.prompt.startsWith('Your answer did not match') && argAfter(r.argv, '--resume') === job.session_id,
     )!;
     expect(retry.prompt).toContain('/name must be string');
   });

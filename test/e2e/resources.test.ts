@@ -1,6 +1,7 @@
 // Resources and notifications through the SDK's own Client: IAC.md and each agent's record and
 // log, the template, list_changed and updated, and job state changes as logging messages.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -167,5 +168,29 @@ describe('resources', () => {
       /no agent with id "zzzzzz"/,
     );
     await expect(s.client.readResource({ uri: 'polyspawn://agents/zzzzzz/log' })).rejects.toThrow(/no agent with id/);
+  });
+});
+
+describe('an IAC.md polyspawn did not write', () => {
+  test('is left alone; the instructions say where the record goes instead, and the resource serves that', async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-foreign-iac-'));
+    const foreign = '# Infrastructure as Code notes\n\nOur Terraform conventions.\n';
+    writeFileSync(join(projectDir, 'IAC.md'), foreign);
+    const other = await startServer({ projectDir });
+    try {
+      expect(other.client.getInstructions()).toContain(
+        `WARNING: ${join(projectDir, 'IAC.md')} was not written by polyspawn`,
+      );
+      const job = await other.callOk<Job>('spawn_codex', { prompt: 'beside a foreign IAC.md', wait_s: 30 });
+      const elsewhere = join(projectDir, 'IAC.polyspawn.md');
+      await waitFor('IAC.polyspawn.md to list the agent', () =>
+        existsSync(elsewhere) ? readFileSync(elsewhere, 'utf8').includes(job.agent_id) : false,
+      );
+      expect(readFileSync(join(projectDir, 'IAC.md'), 'utf8')).toBe(foreign);
+      const served = (await other.client.readResource({ uri: 'polyspawn://IAC.md' })).contents[0] as { text: string };
+      expect(served.text).toContain(job.agent_id);
+    } finally {
+      await other.close();
+    }
   });
 });

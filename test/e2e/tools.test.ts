@@ -206,8 +206,7 @@ describe('running agents', () => {
 
   test('model aliases, system prompt and cwd reach the CLI as flags', async () => {
     const marker = `flags${Date.now()}`;
-    const cwd = mkdtempSync(join(tmpdir(), 'polyspawn-cwd-'));
-    tempDirs.push(cwd);
+    const cwd = mkdtempSync(join(s.projectDir, 'cwd-'));
     const job = await spawnAndWait('claude', { prompt: marker, model: 'opus', system_prompt: 'Be brief.', cwd });
     expect(job).toMatchObject({ state: 'succeeded', model: 'opus' });
     const record = recordOf(marker);
@@ -224,7 +223,7 @@ describe('running agents', () => {
     });
     expect(second.session_id).toBe(first.session_id);
     expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(
-      expect.arrayContaining(['--resume', first.session_id]),
+      expect.arrayContaining([`--resume=${first.session_id}`]),
     );
     const codexFirst = await spawnAndWait('codex', { prompt: 'codex first' });
     const codexSecond = await spawnAndWait('codex', { prompt: 'codex second', resume: codexFirst.session_id });
@@ -443,7 +442,11 @@ describe('bad input gets an error that says what to change, and the server keeps
     ['spawn_claude', { prompt: 'x', wait_s: 'soon' }, /wait_s/],
     ['spawn_claude', { prompt: 'x', model: 'gpt-0' }, /unknown model "gpt-0" for claude: use one of/],
     ['spawn_claude', { prompt: 'x', cwd: '/no/such/folder' }, /cwd "\/no\/such\/folder" is not an existing folder/],
+    ['spawn_claude', { prompt: 'x', cwd: '/' }, /cwd "\/" is outside the project .*allow_cwd_outside_project/],
+    ['spawn_codex', { prompt: 'x', cwd: '../..' }, /is outside the project/],
     ['spawn_claude', { prompt: 'x', resume: 'zzzzzz' }, /no agent with id "zzzzzz"/],
+    ['spawn_codex', { prompt: 'x', resume: '--dangerously-bypass-approvals-and-sandbox' }, /resume: pass an agent_id/],
+    ['spawn_codex', { prompt: 'x', resume: '--last' }, /resume: pass an agent_id/],
     ['spawn_copilot', { prompt: 'x', sytem_prompt: 'y' }, /Unrecognized key.*sytem_prompt/],
     ['spawn_grok', { prompt: 'x', cwd: '.' }, /Unrecognized key.*cwd/],
     ['result', { agent_id: 'nosuch' }, /no agent with id "nosuch": call `list`/],

@@ -312,6 +312,7 @@ function codexPositionals(rest) {
   const out = [];
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
+    if (a === '--') return [...out, ...rest.slice(i + 1)];
     if (a === '-') out.push(a);
     else if (a.startsWith('-')) {
       if (takesValue.has(a)) i++;

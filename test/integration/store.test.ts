@@ -2,7 +2,7 @@
 // (each its own RunStore with its own identity), real processes for recovery.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -292,6 +292,55 @@ describe('IacWriter', () => {
     const parsed = parseIac(readFileSync(p.iac, 'utf8'));
     expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(finished));
     expect(parsed.entries).toHaveLength(40);
+  });
+});
+
+describe('an IAC.md polyspawn did not write', () => {
+  const FOREIGN = '# Infrastructure as Code notes\n\nOur Terraform conventions.\n';
+
+  test('the writer never overwrites it, and says why once; a file it wrote, or an empty one, it rewrites', async () => {
+    const p = project();
+    const store = openStore(p.state);
+    const logs: string[] = [];
+    writeFileSync(p.iac, FOREIGN);
+    const writer = new IacWriter(store, { file: p.iac, entries: 10, debounceMs: 0, log: (m) => logs.push(m) });
+    for (let i = 0; i < 2; i++) {
+      run(store);
+      writer.schedule();
+      await writer.flush();
+    }
+    expect(readFileSync(p.iac, 'utf8')).toBe(FOREIGN);
+    expect(writer.writes).toBe(0);
+    expect(logs).toEqual([
+      `not writing ${p.iac}: polyspawn did not write it (it lacks IAC.md's title line and end marker), so it is left as it is`,
+    ]);
+    // A document it wrote (title line and end marker), or nothing to lose.
+    for (const before of [writer.render(Date.now()), '']) {
+      writeFileSync(p.iac, before);
+      const last = run(store);
+      writer.schedule();
+      await writer.flush();
+      expect(parseIac(readFileSync(p.iac, 'utf8')).entries[0]!.id).toBe(last.id);
+    }
+  });
+
+  test('the runtime writes IAC.polyspawn.md beside it instead, and says so among its problems', async () => {
+    const p = project();
+    writeFileSync(p.iac, FOREIGN);
+    const config = loadConfig(backends, { XDG_CONFIG_HOME: join(p.dir, 'xdg') }, p.dir);
+    const runtime = createIacRuntime({ config, secrets: new Redactor(), log: () => true }, terminateGroup);
+    const elsewhere = join(p.dir, 'IAC.polyspawn.md');
+    expect(runtime.file).toBe(elsewhere);
+    expect(runtime.problems).toEqual([
+      `${p.iac} was not written by polyspawn (it lacks IAC.md's title line and end marker), so it is left alone and ` +
+        `polyspawn's record of this project's agents is ${elsewhere}. To choose another place, set iac_file in ` +
+        'polyspawn.config.json or POLYSPAWN_IAC_FILE.',
+    ]);
+    const finished = run(runtime.store);
+    runtime.record(finished);
+    await runtime.close();
+    expect(readFileSync(p.iac, 'utf8')).toBe(FOREIGN);
+    expect(parseIac(readFileSync(elsewhere, 'utf8')).entries.map((e) => e.id)).toEqual([finished.id]);
   });
 });
 

@@ -1,6 +1,6 @@
 // The API backends' settings and declarations: base URLs from config and env, the policy
 // knobs, the models table entries, and the tool inputs the backends declare.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -27,13 +27,18 @@ describe('base_url', () => {
     for (const name of API) expect(c.backends[name]!.baseUrl).toBeUndefined();
   });
 
-  test('from the config file, overridden by POLYSPAWN_<NAME>_BASE_URL; a trailing slash is dropped', () => {
-    const { dir, env } = project({
-      backends: {
-        grok: { base_url: 'https://gw.example.com/xai/v1/' },
-        gemini: { base_url: 'https://file.example.com' },
-      },
-    });
+  test("from the user's config file, overridden by POLYSPAWN_<NAME>_BASE_URL; a trailing slash is dropped", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(
+      join(dir, 'xdg', 'polyspawn', 'config.json'),
+      JSON.stringify({
+        backends: {
+          grok: { base_url: 'https://gw.example.com/xai/v1/' },
+          gemini: { base_url: 'https://file.example.com' },
+        },
+      }),
+    );
     const c = loadConfig(backends, { ...env, POLYSPAWN_GEMINI_BASE_URL: 'http://127.0.0.1:8080' }, dir);
     expect(c.backends.grok!.baseUrl).toBe('https://gw.example.com/xai/v1');
     expect(c.backends.gemini!.baseUrl).toBe('http://127.0.0.1:8080');

@@ -47,6 +47,18 @@ describe('every backend', () => {
   });
 });
 
+describe('resume', () => {
+  // An id shaped like an option must reach the CLI as a value: joined to its option with `=`,
+  // or after `--` (spawn also refuses such ids: test/unit/spawn.test.ts).
+  test.each([claude, codex, copilot])('$name cannot read the session id as an option', (backend) => {
+    for (const id of ['--last', '--dangerously-bypass-approvals-and-sandbox']) {
+      const { args } = backend.command(input({ resumeSessionId: id }), settings(backend), ctx);
+      const bare = args.lastIndexOf(id);
+      expect(bare === -1 ? args.some((a) => a.endsWith(`=${id}`)) : args.slice(0, bare).includes('--')).toBe(true);
+    }
+  });
+});
+
 describe('claude arguments', () => {
   test('defaults: print mode, stream-json, model, skip permissions, CLAUDECODE removed', () => {
     const spec = claude.command(input(), settings(claude), ctx);
@@ -70,8 +82,7 @@ describe('claude arguments', () => {
       'm1',
       '--append-system-prompt',
       'Be terse.',
-      '--resume',
-      'abc-123',
+      '--resume=abc-123',
       '--permission-mode',
       'acceptEdits',
       '--allowedTools',
@@ -116,7 +127,7 @@ describe('codex arguments', () => {
       '-',
     ]);
   });
-  test('resume puts the session id before the stdin marker, and the sandbox in config', () => {
+  test('resume puts the session id after `--`, before the stdin marker, and the sandbox in config', () => {
     const spec = codex.command(input({ resumeSessionId: 'th-1' }), settings(codex, { permission: 'read-only' }), ctx);
     expect(spec.args).toEqual([
       'exec',
@@ -127,6 +138,7 @@ describe('codex arguments', () => {
       'm1',
       '-c',
       'sandbox_mode="read-only"',
+      '--',
       'th-1',
       '-',
     ]);

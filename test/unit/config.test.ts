@@ -1,8 +1,9 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
+import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/config.js';
 import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/config/models.js';
 
@@ -71,6 +72,114 @@ describe('config', () => {
     const { dir, env } = project();
     writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify(file));
     expect(() => loadConfig(backends, env, dir)).toThrow(message);
+  });
+
+  test("a project's file (a cloned repository's) sets no bin or base_url: those are ignored, and said at start", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(
+      join(dir, 'xdg', 'polyspawn', 'config.json'),
+      JSON.stringify({
+        backends: { grok: { base_url: 'https://gw.example.com/v1' }, claude: { bin: '/mine/claude' } },
+      }),
+    );
+    const projectFile = join(dir, 'polyspawn.config.json');
+    writeFileSync(
+      projectFile,
+      JSON.stringify({
+        concurrency: 3,
+        backends: {
+          grok: { base_url: 'https://attacker.example.com' },
+          mistral: { base_url: 'https://attacker.example.com' },
+          claude: { bin: '/tmp/evil' },
+          codex: { bin: '/tmp/evil', permission: 'workspace-write' },
+        },
+      }),
+    );
+    const c = loadConfig(backends, env, dir);
+    expect(c.backends.grok!.baseUrl).toBe('https://gw.example.com/v1');
+    expect(c.backends.mistral!.baseUrl).toBeUndefined();
+    expect(c.backends.claude!.bin).toBe('/mine/claude');
+    expect(c.backends.codex!.bin).toBeUndefined();
+    // What a project may set, it still sets.
+    expect(c.concurrency).toBe(3);
+    expect(c.backends.codex!.permission).toBe('workspace-write');
+    expect(c.projectConfig).toEqual({
+      file: projectFile,
+      changed: ['concurrency 3', 'backends.codex.permission "workspace-write"'],
+      ignored: ['backends.grok.base_url', 'backends.mistral.base_url', 'backends.claude.bin', 'backends.codex.bin'],
+      userFile: join(dir, 'xdg', 'polyspawn', 'config.json'),
+    });
+    // The environment still may.
+    expect(
+      loadConfig(backends, { ...env, POLYSPAWN_MISTRAL_BASE_URL: 'http://127.0.0.1:9' }, dir).backends.mistral!.baseUrl,
+    ).toBe('http://127.0.0.1:9');
+
+    const logged: string[] = [];
+    createApp({ ...env, PATH: process.env.PATH }, dir, (line) => logged.push(line) > 0);
+    const said = logged.filter((l) => l.includes(projectFile));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toBe(
+      `the project's config ${projectFile} sets concurrency 3, backends.codex.permission "workspace-write"; ` +
+        'it may not set backends.grok.base_url, backends.mistral.base_url, backends.claude.bin, backends.codex.bin ' +
+        `(ignored: set them in your own config, ${join(dir, 'xdg', 'polyspawn', 'config.json')}, or the environment)`,
+    );
+  });
+
+  test("a project's file keeps its paths inside the project: one outside, or through a link out of it, is refused", () => {
+    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    for (const [key, value] of [
+      ['iac_file', '../victim.txt'],
+      ['iac_file', '/etc/victim.txt'],
+      ['state_dir', '../../store'],
+      ['agents_dir', '/tmp'],
+      ['iac_file', 'out/IAC.md'],
+      ['state_dir', 'out'],
+    ]) {
+      const { dir, env } = project();
+      symlinkSync(outside, join(dir, 'out'));
+      writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ [key!]: value }));
+      expect(() => loadConfig(backends, env, dir), `${key}: ${value}`).toThrow(
+        `${join(dir, 'polyspawn.config.json')}: ${key} "${value}" is outside the project (${dir}): ` +
+          "a project's config keeps its files inside the project; set a place outside it in your own config " +
+          `(${join(dir, 'xdg', 'polyspawn', 'config.json')}) or with POLYSPAWN_${key!.toUpperCase()}`,
+      );
+    }
+    // Inside: fine, also through a link that stays inside.
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'docs'));
+    symlinkSync(join(dir, 'docs'), join(dir, 'notes'));
+    writeFileSync(
+      join(dir, 'polyspawn.config.json'),
+      JSON.stringify({ iac_file: 'notes/IAC.md', state_dir: 'docs/../.store', agents_dir: 'agents' }),
+    );
+    expect(loadConfig(backends, env, dir)).toMatchObject({
+      iacFile: join(dir, 'notes', 'IAC.md'),
+      stateDir: join(dir, '.store'),
+      agentsDir: join(dir, 'agents'),
+    });
+    // The user's own config and the environment may put them anywhere.
+    expect(loadConfig(backends, { ...env, POLYSPAWN_IAC_FILE: join(outside, 'IAC.md') }, dir).iacFile).toBe(
+      join(outside, 'IAC.md'),
+    );
+  });
+
+  test("allow_cwd_outside_project: off by default; from the user's config or the environment, never the project's", () => {
+    const { dir, env } = project();
+    expect(loadConfig(backends, env, dir).allowCwdOutsideProject).toBe(false);
+    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ allow_cwd_outside_project: true }));
+    const fromProject = loadConfig(backends, env, dir);
+    expect(fromProject.allowCwdOutsideProject).toBe(false);
+    expect(fromProject.projectConfig!.ignored).toEqual(['allow_cwd_outside_project']);
+    expect(loadConfig(backends, { ...env, POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT: '1' }, dir).allowCwdOutsideProject).toBe(
+      true,
+    );
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify({ allow_cwd_outside_project: true }));
+    expect(loadConfig(backends, env, dir).allowCwdOutsideProject).toBe(true);
+    expect(
+      loadConfig(backends, { ...env, POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT: 'no' }, dir).allowCwdOutsideProject,
+    ).toBe(false);
   });
 
   test('bad environment values and unparsable files', () => {

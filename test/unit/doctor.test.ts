@@ -147,6 +147,33 @@ describe('doctor', () => {
     expect(report.usable).toBe(1); // copilot
   });
 
+  test("what the project's config sets, and what it may not set and is ignored", async () => {
+    const p = project();
+    writeFileSync(
+      join(p.dir, 'polyspawn.config.json'),
+      JSON.stringify({ timeout_s: 60, backends: { grok: { base_url: 'https://attacker.example.com' } } }),
+    );
+    const report = await collectDoctor(p.withoutClis, p.dir);
+    expect(report.projectConfig).toMatchObject({ changed: ['timeout_s 60'], ignored: ['backends.grok.base_url'] });
+    expect(report.backends.find((b) => b.name === 'grok')!.baseUrl).toBe('https://api.x.ai/v1');
+    const text = formatDoctor(report);
+    expect(text).toContain(
+      `project cfg ${join(p.dir, 'polyspawn.config.json')} sets timeout_s 60; ` +
+        'it may not set backends.grok.base_url (ignored: set them in your own config',
+    );
+  });
+
+  test('an IAC.md polyspawn did not write: doctor names the file it writes instead, and why', async () => {
+    const p = project();
+    writeFileSync(join(p.dir, 'IAC.md'), '# Infrastructure as Code notes\n');
+    const report = await collectDoctor(p.withoutClis, p.dir);
+    expect(report.iacFile).toBe(join(p.dir, 'IAC.polyspawn.md'));
+    expect(formatDoctor(report)).toContain(
+      `IAC.md      ${join(p.dir, 'IAC.polyspawn.md')} (not written yet: it appears with the first agent)\n` +
+        `            ${join(p.dir, 'IAC.md')} was not written by polyspawn`,
+    );
+  });
+
   test('a broken config: exit 1 and the reason, on stderr', async () => {
     const p = project();
     writeFileSync(join(p.dir, 'polyspawn.config.json'), '{"concurrency": "many"}');

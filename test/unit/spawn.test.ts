@@ -1,8 +1,8 @@
 // The spawn use case (src/jobs/spawn.ts) against a real job table and a fake run store, and the
 // errors module's mapping to exit codes (src/lib/errors.ts).
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import type { Usage } from '../../backends/types.js';
@@ -15,6 +15,8 @@ import { commandFailure, ConfigError, InputError, SetupError } from '../../src/l
 const backend = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
 const other = backends.find((b) => b !== backend && b.kind === 'cli')!;
 const models = loadModels([shippedModelsFile]);
+/** A session id as the CLIs report them. */
+const THREAD = '01a21487-42f2-79c3-8ce6-cd24edf4ef90';
 const totals = (inputTokens: number, outputTokens: number): Usage => ({
   inputTokens,
   outputTokens,
@@ -35,7 +37,7 @@ const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backen
   outcome: { ok: true, text: '', sessionId, sessionTotals, costSource: 'unknown' },
 });
 
-function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
+function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsideProject?: boolean } = {}) {
   const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
   const history = new Map((options.history ?? []).map((r) => [r.id, r]));
   // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
@@ -66,7 +68,12 @@ function setup(options: { history?: JobRecord[]; usable?: boolean } = {}) {
   });
   const sessionTurns: { request: JobRequest; newSession: boolean }[] = [];
   const ctx: SpawnContext = {
-    config: { projectDir, timeoutS: 600 },
+    config: {
+      projectDir,
+      timeoutS: 600,
+      allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
+      userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
+    },
     models,
     jobs,
     sessions: {
@@ -118,26 +125,70 @@ describe('spawnJob', () => {
   });
 
   test('resuming an agent of an earlier process: its stored record gives the totals to subtract', () => {
-    const { ctx } = setup({ history: [stored('abcdef', 'thread-1', totals(12, 7))] });
+    const { ctx } = setup({ history: [stored('abcdef', THREAD, totals(12, 7))] });
     const job = spawnJob(ctx, { backend, label: backend.name, prompt: 'again', resume: 'abcdef' });
-    expect(job.resumeSessionId).toBe('thread-1');
+    expect(job.resumeSessionId).toBe(THREAD);
     expect(job.previousSessionTotals).toEqual(totals(12, 7));
   });
 
   test("the session's newest turn in the table wins over the record of the agent named", async () => {
-    const { ctx, jobs } = setup({ history: [stored('abcdef', 'thread-1', totals(12, 7))] });
-    const second = spawnJob(ctx, { backend, label: backend.name, prompt: 'session:thread-1:30:20', resume: 'abcdef' });
+    const { ctx, jobs } = setup({ history: [stored('abcdef', THREAD, totals(12, 7))] });
+    const second = spawnJob(ctx, { backend, label: backend.name, prompt: `session:${THREAD}:30:20`, resume: 'abcdef' });
     await jobs.waitFor([second.id], { timeoutMs: 5000, mode: 'all' });
     const third = spawnJob(ctx, { backend, label: backend.name, prompt: 'third', resume: 'abcdef' });
     expect(third.previousSessionTotals).toEqual(totals(30, 20));
     // A session id works as well as an agent id.
     expect(
-      spawnJob(ctx, { backend, label: backend.name, prompt: 'fourth', resume: 'thread-1' }).previousSessionTotals,
+      spawnJob(ctx, { backend, label: backend.name, prompt: 'fourth', resume: THREAD }).previousSessionTotals,
     ).toEqual(totals(30, 20));
   });
 
+  test('resume takes an agent_id or a session id (a UUID), never what a CLI could read as an option', () => {
+    const { ctx } = setup({ history: [stored('abcdef', '--last', totals(1, 1))] });
+    const spawn = (resume: string) => () => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', resume });
+    for (const resume of [
+      '--last',
+      '--dangerously-bypass-approvals-and-sandbox',
+      '--config=sandbox_mode="danger-full-access"',
+      '-c',
+      'a b',
+      `${THREAD}\n--last`,
+      // An earlier agent whose reported session id is not one.
+      'abcdef',
+    ]) {
+      expect(spawn(resume)).toThrow(InputError);
+      expect(spawn(resume)).toThrow(/resume: pass an agent_id \(from list\) or a session id \(a UUID, such as /);
+    }
+    expect(spawn(THREAD.toUpperCase())().resumeSessionId).toBe(THREAD.toUpperCase());
+  });
+
+  test('cwd stays inside the project, links resolved, unless the config allows more; the error says what to change', () => {
+    const { ctx, projectDir } = setup();
+    mkdirSync(join(projectDir, 'sub'));
+    symlinkSync(tmpdir(), join(projectDir, 'out'));
+    const spawn = (cwd: string) => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', cwd });
+    expect(spawn('sub').cwd).toBe(join(projectDir, 'sub'));
+    expect(spawn(join(projectDir, 'sub')).cwd).toBe(join(projectDir, 'sub'));
+    expect(spawn('.').cwd).toBe(projectDir);
+    for (const [cwd, dir] of [
+      ['/', '/'],
+      ['/etc', '/etc'],
+      ['../..', resolve(projectDir, '../..')],
+      ['out', join(projectDir, 'out')],
+    ]) {
+      expect(() => spawn(cwd!)).toThrow(InputError);
+      expect(() => spawn(cwd!)).toThrow(
+        `cwd "${dir}" is outside the project (${projectDir}): pass a folder inside it; to let agents work ` +
+          `anywhere, set allow_cwd_outside_project: true in your own config (${join(projectDir, 'xdg', 'polyspawn', 'config.json')}) ` +
+          'or POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT=1 where the server is started',
+      );
+    }
+    const anywhere = setup({ allowCwdOutsideProject: true }).ctx;
+    expect(spawnJob(anywhere, { backend, label: 'spawn_x', prompt: 'p', cwd: '/' }).cwd).toBe('/');
+  });
+
   test('each mistake is an InputError that says what to change; an unusable backend a SetupError', () => {
-    const { ctx } = setup({ history: [stored('abcdef', 'thread-1', totals(1, 1), other.name)] });
+    const { ctx } = setup({ history: [stored('abcdef', THREAD, totals(1, 1), other.name)] });
     const spawn = (over: object) => () => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
     expect(spawn({ model: 'no-such-model' })).toThrow(InputError);
     expect(spawn({ cwd: 'missing' })).toThrow(/cwd ".*missing" is not an existing folder: pass an existing folder/);
@@ -146,7 +197,6 @@ describe('spawnJob', () => {
       `agent abcdef ran on ${other.name}, not ${backend.name}: resume it with spawn_${other.name}`,
     );
     expect(spawn({ resume: 'zzzzzz' })).toThrow(/no agent with id "zzzzzz"/);
-    expect(spawn({ resume: 'a b' })).toThrow(/without spaces/);
     const unusable = setup({ usable: false }).ctx;
     expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow(SetupError);
     expect(() => spawnJob(unusable, { backend, label: 'spawn_x', prompt: 'p' })).toThrow(

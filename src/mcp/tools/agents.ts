@@ -25,7 +25,7 @@ import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
 import { toolResult } from '../views.js';
 import { InputError } from '../../lib/errors.js';
-import { makeDirs, writeAtomic } from '../../lib/fs.js';
+import { linkOnTheWay, makeDirs, writeAtomic } from '../../lib/fs.js';
 
 const scopeField = z.enum(['project', 'user']);
 
@@ -91,6 +91,23 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
 
 function folderOf(app: App, scope: AgentScope): string {
   return app.agents.folders.find((f) => f.scope === scope)!.dir;
+}
+
+/**
+ * Refuses a symbolic link on the way to an agent's file (a repository can ship one that leads
+ * out of the project): checked from the project folder down for the project's agents (from the
+ * agents folder down when it is configured outside the project), and from the agents folder
+ * down for the user's.
+ */
+function refuseLinks(app: App, scope: AgentScope, file: string, what: string, fix: string): void {
+  const link =
+    (scope === 'project' ? linkOnTheWay(app.config.projectDir, file) : undefined) ??
+    linkOnTheWay(folderOf(app, scope), file);
+  if (link)
+    throw new InputError(
+      `${what}: ${link} is a symbolic link, and polyspawn neither writes nor deletes through links in an agents ` +
+        `folder (they can lead out of it): ${fix}`,
+    );
 }
 
 export function registerListAgentsTool(server: McpServer, app: App): void {
@@ -230,6 +247,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       // The same checks as a file on disk, before anything is written.
       const checked = checkDefinition(name, frontmatter, system_prompt, { scope, file }, app.agents.ctx);
       if ('problems' in checked) throw new InputError(`agent "${name}" not defined: ${checked.problems.join('; ')}`);
+      refuseLinks(app, scope, file, `agent "${name}" not defined`, 'remove the link, or choose another name');
       const replaced = existsSync(file);
       if (replaced && !replace)
         throw new InputError(
@@ -300,6 +318,7 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
           `no agent "${name}" in the ${scope ? `${scope} folder` : 'project or user folders'}${elsewhere ? `; there is one in the ${elsewhere} folder: pass scope "${elsewhere}"` : ': call list_agents to see the names'}`,
         );
       }
+      refuseLinks(app, found.scope, found.file, `agent "${name}" not removed`, 'remove the link yourself');
       try {
         rmSync(found.file);
         const folder = dirname(found.file);

@@ -124,6 +124,13 @@ const MUTATIONS = [
     replace: `const second = first;`,
     tests: ['test/unit/structured-output.test.ts'],
   },
+  {
+    name: "a library's console.log reaches stdout",
+    file: 'src/mcp/serve.ts',
+    find: `keepConsoleOffStdout();`,
+    replace: ``,
+    tests: ['test/reliability/stdout.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -159,6 +159,13 @@ const MUTATIONS = [
     replace: `if (link === '')`,
     tests: ['test/e2e/agents.test.ts'],
   },
+  {
+    name: "a library's console.log reaches stdout",
+    file: 'src/mcp/serve.ts',
+    find: `keepConsoleOffStdout();`,
+    replace: ``,
+    tests: ['test/reliability/stdout.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -7,6 +7,8 @@
 //                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
+//   [[cli:ask-clock]]        the answer text ends with ` CLOCK <sent> <returned>`: Date.now() as
+//                            ask_parent was called and as the answer came back (bench/ask.mjs)
 //   [[cli:ask-many:N]]       N questions at once; ends with `REFUSED <message>` at the first refusal
 //   [[cli:save-token:FILE]]  write its own token to FILE (as a misbehaving agent could)
 //   [[cli:probe:HOW]]        one initialize request to the channel, with no token (HOW=none), a
@@ -55,14 +57,18 @@ async function connect(channel) {
 
 const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
 
-async function ask(client, question, options) {
+async function ask(client, question, options, clock) {
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
+  const sentAt = Date.now();
   let result = await call('ask_parent', { question, ...(options ? { options } : {}) });
   for (let i = 0; !result.isError && result.structuredContent?.status === 'pending' && i < 20; i++) {
     result = await call('check_message_status', { message_id: result.structuredContent.message_id });
   }
-  if (result.isError) return `ASK ERROR ${textOf(result)}`;
-  return `ANSWER ${result.structuredContent.answer ?? '(pending)'}`;
+  const returnedAt = Date.now();
+  const text = result.isError
+    ? `ASK ERROR ${textOf(result)}`
+    : `ANSWER ${result.structuredContent.answer ?? '(pending)'}`;
+  return clock ? `${text} CLOCK ${sentAt} ${returnedAt}` : text;
 }
 
 /** The answer text, after doing what the directives say; undefined when none applies. */
@@ -110,7 +116,9 @@ export async function talkToParent({ name, args, env, valueOf }) {
       });
     }
     const question = valueOf('ask');
-    if (question !== undefined) return await ask(client, question, valueOf('ask-options')?.split('|'));
+    if (question !== undefined) {
+      return await ask(client, question, valueOf('ask-options')?.split('|'), valueOf('ask-clock') !== undefined);
+    }
     return 'TALKED';
   } finally {
     void client.close().catch(() => undefined);

@@ -65,6 +65,7 @@ function generate(count: number, seed: number): Case[] {
     wait_for_agents: { agent_ids: 'array', timeout_s: 'number' },
     cancel: { agent_id: 'string' },
     logs: { agent_id: 'string', offset: 'integer', limit: 'integer', tail: 'integer' },
+    reply_subagent: { agent_id: 'string', message_id: 'string', answer: 'string' },
   };
   const required: Record<string, Record<string, unknown>> = {
     spawn_claude: { prompt: 'x' },
@@ -76,6 +77,7 @@ function generate(count: number, seed: number): Case[] {
     wait_for_agents: {},
     cancel: { agent_id: 'nosuch' },
     logs: { agent_id: 'nosuch' },
+    reply_subagent: { agent_id: 'nosuch', message_id: 'q1', answer: 'x' },
   };
   const tools = Object.keys(fields);
   const kinds = [
@@ -113,6 +115,9 @@ function generate(count: number, seed: number): Case[] {
           ['result', 'agent_id'],
           ['cancel', 'agent_id'],
           ['logs', 'agent_id'],
+          ['reply_subagent', 'agent_id'],
+          ['reply_subagent', 'message_id'],
+          ['reply_subagent', 'answer'],
         ] as const);
         cases.push({
           label: `${tool2} without ${field}`,
@@ -143,6 +148,8 @@ function generate(count: number, seed: number): Case[] {
           ['result', 'agent_id', 100_000, /Too big: expected string to have <=64 characters at agent_id/],
           ['cancel', 'agent_id', 65, /<=64 characters at agent_id/],
           ['spawn_claude', 'system_prompt', 250_000, /<=200000 characters at system_prompt/],
+          ['reply_subagent', 'answer', 20_001 + Math.floor(rand() * 1_000_000), /<=20000 characters at answer/],
+          ['reply_subagent', 'message_id', 100_000, /<=64 characters at message_id/],
         ] as const);
         cases.push({
           label: `${tool2}.${field} of ${size} characters`,
@@ -168,6 +175,7 @@ function generate(count: number, seed: number): Case[] {
           ['cancel', { agent_id: `${RAW}` }, /no agent with id/],
           ['logs', { agent_id: `x${RAW}y` }, /no agent with id/],
           ['wait_for_agents', { agent_ids: [`${RAW}`] }, /no agent with id/],
+          ['reply_subagent', { agent_id: `${RAW}`, message_id: 'q1', answer: 'x' }, /no agent with id/],
           ['spawn_claude', { prompt: 'x', model: `son${RAW}net` }, /unknown model/],
           ['spawn_codex', { prompt: 'x', cwd: `/tmp/${RAW}` }, /is not an existing folder/],
           ['spawn_copilot', { prompt: `do ${RAW} it`, timeout_s: -1 }, /at timeout_s/],
@@ -186,6 +194,7 @@ function generate(count: number, seed: number): Case[] {
         const [tool2, args, message] = pick([
           ['result', { agent_id: lone }, /no agent with id/],
           ['cancel', { agent_id: lone }, /no agent with id/],
+          ['reply_subagent', { agent_id: lone, message_id: lone, answer: lone }, /no agent with id/],
           ['spawn_claude', { prompt: 'x', model: lone }, /unknown model/],
           ['spawn_codex', { prompt: lone, wait_s: 'no' }, /at wait_s/],
         ] as const);
@@ -208,6 +217,8 @@ function generate(count: number, seed: number): Case[] {
           ['wait_for_agents', 'timeout_s', 1e9],
           ['logs', 'limit', 0],
           ['logs', 'offset', -5],
+          ['reply_subagent', 'answer', ''],
+          ['reply_subagent', 'message_id', ''],
         ] as const);
         cases.push({
           label: `${tool2}.${field} = ${value}`,
@@ -285,11 +296,15 @@ describe('1,000 malformed tool calls', () => {
 
       const listed = await server.callOk<{ agents: unknown[] }>('list', { recent: 1000 });
       expect(listed.agents).toEqual([]);
-      const job = await server.callOk<{ state: string; text: string }>('spawn_codex', {
+      const job = await server.callOk<{ agent_id: string; state: string; text: string }>('spawn_codex', {
         prompt: 'still here',
         wait_s: 30,
       });
       expect(job).toMatchObject({ state: 'succeeded', text: 'FAKE codex: still here' });
+      // An agent that exists but asked nothing: the message id names no question of it.
+      const unasked = await server.call('reply_subagent', { agent_id: job.agent_id, message_id: 'q1', answer: 'x' });
+      expect(unasked.isError).toBe(true);
+      expect(unasked.content?.[0]?.text).toMatch(`agent ${job.agent_id} asked no question "q1"`);
       expect(server.child.exitCode).toBeNull();
     },
   );

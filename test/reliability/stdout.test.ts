@@ -2,11 +2,13 @@
 // started (test/helpers/rpc.ts keeps each one's stdout and parses it line by line); this file
 // drives the paths most likely to leak something else: children that write to stdout and
 // stderr, a flood, failures, time-outs, cancels, logging notifications, resources, requests
-// that are not JSON, unknown methods, a configuration error, and the shutdown on SIGTERM.
+// that are not JSON, unknown methods, a configuration error, the shutdown on SIGTERM, and a
+// library that logs with console.log, .info or .debug once the server is serving.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string };
@@ -63,5 +65,30 @@ describe('stdout carries JSON-RPC only', () => {
     expect(server.stderr()).toMatch(/configuration error: .*concurrency/);
     expect(server.stdoutLines()).toBe(0);
     expect(server.stdoutProblems()).toEqual([]);
+  });
+
+  test('console.log, .info and .debug, called by a library after start-up, go to stderr', async () => {
+    // Loaded before the server (NODE_OPTIONS=--import): on SIGUSR2 it logs as @hono/node-server
+    // does under the channel's HTTP transport ("The user aborted a request." with console.info).
+    const library = `process.on('SIGUSR2', () => {
+      console.log('library: console.log');
+      console.info('library: console.info');
+      console.debug('library: console.debug %d', 3);
+    });`;
+    const server = await startRpcServer({
+      env: {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=data:text/javascript,${encodeURIComponent(library)}`,
+      },
+    });
+    server.child.kill('SIGUSR2');
+    await waitFor(
+      'the library to have logged',
+      () => server.stderr().includes('library: console.debug') || server.stdoutProblems().length > 0,
+      30_000,
+    );
+    // Answered after the lines were written: on stdout, they would come before this answer.
+    expect((await server.request('tools/list', {})).result).toBeDefined();
+    expect(server.stdoutProblems()).toEqual([]);
+    expect(server.stderr()).toContain('library: console.log\nlibrary: console.info\nlibrary: console.debug 3\n');
   });
 });

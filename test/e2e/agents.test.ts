@@ -174,7 +174,10 @@ describe('definitions on disk become tools, and the list follows the files', () 
     expect(job).toMatchObject({ state: 'succeeded', agent: 'fixed' });
     const { argv } = recordOf(marker);
     expect(argAfter(argv, '--model')).toBe('opus');
-    expect(argAfter(argv, '--append-system-prompt')).toBe('You only read.');
+    // The definition's prompt, then the line about the channel to the orchestrator.
+    expect(argAfter(argv, '--append-system-prompt')).toMatch(
+      /^You only read\.\n\nWhen a decision is not yours to make, ask/,
+    );
     expect(argAfter(argv, '--permission-mode')).toBe('dontAsk');
     expect(argv).not.toContain('--dangerously-skip-permissions');
     expect(argv.slice(argv.indexOf('--allowedTools'), argv.indexOf('--allowedTools') + 3)).toEqual([
@@ -184,10 +187,18 @@ describe('definitions on disk become tools, and the list follows the files', () 
     ]);
     expect(argAfter(argv, '--disallowedTools')).toBe('Write');
     expect(argv).toContain('--strict-mcp-config');
-    // The CLI read the token from the file; once the run ended, the run folder was scrubbed of it.
-    expect(JSON.parse(readFileSync(argAfter(argv, '--mcp-config')!, 'utf8'))).toEqual({
-      mcpServers: { docs: { type: 'stdio', command: 'docs-mcp', args: ['--ro'], env: { DOCS_TOKEN: '[REDACTED]' } } },
+    // The CLI read the token from a file of the run's (beside the channel to the orchestrator),
+    // which was removed when the run ended.
+    const { files } = recordOf(marker);
+    const mcpConfig = argAfter(argv, '--mcp-config')!;
+    expect(JSON.parse(files[mcpConfig]!).mcpServers.docs).toEqual({
+      type: 'stdio',
+      command: 'docs-mcp',
+      args: ['--ro'],
+      env: { DOCS_TOKEN: 'tok-1234567890abcdef' },
     });
+    expect(Object.keys(JSON.parse(files[mcpConfig]!).mcpServers)).toEqual(['docs', 'parent']);
+    expect(existsSync(mcpConfig)).toBe(false);
     const stored = readFileSync(join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'record.json'), 'utf8');
     expect(stored).toContain('"name": "fixed"');
     expect(stored).not.toContain('tok-1234567890abcdef');
@@ -499,8 +510,11 @@ describe('structured output', () => {
     });
     const job = result.structuredContent as Job;
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'polyspawn' } });
-    const file = argAfter(recordOf('so-codex-ok').argv, '--output-schema')!;
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(schema);
+    const seen = recordOf('so-codex-ok');
+    const file = argAfter(seen.argv, '--output-schema')!;
+    expect(JSON.parse(seen.files[file]!)).toEqual(schema);
+    // Given to the CLI for the run only.
+    expect(existsSync(file)).toBe(false);
     expect(await s.callOk<Job>('result', { agent_id: job.agent_id })).toMatchObject({
       structured: { name: 'polyspawn' },
     });

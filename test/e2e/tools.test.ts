@@ -210,7 +210,10 @@ describe('running agents', () => {
     const job = await spawnAndWait('claude', { prompt: marker, model: 'opus', system_prompt: 'Be brief.', cwd });
     expect(job).toMatchObject({ state: 'succeeded', model: 'opus' });
     const record = recordOf(marker);
-    expect(record.argv).toEqual(expect.arrayContaining(['--model', 'opus', '--append-system-prompt', 'Be brief.']));
+    expect(record.argv).toEqual(expect.arrayContaining(['--model', 'opus']));
+    // The caller's system prompt, then the line about the channel to the orchestrator.
+    const systemPrompt = record.argv[record.argv.indexOf('--append-system-prompt') + 1];
+    expect(systemPrompt).toMatch(/^Be brief\.\n\nWhen a decision is not yours to make, ask the orchestrator/);
     expect(record.cwd).toBe(cwd);
     expect(record.env.CLAUDECODE).toBeNull(); // removed although the server has it
   });

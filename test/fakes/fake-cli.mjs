@@ -31,13 +31,13 @@
 //                           thread's running totals, so a resumed turn's include the turns before)
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
 //
-// Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt}; env
+// Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
 // when unset. The record is written once the prompt is read and the SIGTERM handler (if any)
 // is installed, so a test can wait for it as a "ready" signal.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 const NAMES = ['claude', 'codex', 'copilot'];
@@ -421,9 +421,15 @@ function record() {
       .filter(Boolean),
   ];
   const env = Object.fromEntries(names.map((n) => [n, process.env[n] ?? null]));
+  // The files its arguments name (an output schema, an MCP config): polyspawn removes them when the run ends.
+  const files = {};
+  for (const arg of args) {
+    const path = arg.replace(/^@/, '');
+    if (path.startsWith('/') && existsSync(path) && statSync(path).isFile()) files[path] = readFileSync(path, 'utf8');
+  }
   writeAtomically(
     join(dir, `${process.pid}.json`),
-    JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt }),
+    JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt, files }),
   );
 }
 

@@ -48,6 +48,8 @@ export type FakeCliRecord = {
   cwd: string;
   env: { [k: string]: string | null };
   prompt: string;
+  /** The content of each file its arguments named, as it was when the CLI started. */
+  files: { [path: string]: string };
 };
 
 export function readRecord(dir: string, pid: number | undefined): FakeCliRecord {

@@ -462,6 +462,47 @@ describe('structured output', () => {
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'c' } });
   });
 
+  test('a catastrophic pattern does not freeze the server: the job fails at once and the other tools answer meanwhile', async () => {
+    const started = Date.now();
+    const job = await s.callOk<Job>('spawn_codex', {
+      prompt: `so-redos\n\`\`\`json\n"${'a'.repeat(29)}!"\n\`\`\``,
+      output_schema: { type: 'string', pattern: '^(a+)+$' },
+    });
+    let slowestList = 0;
+    let finished: Job | undefined;
+    while (!finished) {
+      const asked = Date.now();
+      const listed = await s.callOk<{ agents: Job[] }>('list', {});
+      slowestList = Math.max(slowestList, Date.now() - asked);
+      finished = listed.agents.find(
+        (a) => a.agent_id === job.agent_id && a.state !== 'queued' && a.state !== 'running',
+      );
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(finished.state).toBe('failed');
+    expect((await s.callOk<Job>('result', { agent_id: job.agent_id })).error).toMatch(/must match pattern/);
+    // A backtracking engine blocks the server 14 s per check (two checks: the answer and its retry).
+    expect(slowestList).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+
+  test('a pattern with a backreference is refused on a spawn and in a definition, naming the engine', async () => {
+    const schemaWith = { type: 'string', pattern: '^(a)\\1$' };
+    expect(await errorText(s, 'spawn_codex', { prompt: 'so-backref', output_schema: schemaWith })).toMatch(
+      /output_schema: the output schema's pattern "\^\(a\)\\1\$" cannot be used: .*RE2/,
+    );
+    expect(
+      await errorText(s, 'define_agent', {
+        name: 'backref',
+        description: 'Refused.',
+        backend: 'codex',
+        system_prompt: 'x',
+        output_schema: schemaWith,
+      }),
+    ).toMatch(/pattern "\^\(a\)\\1\$" cannot be used/);
+    expect(() => recordOf('so-backref')).toThrow();
+  });
+
   test('an agent carries its schema; a bad schema on a spawn is refused', async () => {
     writeAgent(
       agentsDir(s.projectDir),

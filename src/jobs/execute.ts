@@ -14,8 +14,8 @@ import { runFolder } from '../lib/run-folder.js';
 
 export function createExecutor(
   backends: readonly Backend[],
-  /** The configuration, and the environment every job's child or API call starts from. */
-  ctx: Pick<Context, 'config' | 'env'>,
+  /** The configuration, the environment every job's child or API call starts from, the redactor. */
+  ctx: Pick<Context, 'config' | 'env' | 'secrets'>,
   models: ModelsTable,
   /** How deep this polyspawn runs: each CLI child gets the next depth (src/jobs/agents/nesting.ts). */
   nesting: Nesting = { depth: 0, canSpawn: true },

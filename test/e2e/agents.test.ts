@@ -207,6 +207,8 @@ describe('define_agent, remove_agent and list_agents', () => {
 
   test.each([
     [{ ...good, name: 'Writer!' }, /lower-case letters, digits/],
+    [{ ...good, name: '-rf' }, /the name "-rf" must start with a lower-case letter/],
+    [{ ...good, name: '_' }, /the name "_" must start with a lower-case letter/],
     [{ ...good, name: 'codex' }, /spawn_codex, the codex backend's own tool/],
     [{ ...good, backend: 'gpt' }, /unknown backend "gpt"/],
     [{ ...good, description: ' ' }, /description is empty/],
@@ -266,6 +268,26 @@ describe('define_agent, remove_agent and list_agents', () => {
     expect(existsSync(join(agentsDir(s.projectDir), 'writer'))).toBe(false);
     expect(await toolNames(s)).not.toContain('spawn_writer');
     expect(await errorText(s, 'remove_agent', { name: 'writer' })).toMatch(/no agent "writer"/);
+  });
+
+  test('at most 100 named agents: the 101st is refused with what to do, a replacement is not', async () => {
+    const full = await startServer({ env: baseEnv });
+    try {
+      for (let i = 0; i < 100; i++)
+        await full.callOk('define_agent', { ...good, name: `w${String(i).padStart(3, '0')}` });
+      expect(await errorText(full, 'define_agent', { ...good, name: 'one-more' })).toMatch(
+        /^agent "one-more" not defined: there are 100 named agents already, the most polyspawn serves: remove one with remove_agent first/,
+      );
+      expect(existsSync(join(agentsDir(full.projectDir), 'one-more'))).toBe(false);
+      await full.callOk('define_agent', { ...good, name: 'w000', description: 'Replaced.', replace: true });
+      await full.callOk('remove_agent', { name: 'w099' });
+      await full.callOk('define_agent', { ...good, name: 'one-more' });
+      const names = await toolNames(full);
+      expect(names.filter((n) => /^spawn_(w\d{3}|one-more)$/.test(n))).toHaveLength(100);
+      expect(names).toContain('spawn_one-more');
+    } finally {
+      await full.close();
+    }
   });
 
   test('user scope, and the project definition of the same name wins', async () => {

@@ -215,7 +215,7 @@ describe('define_agent, remove_agent and list_agents', () => {
     [{ ...good, system_prompt: '\n' }, /system prompt .* is empty/],
     [{ ...good, output_schema: { type: 12 } }, /output_schema: the output schema is not a valid JSON Schema/],
     [{ ...good, allow: ['shell'] }, /codex has no per-tool allow or deny lists/],
-    [{ ...good, model: 'nope' }, /unknown model "nope" for codex/],
+    [{ ...good, model: '-nope' }, /unknown model "-nope" for codex, and not a plain model name/],
     [{ ...good, scope: 'team' }, /scope/],
   ])('refused before writing: %#', async (args, message) => {
     expect(await errorText(s, 'define_agent', args)).toMatch(message);

@@ -127,7 +127,7 @@ describe('parsing and checking agent.md', () => {
     ],
     ['x6', file('description: x\nbackend: claude\noutput_schema: [1]'), /output_schema: .*expected record/i],
     ['x7', file('description: x\nbackend: claude\nalowed_callers: [a]'), /unknown setting alowed_callers/],
-    ['x8', file('description: x\nbackend: claude\nmodel: gpt-0'), /model: unknown model "gpt-0" for claude/],
+    ['x8', file('description: x\nbackend: claude\nmodel: "gpt 0"'), /model: unknown model "gpt 0" for claude, and not/],
     ['x9', file('description: x\nbackend: claude\npermission: yolo'), /permission "yolo" is not one of claude's/],
     ['x10', file('description: x\nbackend: codex\nallow: [shell]'), /codex has no per-tool allow or deny lists/],
     [

@@ -3,13 +3,15 @@
 
 /**
  * Normalizes foreign text: CRLF and CR to LF, ANSI escape sequences removed, NUL and the other
- * control characters (but tab and newline) and lone surrogates to U+FFFD.
+ * control characters (but tab and newline), the Unicode bidi embeddings, overrides and isolates
+ * (which reorder what a reader sees: "invoice_\u202Efdp.exe" shows as "invoice_exe.pdf") and lone
+ * surrogates to U+FFFD. Right-to-left text itself needs none of them.
  */
 export function clean(s: string): string {
   return s
     .replace(/\r\n?/g, '\n')
     .replace(/\u001b\[[0-?]*[ -/]*[@-~]/g, '')
-    .replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g, '\uFFFD')
+    .replace(/[\u0000-\u0008\u000b-\u001f\u007f\u202a-\u202e\u2066-\u2069]/g, '\uFFFD')
     .replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 }
 

@@ -69,6 +69,13 @@ const MUTATIONS = [
     tests: ['test/unit/iac-redact.test.ts'],
   },
   {
+    name: 'keys added to api_keys.json after the start are not redacted',
+    file: 'src/config/keys.ts',
+    find: `secrets?.addValues(stringValues(read.values));`,
+    replace: ``,
+    tests: ['test/e2e/iac-secrets.test.ts'],
+  },
+  {
     name: 'IAC.md written without the lock',
     file: 'iac/writer.ts',
     find: `release = await lock(`,

@@ -90,7 +90,7 @@ export function createApp(
     backends,
     jobs,
     iac,
-    availability: (backend) => checkBackend(backend, config.backends[backend.name]!, env, config),
+    availability: (backend) => checkBackend(backend, config.backends[backend.name]!, env, config, secrets),
     agents: new AgentRegistry({ config, models, backends: allBackends }, secrets, log),
     sessions: new AgentSessions(config.stateDir, jobs, log),
     nesting,

@@ -84,6 +84,7 @@ export function summaryLine(app: App, job: JobRecord): string {
     parts.push(
       `$${result.cost_usd.toFixed(result.cost_usd < 0.01 ? 6 : 4)}${result.cost_source === 'estimated' ? ' (estimated)' : ''}`,
     );
+  if (result.cost_note) parts.push(`cost unknown: ${job.model} is not in the models table`);
   if (result.premium_requests !== undefined) parts.push(`${result.premium_requests} premium request(s)`);
   if (result.log) parts.push(`log ${result.log}`);
   return parts.join(' · ');

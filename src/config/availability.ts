@@ -1,6 +1,7 @@
 // Whether a backend can run on this machine, and if not, one sentence that says how to fix it.
 import which from 'which';
 import type { Backend, BackendSettings } from '../../backends/types.js';
+import type { Redactor } from '../lib/redact.js';
 import { findApiKey } from './keys.js';
 
 export type Availability =
@@ -18,10 +19,12 @@ export function checkBackend(
   env: NodeJS.ProcessEnv,
   /** Where api_keys.json lives: the config's folders. */
   dirs: { projectDir: string; userConfigDir: string },
+  /** Told every key read, to redact it from then on. */
+  secrets?: Pick<Redactor, 'addValues'>,
 ): Availability {
   if (backend.kind === 'api') {
     // Read on every check, so a key added while the server runs is picked up by the next spawn.
-    const key = findApiKey(backend, dirs, env);
+    const key = findApiKey(backend, dirs, env, secrets);
     if (!key.found) return { usable: false, detail: key.detail, summary: key.summary };
     return {
       usable: true,

@@ -1,10 +1,13 @@
 // API keys for the HTTP backends. Looked up, in order: api_keys.json in the project, then
 // api_keys.json in the user's config folder, then environment variables. In each place the
 // backend's names are tried in order; an empty value is skipped, so it never hides a key
-// set further down. Only key *sources* (a name and a file) ever leave this module, never values.
+// set further down. Only key *sources* (a name and a file) ever leave this module, never values;
+// every value read from a file goes to the redactor at once, since the files may change while the
+// server runs.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ApiBackend, Backend } from '../../backends/types.js';
+import type { Redactor } from '../lib/redact.js';
 
 export const KEYS_FILE = 'api_keys.json';
 
@@ -51,11 +54,18 @@ function readKeysFile(path: string): FileRead {
 }
 
 const usable = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
+const stringValues = (values: Record<string, unknown>) =>
+  Object.values(values).filter((v): v is string => typeof v === 'string');
 
+/**
+ * The backend's key. `secrets` (the app's redactor) is given every string in the key files read
+ * on the way, so a key added after the start is redacted from the first job that could print it.
+ */
 export function findApiKey(
   backend: Pick<ApiBackend, 'keyNames'>,
   dirs: { projectDir: string; userConfigDir: string },
   env: NodeJS.ProcessEnv,
+  secrets?: Pick<Redactor, 'addValues'>,
 ): KeyLookup {
   const names = backend.keyNames;
   const files = keyFiles(dirs);
@@ -66,6 +76,7 @@ export function findApiKey(
       if (read.problem) problems.push(read.problem);
       continue;
     }
+    secrets?.addValues(stringValues(read.values));
     for (const name of names) {
       const value = read.values[name];
       if (usable(value)) return { found: true, key: value.trim(), name, source: `${name} in ${file}` };
@@ -108,13 +119,9 @@ export function configuredSecrets(
     for (const n of backend.keyNames) if (env[n]) values.push(env[n]!);
   }
   for (const file of keyFiles(dirs)) {
-    try {
-      const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'));
-      if (parsed && typeof parsed === 'object')
-        for (const v of Object.values(parsed)) if (typeof v === 'string') values.push(v);
-    } catch {
-      // missing or unreadable: findApiKey reports that where it matters
-    }
+    // Missing or unreadable: findApiKey reports that where it matters.
+    const read = readKeysFile(file);
+    if (read.ok) values.push(...stringValues(read.values));
   }
   for (const [name, value] of Object.entries(env)) if (value && SECRET_ENV.test(name)) values.push(value);
   return values;

@@ -64,23 +64,46 @@ export function checkDefaultModels(table: ModelsTable, backends: readonly Backen
   );
 }
 
-/** The model to run: the backend's default, an alias, or a model the table knows. */
+/** The models the table names for a backend: its default, its aliases' models, the priced ones. */
+function knownModels(entry: BackendModels): Set<string> {
+  return new Set([entry.default, ...Object.values(entry.aliases), ...Object.keys(entry.prices)]);
+}
+
+/** Whether the table names this model (then it has a price, or its backend reports the cost). */
+export function isKnownModel(table: ModelsTable, backend: string, model: string): boolean {
+  const entry = table[backend];
+  return entry !== undefined && knownModels(entry).has(model);
+}
+
+/**
+ * What a model the table does not know must look like to be passed on: a name (vendors release
+ * models faster than the table follows), never an option for a CLI's argv or a path for an API's URL.
+ */
+const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$/;
+
+/**
+ * The model to run: the backend's default, an alias, a model the table knows, or any other plain
+ * model name, passed on as named with `known: false` (the CLI or API knows its vendor's models;
+ * polyspawn knows no price for it).
+ */
 export function resolveModel(
   table: ModelsTable,
   backend: string,
   requested: string | undefined,
-): { model: string } | { error: string } {
+): { model: string; known: boolean } | { error: string } {
   const entry = table[backend];
   if (!entry?.default) return { error: `no default model for ${backend}: add one to models.json` };
-  if (requested === undefined || requested === '') return { model: entry.default };
+  if (requested === undefined || requested === '') return { model: entry.default, known: true };
   const alias = entry.aliases[requested];
-  if (alias) return { model: alias };
-  const known = new Set([entry.default, ...Object.values(entry.aliases), ...Object.keys(entry.prices)]);
-  if (known.has(requested)) return { model: requested };
+  if (alias) return { model: alias, known: true };
+  const known = knownModels(entry);
+  if (known.has(requested)) return { model: requested, known: true };
+  if (MODEL_NAME.test(requested) && !requested.includes('..')) return { model: requested, known: false };
   return {
     error:
-      `unknown model "${requested}" for ${backend}: use one of ${[...new Set([...Object.keys(entry.aliases), ...known])].join(', ')}, ` +
-      `or add it to a models.json override (see README, "Models")`,
+      `unknown model "${requested}" for ${backend}, and not a plain model name (letters, digits and . _ : @ / + -, ` +
+      `starting with a letter or digit, at most 200): use one of ${[...new Set([...Object.keys(entry.aliases), ...known])].join(', ')}, ` +
+      `or the vendor's name of the model`,
   };
 }
 

@@ -35,23 +35,10 @@ export function policyKnobs(env: NodeJS.ProcessEnv): { knobs: Partial<PolicyKnob
   return { knobs, problems };
 }
 
-/** Removes the key from anything that could reach a log, a tool result or IAC.md. */
-function scrub(outcome: Outcome, key: string): Outcome {
-  if (key.length < 8) return outcome; // too short to tell from ordinary text; no real key is
-  const clean = (s: string) => s.split(key).join('[redacted]');
-  const raw = outcome.raw === undefined ? undefined : JSON.stringify(outcome.raw);
-  return {
-    ...outcome,
-    text: clean(outcome.text),
-    ...(outcome.error !== undefined ? { error: clean(outcome.error) } : {}),
-    ...(raw !== undefined && raw.includes(key) ? { raw: JSON.parse(clean(raw)) as unknown } : {}),
-  };
-}
-
 export async function executeApi(
   backend: ApiBackend,
   job: Readonly<JobRecord>,
-  { config, env }: Pick<Context, 'config' | 'env'>,
+  { config, env, secrets }: Pick<Context, 'config' | 'env' | 'secrets'>,
   control: Parameters<Executor>[1],
   paths: { dir: string; stdout: string; stderr: string },
 ): Promise<ExecutionResult> {
@@ -81,7 +68,8 @@ export async function executeApi(
   control.onOutputTail((maxChars) => lines.join('\n').slice(-maxChars));
 
   const settings = config.backends[backend.name]!;
-  const key = findApiKey(backend, config, env);
+  // The key files' values join the redactor here (findApiKey), before anything is written.
+  const key = findApiKey(backend, config, env, secrets);
   if (!key.found) {
     // The spawn tool refuses this up front; a key removed while the job was queued lands here.
     log(`no request sent: ${key.detail}`);
@@ -128,7 +116,8 @@ export async function executeApi(
       costSource: 'unknown',
     };
   }
-  outcome = scrub(outcome, key.key);
+  // Secrets out of the answer before it reaches stdout.log (the guard redacts the rest).
+  outcome = secrets.deep(outcome);
   logFile(() => appendFileSync(paths.stdout, outcome.ok ? outcome.text : ''));
   if (!outcome.ok) log(outcome.error ?? 'failed');
 

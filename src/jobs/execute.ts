@@ -28,8 +28,8 @@ import {
   type ParentChannel,
 } from './conversation.js';
 
-/** What running a job needs of the app: the configuration, the environment every child or API call starts from, the log. */
-type ExecutorContext = Pick<Context, 'config' | 'env' | 'log'>;
+/** What running a job needs of the app: the configuration, the environment every child or API call starts from, the log, the redactor. */
+type ExecutorContext = Pick<Context, 'config' | 'env' | 'log' | 'secrets'>;
 
 export function createExecutor(
   backends: readonly Backend[],

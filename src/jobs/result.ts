@@ -2,6 +2,7 @@
 // MCP tool and `polyspawn run --json`, with the zod schemas the tools declare as output schemas.
 import { z } from 'zod';
 import type { Config } from '../config/config.js';
+import { isKnownModel, type ModelsTable } from '../config/models.js';
 import type { Redactor } from '../lib/redact.js';
 import { runFolder } from '../lib/run-folder.js';
 import { taskLine } from '../lib/text.js';
@@ -40,6 +41,7 @@ export const jobResultSchema = jobSummarySchema.extend({
     .optional()
     .describe('The answer as JSON, validated against the output schema (when the job had one)'),
   error: z.string().optional(),
+  cost_note: z.string().optional().describe('Why the cost is unknown'),
   session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
   usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
   premium_requests: z.number().optional(),
@@ -67,12 +69,22 @@ export type JobResult = z.infer<typeof jobResultSchema>;
 
 const TAIL_CHARS = 2000;
 
-/** What shaping a job needs: the redactor, where run folders are, and the live output of running jobs. */
+/** What shaping a job needs: the redactor, where run folders are, the live output of running jobs, the models table. */
 export type ResultContext = {
   secrets: Redactor;
   config: Pick<Config, 'stateDir'>;
   jobs: Pick<JobTable, 'outputTail'>;
+  models: ModelsTable;
 };
+
+/** Said of a model that is not in the table, until its backend reports a cost. */
+function costNote(ctx: Pick<ResultContext, 'models'>, job: JobRecord): string | undefined {
+  if (job.outcome?.costSource === 'reported' || isKnownModel(ctx.models, job.backend, job.model)) return undefined;
+  return (
+    `model "${job.model}" is not in polyspawn's models table: it is passed to ${job.backend} as named, and its cost is ` +
+    `unknown unless ${job.backend} reports one (add its prices to a models.json override to have it estimated: README, "Models")`
+  );
+}
 
 export const redactedTask = (ctx: Pick<ResultContext, 'secrets'>, prompt: string) =>
   taskLine(prompt, (t) => ctx.secrets.text(t));
@@ -126,11 +138,13 @@ const conversationView = (ctx: Pick<ResultContext, 'secrets'>, entries: Conversa
 export function fullResult(ctx: ResultContext, job: JobRecord, options: { includeRaw?: boolean } = {}): JobResult {
   const o = job.outcome;
   const tail = isFinished(job.state) ? undefined : ctx.jobs.outputTail(job.id, TAIL_CHARS);
+  const note = costNote(ctx, job);
   return {
     ...summarize(ctx, job),
     ...(o ? { text: o.text } : {}),
     ...(o?.structured !== undefined ? { structured: o.structured } : {}),
     ...(o?.error ? { error: o.error } : {}),
+    ...(note ? { cost_note: note } : {}),
     ...(o?.sessionId ? { session_id: o.sessionId } : {}),
     ...(o?.usage
       ? {

@@ -8,7 +8,7 @@
 // fails with them. The validated value lands in the outcome's `structured` field.
 import { existsSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import type { Ajv as AjvType, ErrorObject, ValidateFunction } from 'ajv';
+import type { Ajv as AjvType, ErrorObject, Options, ValidateFunction } from 'ajv';
 import type { Backend, Outcome, Usage } from '../../backends/types.js';
 import type { Config } from '../config/config.js';
 import { runFolder } from '../lib/run-folder.js';
@@ -32,16 +32,54 @@ const MAX_ANSWER_IN_FEEDBACK = 20_000;
 let validators: { draft7: AjvType; draft2019: AjvType; draft2020: AjvType } | undefined;
 const compiled = new Map<string, ValidateFunction>();
 
+/** A schema's `pattern` that the linear-time engine cannot run. */
+class UnsupportedPattern extends Error {
+  constructor(pattern: string, reason: string) {
+    super(
+      `the output schema's pattern "${pattern}" cannot be used: polyspawn matches patterns with RE2, in linear time ` +
+        `(no backreferences or lookaround), and RE2 says: ${reason}. Rewrite the pattern without them, or drop it`,
+    );
+  }
+}
+
+/**
+ * ajv's `code.regExp`: patterns run on RE2 (re2js, pure JavaScript), whose time grows linearly
+ * with the text. JavaScript's backtracking RegExp can take minutes on a model's answer (the
+ * answer is untrusted) with a pattern such as ^(a+)+$, and validation runs on the main thread,
+ * where it would stall every tool and time-out. JSON Schema patterns are ECMAScript's, whose
+ * \uXXXX and \u{X} escapes RE2 spells \x{X}; the rest of the common syntax is shared.
+ */
+function linearRegExp(): NonNullable<Options['code']>['regExp'] {
+  const { RE2JS } = require('re2js') as typeof import('re2js');
+  const engine = (pattern: string) => {
+    const translated = pattern.replace(
+      /\\(\\|u\{([0-9A-Fa-f]{1,6})\}|u([0-9A-Fa-f]{4}))/g,
+      (escape: string, _pair: string, braced?: string, four?: string) =>
+        braced || four ? `\\x{${braced ?? four}}` : escape,
+    );
+    try {
+      const re = RE2JS.compile(translated);
+      // ajv keys its cache of patterns by toString().
+      return { test: (text: string) => re.test(text), toString: () => pattern };
+    } catch (error) {
+      throw new UnsupportedPattern(pattern, (error as Error).message);
+    }
+  };
+  // Names the engine in ajv's standalone code, which polyspawn does not generate.
+  return Object.assign(engine, { code: 'require("re2js").RE2JS.compile' });
+}
+
 function ajvFor(schema: JsonSchema): AjvType {
   if (!validators) {
     const { Ajv } = require('ajv') as typeof import('ajv');
     const { Ajv2019 } = require('ajv/dist/2019.js') as typeof import('ajv/dist/2019.js');
     const { Ajv2020 } = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
     const addFormats = require('ajv-formats') as (ajv: AjvType) => AjvType;
+    const options: Options = { allErrors: true, strict: false, code: { regExp: linearRegExp() } };
     validators = {
-      draft7: addFormats(new Ajv({ allErrors: true, strict: false })),
-      draft2019: addFormats(new Ajv2019({ allErrors: true, strict: false }) as unknown as AjvType),
-      draft2020: addFormats(new Ajv2020({ allErrors: true, strict: false }) as unknown as AjvType),
+      draft7: addFormats(new Ajv(options)),
+      draft2019: addFormats(new Ajv2019(options) as unknown as AjvType),
+      draft2020: addFormats(new Ajv2020(options) as unknown as AjvType),
     };
   }
   const dialect = typeof schema.$schema === 'string' ? schema.$schema : '';
@@ -71,6 +109,7 @@ export function compileSchema(schema: unknown): { validate: ValidateFunction } |
     compiled.set(text, validate);
     return { validate };
   } catch (error) {
+    if (error instanceof UnsupportedPattern) return { error: error.message };
     return { error: `the output schema is not a valid JSON Schema: ${(error as Error).message}` };
   }
 }

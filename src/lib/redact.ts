@@ -41,10 +41,13 @@ export class Redactor {
 
   /** Adds literal secret values (API keys); short or blank ones are ignored. */
   addValues(values: Iterable<string>): void {
+    const known = this.values.size;
     for (const v of values) {
       const value = v.trim();
       if (value.length >= MIN_VALUE_LENGTH) this.values.add(value);
     }
+    // Called with the key files' values at every spawn: rebuild only for a new one.
+    if (known === this.values.size && this.textRe) return;
     const literal = [...this.values].sort((a, b) => b.length - a.length);
     this.textRe = new RegExp([...literal.map(escapeRegExp), ...this.patterns].join('|'), 'g');
     // The same, for text decoded as latin1 (one char per byte): the logs tool and the file

@@ -222,13 +222,15 @@ describe('define_agent, remove_agent and list_agents', () => {
 
   test.each([
     [{ ...good, name: 'Writer!' }, /lower-case letters, digits/],
+    [{ ...good, name: '-rf' }, /the name "-rf" must start with a lower-case letter/],
+    [{ ...good, name: '_' }, /the name "_" must start with a lower-case letter/],
     [{ ...good, name: 'codex' }, /spawn_codex, the codex backend's own tool/],
     [{ ...good, backend: 'gpt' }, /unknown backend "gpt"/],
     [{ ...good, description: ' ' }, /description is empty/],
     [{ ...good, system_prompt: '\n' }, /system prompt .* is empty/],
     [{ ...good, output_schema: { type: 12 } }, /output_schema: the output schema is not a valid JSON Schema/],
     [{ ...good, allow: ['shell'] }, /codex has no per-tool allow or deny lists/],
-    [{ ...good, model: 'nope' }, /unknown model "nope" for codex/],
+    [{ ...good, model: '-nope' }, /unknown model "-nope" for codex, and not a plain model name/],
     [{ ...good, scope: 'team' }, /scope/],
   ])('refused before writing: %#', async (args, message) => {
     expect(await errorText(s, 'define_agent', args)).toMatch(message);
@@ -328,6 +330,26 @@ describe('define_agent, remove_agent and list_agents', () => {
       expect(readdirSync(outside)).toEqual([]);
     } finally {
       await other.close();
+    }
+  });
+
+  test('at most 100 named agents: the 101st is refused with what to do, a replacement is not', async () => {
+    const full = await startServer({ env: baseEnv });
+    try {
+      for (let i = 0; i < 100; i++)
+        await full.callOk('define_agent', { ...good, name: `w${String(i).padStart(3, '0')}` });
+      expect(await errorText(full, 'define_agent', { ...good, name: 'one-more' })).toMatch(
+        /^agent "one-more" not defined: there are 100 named agents already, the most polyspawn serves: remove one with remove_agent first/,
+      );
+      expect(existsSync(join(agentsDir(full.projectDir), 'one-more'))).toBe(false);
+      await full.callOk('define_agent', { ...good, name: 'w000', description: 'Replaced.', replace: true });
+      await full.callOk('remove_agent', { name: 'w099' });
+      await full.callOk('define_agent', { ...good, name: 'one-more' });
+      const names = await toolNames(full);
+      expect(names.filter((n) => /^spawn_(w\d{3}|one-more)$/.test(n))).toHaveLength(100);
+      expect(names).toContain('spawn_one-more');
+    } finally {
+      await full.close();
     }
   });
 
@@ -527,6 +549,47 @@ describe('structured output', () => {
       wait_s: 30,
     });
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'c' } });
+  });
+
+  test('a catastrophic pattern does not freeze the server: the job fails at once and the other tools answer meanwhile', async () => {
+    const started = Date.now();
+    const job = await s.callOk<Job>('spawn_codex', {
+      prompt: `so-redos\n\`\`\`json\n"${'a'.repeat(29)}!"\n\`\`\``,
+      output_schema: { type: 'string', pattern: '^(a+)+$' },
+    });
+    let slowestList = 0;
+    let finished: Job | undefined;
+    while (!finished) {
+      const asked = Date.now();
+      const listed = await s.callOk<{ agents: Job[] }>('list', {});
+      slowestList = Math.max(slowestList, Date.now() - asked);
+      finished = listed.agents.find(
+        (a) => a.agent_id === job.agent_id && a.state !== 'queued' && a.state !== 'running',
+      );
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(finished.state).toBe('failed');
+    expect((await s.callOk<Job>('result', { agent_id: job.agent_id })).error).toMatch(/must match pattern/);
+    // A backtracking engine blocks the server 14 s per check (two checks: the answer and its retry).
+    expect(slowestList).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+
+  test('a pattern with a backreference is refused on a spawn and in a definition, naming the engine', async () => {
+    const schemaWith = { type: 'string', pattern: '^(a)\\1$' };
+    expect(await errorText(s, 'spawn_codex', { prompt: 'so-backref', output_schema: schemaWith })).toMatch(
+      /output_schema: the output schema's pattern "\^\(a\)\\1\$" cannot be used: .*RE2/,
+    );
+    expect(
+      await errorText(s, 'define_agent', {
+        name: 'backref',
+        description: 'Refused.',
+        backend: 'codex',
+        system_prompt: 'x',
+        output_schema: schemaWith,
+      }),
+    ).toMatch(/pattern "\^\(a\)\\1\$" cannot be used/);
+    expect(() => recordOf('so-backref')).toThrow();
   });
 
   test('an agent carries its schema; a bad schema on a spawn is refused', async () => {

@@ -62,7 +62,7 @@ describe('polyspawn --help and wrong usage', () => {
       [['run'], /name a backend \(claude, codex, copilot, grok, gemini, mistral\), e\.g\. `polyspawn run claude/],
       [['run', 'codex'], /give codex a prompt: as arguments, or "-" to read it from stdin/],
       [['run', 'nope', 'hi'], /no backend "nope": use one of claude, codex, copilot, grok, gemini, mistral/],
-      [['run', 'codex', '--model', 'gpt-0', 'hi'], /unknown model "gpt-0" for codex: use one of/],
+      [['run', 'codex', '--model', 'gpt 0', 'hi'], /unknown model "gpt 0" for codex, and not a plain model name/],
       [['run', 'codex', '--timeout', 'soon', 'hi'], /--timeout takes whole seconds, not "soon"/],
       [['run', 'codex', '--cwd', 'missing-dir', 'hi'], /cwd ".*missing-dir" is not an existing folder/],
       [['status', '--limit=-3'], /--limit must be a whole number/],
@@ -183,6 +183,23 @@ describe('polyspawn run', () => {
       expect(stdout).toContain('FAKE REPLY (turn 1): hello api');
       expect(stderr).toMatch(/agent \w+ \(mistral, \S+\) succeeded after .* 12 in \/ 7 out tokens/);
       expect(stdout + stderr).not.toContain(key);
+
+      // A model polyspawn's table does not know goes to the API as named, its cost unknown.
+      const unknown = spawn(
+        process.execPath,
+        [serverEntry, 'run', 'mistral', '--json', '--model', 'mistral-next-2612', 'hello new model'],
+        { cwd: p.dir, env: p.env, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let json = '';
+      unknown.stdout.on('data', (c: Buffer) => (json += c.toString()));
+      expect((await once(unknown, 'exit'))[0]).toBe(0);
+      expect(JSON.parse(json)).toMatchObject({
+        state: 'succeeded',
+        model: 'mistral-next-2612',
+        cost_source: 'unknown',
+        cost_note: expect.stringMatching(/^model "mistral-next-2612" is not in polyspawn's models table/),
+      });
+      expect(api.requests.at(-1)!.model).toBe('mistral-next-2612');
     } finally {
       await api.close();
     }

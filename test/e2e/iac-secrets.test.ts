@@ -4,6 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { startFakeModelApi } from '../fakes/model-api.js';
 import { startServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 
@@ -85,5 +86,45 @@ describe('secrets', () => {
     expect(parseIac(iac).entries).toHaveLength(ids.length);
     expect(iac.match(/\[REDACTED\]/g)!.length).toBeGreaterThan(ids.length);
     expect(statSync(join(stateDir, 'index.jsonl')).size).toBeGreaterThan(0);
+  });
+
+  test('keys written to api_keys.json after the start are redacted from the first job that could print them', async () => {
+    const api = await startFakeModelApi();
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-late-keys-'));
+    const s = await startServer({ projectDir, env: { POLYSPAWN_MISTRAL_BASE_URL: api.url } });
+    try {
+      // No shape a redactor could recognise: only their being configured gives them away.
+      const late = {
+        MISTRAL_API_KEY: 'lateMistralKeyNoShape0123456789',
+        GEMINI_API_KEY: 'lateGeminiKeyNoShape9876543210',
+      };
+      writeFileSync(join(projectDir, 'api_keys.json'), JSON.stringify(late));
+      const lateLeaks = (text: string) =>
+        Object.entries(late)
+          .filter(([, v]) => text.includes(v))
+          .map(([k]) => k);
+      // The fake API answers with the prompt: the agent prints both keys.
+      const spawned = await s.call('spawn_mistral', {
+        prompt: `echo ${late.MISTRAL_API_KEY} and ${late.GEMINI_API_KEY}`,
+        wait_s: 30,
+      });
+      const job = spawned.structuredContent as { agent_id: string; state: string; text: string };
+      expect(job.state).toBe('succeeded');
+      const result = await s.call('result', { agent_id: job.agent_id, include_raw: true });
+      const logs = await s.call('logs', { agent_id: job.agent_id });
+      expect(lateLeaks(JSON.stringify([spawned, result, logs]))).toEqual([]);
+      expect(job.text).toContain('FAKE REPLY (turn 1): echo [REDACTED] and [REDACTED]');
+      await s.close();
+      const run = join(projectDir, '.polyspawn', 'runs', job.agent_id);
+      for (const file of ['record.json', 'prompt.txt', 'stdout.log', 'stderr.log'])
+        expect(lateLeaks(readFileSync(join(run, file), 'utf8')), file).toEqual([]);
+      const iac = readFileSync(join(projectDir, 'IAC.md'), 'utf8');
+      expect(lateLeaks(iac)).toEqual([]);
+      expect(iac).toContain('[REDACTED]');
+      expect(readFileSync(join(run, 'stdout.log'), 'utf8')).toContain('echo [REDACTED] and [REDACTED]');
+    } finally {
+      await s.close();
+      await api.close();
+    }
   });
 });

@@ -23,6 +23,7 @@ type Job = {
   usage?: unknown;
   cost_usd?: number;
   cost_source?: string;
+  cost_note?: string;
   exit_code?: number | null;
   started_at?: string;
   ended_at?: string;
@@ -216,6 +217,21 @@ describe('running agents', () => {
     expect(systemPrompt).toMatch(/^Be brief\.\n\nWhen a decision is not yours to make, ask the orchestrator/);
     expect(record.cwd).toBe(cwd);
     expect(record.env.CLAUDECODE).toBeNull(); // removed although the server has it
+  });
+
+  test('a model polyspawn does not know reaches the CLI as named, and the result says its cost is unknown', async () => {
+    const marker = `newmodel${Date.now()}`;
+    const job = await spawnAndWait('codex', { prompt: marker, model: 'gpt-6-preview' });
+    expect(job).toMatchObject({ state: 'succeeded', model: 'gpt-6-preview', cost_source: 'unknown' });
+    expect(job.usage).toBeDefined(); // tokens were counted, but no price is known for them
+    expect(job.cost_usd).toBeUndefined();
+    expect(job.cost_note).toMatch(
+      /^model "gpt-6-preview" is not in polyspawn's models table: it is passed to codex as named, and its cost is unknown.*models\.json/,
+    );
+    expect(recordOf(marker).argv).toEqual(expect.arrayContaining(['--model', 'gpt-6-preview']));
+    const known = await spawnAndWait('codex', { prompt: `known ${marker}`, model: 'fast' });
+    expect(known.cost_source).toBe('estimated');
+    expect(known.cost_note).toBeUndefined();
   });
 
   test('resume: an earlier agent_id or a raw session id continues its session', async () => {
@@ -443,7 +459,7 @@ describe('bad input gets an error that says what to change, and the server keeps
     ['spawn_claude', { prompt: 'x', timeout_s: -5 }, /timeout_s/],
     ['spawn_claude', { prompt: 'x', timeout_s: 1e12 }, /timeout_s/],
     ['spawn_claude', { prompt: 'x', wait_s: 'soon' }, /wait_s/],
-    ['spawn_claude', { prompt: 'x', model: 'gpt-0' }, /unknown model "gpt-0" for claude: use one of/],
+    ['spawn_claude', { prompt: 'x', model: '--yolo' }, /unknown model "--yolo" for claude, and not a plain model name/],
     ['spawn_claude', { prompt: 'x', cwd: '/no/such/folder' }, /cwd "\/no\/such\/folder" is not an existing folder/],
     ['spawn_claude', { prompt: 'x', cwd: '/' }, /cwd "\/" is outside the project .*allow_cwd_outside_project/],
     ['spawn_codex', { prompt: 'x', cwd: '../..' }, /is outside the project/],

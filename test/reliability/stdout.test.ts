@@ -57,6 +57,23 @@ describe('stdout carries JSON-RPC only', () => {
     expect(server.stderr()).toMatch(/shutting down \(SIGTERM\)/);
   });
 
+  test('answers that outrun the client wait for stdout to drain without piling up listeners', async () => {
+    const server = await startRpcServer();
+    const big = await server.callOk<Job>('spawn_codex', { prompt: `big answer ${'x'.repeat(30_000)}`, wait_s: 30 });
+    expect(big.state).toBe('succeeded');
+    // 60 answers of 30 KB at once: far more than the pipe holds, so most writes wait for 'drain'.
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        i % 2
+          ? server.callOk<Job>('result', { agent_id: big.agent_id })
+          : server.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [big.agent_id], timeout_s: 30 }),
+      ),
+    );
+    expect(answers).toHaveLength(60);
+    expect(JSON.stringify(answers).length).toBeGreaterThan(60 * 30_000);
+    expect(server.stderr()).not.toMatch(/MaxListenersExceededWarning|memory leak/);
+  });
+
   test('a configuration error ends the server with nothing on stdout', async () => {
     const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-bad-config-'));
     writeFileSync(join(projectDir, 'polyspawn.config.json'), '{ "concurrency": "many" }');

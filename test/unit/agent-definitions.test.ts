@@ -1,8 +1,8 @@
 // Agent definitions: agents/<name>/agent.md parsed and checked, project over user, bad files
 // skipped with a reason.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import {
@@ -11,6 +11,7 @@ import {
   parseAgentFile,
   renderAgentFile,
   type AgentContext,
+  type AgentFileCache,
 } from '../../src/jobs/agents/definitions.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
@@ -110,6 +111,9 @@ describe('parsing and checking agent.md', () => {
 
   test.each([
     ['Bad_Name', file('description: x\nbackend: claude'), /lower-case letters, digits/],
+    ['-rf', file('description: x\nbackend: claude'), /the name "-rf" must start with a lower-case letter/],
+    ['_', file('description: x\nbackend: claude'), /the name "_" must start with a lower-case letter/],
+    ['1st', file('description: x\nbackend: claude'), /must start with a lower-case letter/],
     ['claude', file('description: x\nbackend: claude'), /spawn_claude, the claude backend's own tool/],
     ['a'.repeat(49), file('description: x\nbackend: claude'), /longer than 48/],
     ['x1', file('description: x\nbackend: gpt'), /unknown backend "gpt" \(known: claude, codex/],
@@ -123,7 +127,7 @@ describe('parsing and checking agent.md', () => {
     ],
     ['x6', file('description: x\nbackend: claude\noutput_schema: [1]'), /output_schema: .*expected record/i],
     ['x7', file('description: x\nbackend: claude\nalowed_callers: [a]'), /unknown setting alowed_callers/],
-    ['x8', file('description: x\nbackend: claude\nmodel: gpt-0'), /model: unknown model "gpt-0" for claude/],
+    ['x8', file('description: x\nbackend: claude\nmodel: "gpt 0"'), /model: unknown model "gpt 0" for claude, and not/],
     ['x9', file('description: x\nbackend: claude\npermission: yolo'), /permission "yolo" is not one of claude's/],
     ['x10', file('description: x\nbackend: codex\nallow: [shell]'), /codex has no per-tool allow or deny lists/],
     [
@@ -167,6 +171,42 @@ describe('parsing and checking agent.md', () => {
       expect.stringMatching(/^loose: an agent is a folder: move this file to .*loose\/agent\.md$/),
       'pilot: backend copilot is disabled in this configuration',
     ]);
+  });
+
+  test('at most 100 named agents: the first 100 by name load (the project folder first), the others are reported', () => {
+    const { ctx, write } = setup();
+    for (let i = 0; i < 100; i++)
+      write('project', `p${String(i).padStart(3, '0')}`, file('description: x\nbackend: codex'));
+    write('user', 'a-user-one', file('description: x\nbackend: codex'));
+    write('user', 'p000', file('description: shadowed, not counted\nbackend: codex'));
+    const { agents, shadowed, problems } = loadAgents(ctx);
+    expect(agents.size).toBe(100);
+    expect(agents.has('p099')).toBe(true);
+    expect(agents.has('a-user-one')).toBe(false);
+    expect(shadowed).toHaveLength(1);
+    expect(problems).toEqual([
+      expect.objectContaining({
+        name: 'a-user-one',
+        scope: 'user',
+        problem: expect.stringMatching(/^skipped: 100 named agents are loaded already, the most polyspawn serves/),
+      }),
+    ]);
+  });
+
+  test('with a cache, a load reads again only the files that changed, and forgets removed ones', () => {
+    const { ctx, write } = setup();
+    write('project', 'same', file('description: unchanged\nbackend: codex'));
+    const changing = write('project', 'edited', file('description: first\nbackend: codex'));
+    const gone = write('project', 'gone', file('description: removed later\nbackend: codex'));
+    const cache: AgentFileCache = new Map();
+    const first = loadAgents(ctx, cache);
+    write('project', 'edited', file('description: second, longer\nbackend: codex'));
+    rmSync(dirname(gone), { recursive: true });
+    const second = loadAgents(ctx, cache);
+    expect(second.agents.get('same')).toBe(first.agents.get('same')); // the same object: not read again
+    expect(second.agents.get('edited')).toMatchObject({ description: 'second, longer', file: changing });
+    expect([...second.agents.keys()]).toEqual(['edited', 'same']);
+    expect([...cache.keys()].sort()).toEqual([changing, first.agents.get('same')!.file].sort());
   });
 
   test('a configured agents folder replaces the project default', () => {

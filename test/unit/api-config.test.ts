@@ -80,7 +80,7 @@ describe('models table', () => {
     expect(entry.prices[entry.default]).toBeDefined();
     for (const target of Object.values(entry.aliases))
       expect(entry.prices[target], `${name} alias -> ${target}`).toBeDefined();
-    expect(resolveModel(table, name, undefined)).toEqual({ model: entry.default });
+    expect(resolveModel(table, name, undefined)).toEqual({ model: entry.default, known: true });
   });
 
   test('cost: cached input at its own price', () => {

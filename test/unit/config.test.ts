@@ -210,12 +210,24 @@ describe('models', () => {
     const table = loadModels(modelsFiles(dir, join(dir, 'xdg', 'polyspawn'), env));
     expect(table.codex!.default).toBe('gpt-9');
     expect(table.codex!.aliases.fast).toBeTruthy(); // shipped aliases are kept
-    expect(resolveModel(table, 'codex', 'nine')).toEqual({ model: 'gpt-9' });
-    expect(resolveModel(table, 'codex', undefined)).toEqual({ model: 'gpt-9' });
-    expect(resolveModel(table, 'codex', 'gpt-5.4')).toEqual({ model: 'gpt-5.4' });
-    expect(resolveModel(table, 'codex', 'gpt-0')).toMatchObject({
-      error: expect.stringMatching(/unknown model "gpt-0" for codex: use one of .*nine/),
+    expect(resolveModel(table, 'codex', 'nine')).toEqual({ model: 'gpt-9', known: true });
+    expect(resolveModel(table, 'codex', undefined)).toEqual({ model: 'gpt-9', known: true });
+    expect(resolveModel(table, 'codex', 'gpt-5.4')).toEqual({ model: 'gpt-5.4', known: true });
+  });
+
+  test('a model the table does not know is passed on as named, marked unknown; a name that is no name is refused', () => {
+    const table = loadModels([shippedModelsFile]);
+    expect(resolveModel(table, 'codex', 'gpt-6-preview')).toEqual({ model: 'gpt-6-preview', known: false });
+    expect(resolveModel(table, 'gemini', 'models/gemini-4.0-pro-exp:beta')).toEqual({
+      model: 'models/gemini-4.0-pro-exp:beta',
+      known: false,
     });
+    for (const bad of ['--yolo', '-m', 'gpt 6', '../../v1/files', 'a\u0000b', 'gpt\uFFFD', `x${'y'.repeat(200)}`])
+      expect(resolveModel(table, 'codex', bad), bad).toMatchObject({
+        error: expect.stringMatching(
+          /^unknown model ".*" for codex, and not a plain model name \(letters, digits and \. _ : @ \/ \+ -, starting with a letter or digit, at most 200\): use one of .*fast/,
+        ),
+      });
   });
 
   test('cost estimate: uncached input, cached input and output at their prices', () => {

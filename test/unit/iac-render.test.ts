@@ -21,7 +21,8 @@ const HOSTILE: Record<string, string> = {
   html: '<script>alert(1)</script><img src=x onerror=alert(1)></code></pre></summary>',
   crlf: 'line one\r\nline two\rline three\r\n\r\n',
   longLine: 'y'.repeat(50_000),
-  nonAscii: 'Grüße 日本語 🎉 العربية \u202Eevil\u202C ẞ',
+  nonAscii: 'Grüße 日本語 🎉 العربية ẞ',
+  bidi: 'invoice_\u202Efdp.exe\u202C | \u2067isolated\u2069 \u202Aembedded\u202C \u202Doverride\u202C \u2066x\u2068y\u2069',
   nul: 'a\u0000b\u0000\u0007c \u001b[31mred\u001b[0m \u000b\u000c',
   surrogate: 'lone \uD800 and \uDFFF surrogates',
   markdown:
@@ -80,6 +81,15 @@ describe('escaping primitives', () => {
     expect(clean('\u001b[31mred\u001b[0m')).toBe('red');
     expect(clean('x\uD800y')).toBe('x\uFFFDy');
     expect(clean('🎉 tab\tnewline\n')).toBe('🎉 tab\tnewline\n');
+  });
+
+  test('clean: Unicode bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) to U+FFFD', () => {
+    const controls = '\u202A\u202B\u202C\u202D\u202E\u2066\u2067\u2068\u2069';
+    expect(clean(`a${controls}b`)).toBe(`a${'\uFFFD'.repeat(9)}b`);
+    expect(inline('exe.\u202Etxt')).toBe('exe.\uFFFDtxt');
+    expect(clean('Hebrew שלום and Arabic العربية, marks \u200E\u200F kept')).toBe(
+      'Hebrew שלום and Arabic العربية, marks \u200E\u200F kept',
+    );
   });
 
   test('inline: one line, every Markdown and HTML trigger escaped', () => {
@@ -163,6 +173,7 @@ describe('IAC.md with hostile content', () => {
       );
       expect(parsed.entries[0]!.cells[3]).toBe('$0.0123 (estimated)');
       expect(parsed.entries[1]!.error).toBeUndefined(); // no error block for a success
+      expect(doc).not.toMatch(/[\u202A-\u202E\u2066-\u2069]/); // no bidi control reorders what a reader sees
     },
   );
 

@@ -173,7 +173,7 @@ describe('a backend added beside the registry', () => {
       await client.callTool({ name: 'spawn_acme', arguments: { prompt: 'hello', wait_s: 10 } }),
     );
     expect(api).toContain('"state":"succeeded"');
-    expect(api).toContain('acme-1 at https://api.acme.test/v1 with [redacted]'); // the API executor's own scrub
+    expect(api).toContain('acme-1 at https://api.acme.test/v1 with [REDACTED]');
     expect(api).not.toContain(ACME_KEY);
     const cli = JSON.stringify(
       await client.callTool({ name: 'spawn_anvil', arguments: { prompt: `say ${envKey}`, wait_s: 10 } }),

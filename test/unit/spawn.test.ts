@@ -190,7 +190,7 @@ describe('spawnJob', () => {
   test('each mistake is an InputError that says what to change; an unusable backend a SetupError', () => {
     const { ctx } = setup({ history: [stored('abcdef', THREAD, totals(1, 1), other.name)] });
     const spawn = (over: object) => () => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
-    expect(spawn({ model: 'no-such-model' })).toThrow(InputError);
+    expect(spawn({ model: '--no-such-model' })).toThrow(InputError);
     expect(spawn({ cwd: 'missing' })).toThrow(/cwd ".*missing" is not an existing folder: pass an existing folder/);
     expect(spawn({ outputSchema: { type: 'no-such-type' } })).toThrow(/^output_schema: /);
     expect(spawn({ resume: 'abcdef' })).toThrow(

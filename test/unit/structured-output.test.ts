@@ -92,6 +92,35 @@ describe('validating', () => {
     expect(email.validate('nope')).toBe(false);
   });
 
+  test('a pattern runs in linear time: ^(a+)+$ against 29 a and a ! fails at once, not after seconds', () => {
+    const compiled = compileSchema({ type: 'string', pattern: '^(a+)+$' });
+    if ('error' in compiled) throw new Error(compiled.error);
+    const started = Date.now();
+    expect(compiled.validate(`${'a'.repeat(29)}!`)).toBe(false);
+    // A backtracking engine takes 14 s and more here; a linear one, milliseconds.
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(compiled.validate('aaaa')).toBe(true);
+    const keys = compileSchema({ type: 'object', patternProperties: { '^(x+)+$': { type: 'number' } } });
+    if ('error' in keys) throw new Error(keys.error);
+    expect(keys.validate({ xxxx: 'not a number' })).toBe(false);
+  });
+
+  test('a pattern the linear-time engine cannot run (a backreference, a lookahead) is refused, saying so', () => {
+    expect(schemaProblem({ type: 'string', pattern: '^(a)\\1$' })).toMatch(
+      /^the output schema's pattern "\^\(a\)\\1\$" cannot be used: .*RE2.*no backreferences or lookaround/,
+    );
+    expect(schemaProblem({ type: 'object', properties: { a: { type: 'string', pattern: '^(?=x)' } } })).toMatch(
+      /pattern "\^\(\?=x\)" cannot be used/,
+    );
+  });
+
+  test('JavaScript escapes in patterns: \\uXXXX and \\u{X} match the character', () => {
+    const accented = compileSchema({ type: 'string', pattern: '^caf\\u00e9 \\u{1F600}$' });
+    if ('error' in accented) throw new Error(accented.error);
+    expect(accented.validate('café 😀')).toBe(true);
+    expect(accented.validate('cafe 😀')).toBe(false);
+  });
+
   test("a size limit: a backend's own where it declares one (claude's command line), else the server's cap", () => {
     const sized = (chars: number) => ({ type: 'object', description: 'x'.repeat(chars) });
     const byName = (name: string) => backends.find((b) => b.name === name)!;

@@ -49,8 +49,10 @@ export type AgentContext = {
 };
 
 export const AGENT_FILE = 'agent.md';
-export const NAME_PATTERN = /^[a-z0-9_-]+$/;
+export const NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
 export const MAX_NAME = 48;
+/** Each makes a tool that sits in the orchestrator's context all session: tools/list stays bounded. */
+export const MAX_AGENTS = 100;
 const MAX_FILE_BYTES = 1024 * 1024;
 const MAX_PROMPT_CHARS = 200_000;
 const MAX_DESCRIPTION_CHARS = 2000;
@@ -102,7 +104,9 @@ export type Frontmatter = z.infer<typeof frontmatterSchema>;
 
 /** Why `name` cannot name an agent, or undefined. */
 export function nameProblem(name: string, backends: readonly Backend[]): string | undefined {
-  if (!NAME_PATTERN.test(name)) return `the name "${name}" must be lower-case letters, digits, _ and - only`;
+  // A leading letter: a name is a folder and part of a tool name, never an option (-rf) or a blank (_).
+  if (!NAME_PATTERN.test(name))
+    return `the name "${name}" must start with a lower-case letter, then lower-case letters, digits, _ and - only`;
   if (name.length > MAX_NAME) return `the name "${name}" is longer than ${MAX_NAME} characters`;
   if (backends.some((b) => b.name === name))
     return `the name "${name}" would make spawn_${name}, the ${name} backend's own tool: choose another name`;
@@ -288,10 +292,35 @@ export type LoadedAgents = {
   problems: AgentProblem[];
 };
 
-/** Every agent folder's definitions: the project's first, then the user's where no project one has the name. */
-export function loadAgents(ctx: AgentContext): LoadedAgents {
+/** What loadAgents keeps between loads: each agent.md's result, by path, with the file's stat when read. */
+export type AgentFileCache = Map<string, { stamp: string; loaded: ReturnType<typeof loadAgentFile> }>;
+
+function fileStamp(file: string): string | undefined {
+  try {
+    const s = statSync(file);
+    return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Every agent folder's definitions: the project's first, then the user's where no project one has
+ * the name. With a cache, only the files changed since the last load are read and checked again
+ * (define_agent reloads after each file it writes).
+ */
+export function loadAgents(ctx: AgentContext, cache?: AgentFileCache): LoadedAgents {
   const found: AgentDefinition[] = [];
   const problems: AgentProblem[] = [];
+  const seen = new Set<string>();
+  const load = (name: string, file: string, scope: AgentScope) => {
+    const stamp = cache && fileStamp(file);
+    const hit = cache?.get(file);
+    if (stamp && hit?.stamp === stamp) return hit.loaded;
+    const loaded = loadAgentFile(name, file, scope, ctx);
+    if (stamp) cache!.set(file, { stamp, loaded });
+    return loaded;
+  };
   for (const { scope, dir } of agentFolders(ctx.config)) {
     let entries: string[];
     try {
@@ -327,16 +356,26 @@ export function loadAgents(ctx: AgentContext): LoadedAgents {
         }
         continue;
       }
-      const loaded = loadAgentFile(entry, join(path, AGENT_FILE), scope, ctx);
+      const file = join(path, AGENT_FILE);
+      seen.add(file);
+      const loaded = load(entry, file, scope);
       if ('problem' in loaded) problems.push(loaded.problem);
       else found.push(loaded.definition);
     }
   }
+  for (const file of cache?.keys() ?? []) if (!seen.has(file)) cache!.delete(file);
   const agents = new Map<string, AgentDefinition>();
   const shadowed: AgentDefinition[] = [];
   for (const definition of found) {
     if (agents.has(definition.name)) shadowed.push(definition);
-    else agents.set(definition.name, definition);
+    else if (agents.size < MAX_AGENTS) agents.set(definition.name, definition);
+    else
+      problems.push({
+        file: definition.file,
+        scope: definition.scope,
+        name: definition.name,
+        problem: `skipped: ${MAX_AGENTS} named agents are loaded already, the most polyspawn serves (the project folder's first, by name): remove agents you do not use`,
+      });
   }
   return { agents: new Map([...agents].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), shadowed, problems };
 }

@@ -9,6 +9,7 @@ import {
   agentFolders,
   loadAgents,
   type AgentContext,
+  type AgentFileCache,
   type AgentDefinition,
   type AgentProblem,
   type LoadedAgents,
@@ -19,6 +20,7 @@ export const DEFAULT_DEBOUNCE_MS = 150;
 export class AgentRegistry {
   private loaded: LoadedAgents = { agents: new Map(), shadowed: [], problems: [] };
   private fingerprint = '';
+  private readonly files: AgentFileCache = new Map();
   private readonly reported = new Set<string>();
   private readonly listeners = new Set<() => void>();
   private readonly watchers = new Map<string, FSWatcher>();
@@ -59,7 +61,7 @@ export class AgentRegistry {
 
   /** Reads every agent file again; returns whether anything changed. */
   reload(): boolean {
-    const next = loadAgents(this.ctx);
+    const next = loadAgents(this.ctx, this.files);
     const fingerprint = JSON.stringify([[...next.agents.values()], next.shadowed.map((d) => d.file), next.problems]);
     if (this.watching) this.rewatch(next);
     if (fingerprint === this.fingerprint) return false;

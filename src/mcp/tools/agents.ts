@@ -13,6 +13,7 @@ import {
   AGENT_FILE,
   checkDefinition,
   loadAgentFile,
+  MAX_AGENTS,
   nameProblem,
   renderAgentFile,
   type AgentDefinition,
@@ -158,7 +159,11 @@ function defineInput(backends: readonly Backend[]) {
   return z
     .object({
       name: brief(
-        z.string().min(1).max(100).describe('Lower-case letters, digits, _ and -; the tool becomes spawn_<name>'),
+        z
+          .string()
+          .min(1)
+          .max(100)
+          .describe('A lower-case letter, then lower-case letters, digits, _ and -; the tool becomes spawn_<name>'),
         '',
       ),
       description: brief(
@@ -248,6 +253,10 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
       const checked = checkDefinition(name, frontmatter, system_prompt, { scope, file }, app.agents.ctx);
       if ('problems' in checked) throw new InputError(`agent "${name}" not defined: ${checked.problems.join('; ')}`);
       refuseLinks(app, scope, file, `agent "${name}" not defined`, 'remove the link, or choose another name');
+      if (!app.agents.agents.has(name) && app.agents.agents.size >= MAX_AGENTS)
+        throw new InputError(
+          `agent "${name}" not defined: there are ${MAX_AGENTS} named agents already, the most polyspawn serves: remove one with remove_agent first`,
+        );
       const replaced = existsSync(file);
       if (replaced && !replace)
         throw new InputError(

@@ -107,6 +107,8 @@ describe.each([
       };
       const answered = `**answered** \`${question.message_id}\`: blue, the colour of the sea`;
       await waitFor('the conversation in IAC.md', () => entryOf().includes(answered), 20_000);
+      // The conversation as the orchestrator and the audit trail saw it (for the record of a run).
+      console.log(`${tool}: wait_for_agents questions ${JSON.stringify(waited.questions)}\n${entryOf()}`);
       expect(entryOf()).toContain(`**asked** \`${question.message_id}\`: Which colour? (options: red / blue)`);
     },
   );

@@ -121,6 +121,6 @@ export async function talkToParent({ name, args, env, valueOf }) {
     }
     return 'TALKED';
   } finally {
-    void client.close().catch(() => undefined);
+    await client.close().catch(() => undefined);
   }
 }

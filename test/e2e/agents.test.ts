@@ -620,6 +620,22 @@ describe('nesting', () => {
     }
   });
 
+  test('started with a cleared environment (as codex starts its MCP servers) inside an agent, it still knows it is nested', async () => {
+    // The shell stands for the codex child (it has the marker); it starts polyspawn with `env -i`.
+    const clearing = [
+      '/bin/sh',
+      '-c',
+      'env -i PATH="$PATH" HOME="$HOME" XDG_CONFIG_HOME="$XDG_CONFIG_HOME" "$0" "$@"; exit $?',
+    ];
+    const s = await startServer({ env: { ...baseEnv, POLYSPAWN_DEPTH: '1' }, launcher: clearing });
+    try {
+      expect((await toolNames(s)).filter((n) => n.startsWith('spawn_'))).toEqual([]);
+      expect(s.client.getInstructions()).toMatch(/serves no spawn tools: .*POLYSPAWN_DEPTH=1/);
+    } finally {
+      await s.close();
+    }
+  });
+
   test('with an allowance it serves them, but never at the hard maximum depth', async () => {
     const allowed = await startServer({ env: { ...baseEnv, POLYSPAWN_DEPTH: '1', POLYSPAWN_ALLOW_DEPTH: '1' } });
     try {

@@ -26,6 +26,9 @@ export const codex: CliBackend = {
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
   loginEnv: ['OPENAI_API_KEY', 'CODEX_HOME'],
+  // developer_instructions is a `-c` argument (no file takes its place: model_instructions_file
+  // replaces codex's own instructions), and Linux caps one argument at 128 KiB.
+  maxSystemPromptBytes: 120 * 1024,
 
   command(input, settings, { scratchDir, parent }) {
     const resuming = input.resumeSessionId !== undefined;

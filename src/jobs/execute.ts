@@ -190,11 +190,14 @@ async function runCli(
 
   const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
   if (run.end === 'spawn_error') {
+    // E2BIG: the CLI is there, its command line (or environment) is what the system refused.
+    const advice =
+      run.spawnErrorCode === 'E2BIG'
+        ? `its command line is too large for the operating system (Linux takes at most 128 KiB in one argument): shorten system_prompt or output_schema, or the agent's MCP servers`
+        : `${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`;
     return {
       state: 'failed',
-      outcome: failed(
-        `could not start ${spec.file}: ${run.spawnError}. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`,
-      ),
+      outcome: failed(`could not start ${spec.file}: ${run.spawnError}. ${capitalize(advice)}`),
     };
   }
   const artifacts: CliResult['artifacts'] = {};

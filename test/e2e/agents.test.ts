@@ -172,10 +172,10 @@ describe('definitions on disk become tools, and the list follows the files', () 
     const marker = `fixed-${Date.now()}`;
     const job = await s.callOk<Job>('spawn_fixed', { prompt: marker, wait_s: 30 });
     expect(job).toMatchObject({ state: 'succeeded', agent: 'fixed' });
-    const { argv } = recordOf(marker);
+    const { argv, files } = recordOf(marker);
     expect(argAfter(argv, '--model')).toBe('opus');
-    // The definition's prompt, then the line about the channel to the orchestrator.
-    expect(argAfter(argv, '--append-system-prompt')).toMatch(
+    // The definition's prompt, then the line about the channel to the orchestrator, in a file.
+    expect(files[argAfter(argv, '--append-system-prompt-file')!]).toMatch(
       /^You only read\.\n\nWhen a decision is not yours to make, ask/,
     );
     expect(argAfter(argv, '--permission-mode')).toBe('dontAsk');
@@ -189,7 +189,6 @@ describe('definitions on disk become tools, and the list follows the files', () 
     expect(argv).toContain('--strict-mcp-config');
     // The CLI read the token from a file of the run's (beside the channel to the orchestrator),
     // which was removed when the run ended.
-    const { files } = recordOf(marker);
     const mcpConfig = argAfter(argv, '--mcp-config')!;
     expect(JSON.parse(files[mcpConfig]!).mcpServers.docs).toEqual({
       type: 'stdio',

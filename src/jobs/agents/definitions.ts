@@ -10,6 +10,7 @@ import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
+import { jsonBytes } from '../../lib/text.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
@@ -54,6 +55,14 @@ export const MAX_NAME = 48;
 const MAX_FILE_BYTES = 1024 * 1024;
 const MAX_PROMPT_CHARS = 200_000;
 const MAX_DESCRIPTION_CHARS = 2000;
+
+/** Why `text` is too large a system prompt for `backend` (one it takes on its command line), or undefined. */
+export function systemPromptProblem(text: string, backend: Backend): string | undefined {
+  const max = backend.maxSystemPromptBytes;
+  const bytes = jsonBytes(text);
+  if (max === undefined || bytes <= max) return undefined;
+  return `too large for ${backend.name}: ${bytes} bytes as a JSON string, and it takes at most ${max} on its command line: shorten it`;
+}
 
 const stringList = z.array(z.string().min(1).max(500)).max(200);
 const stringMap = z.record(z.string().min(1).max(200), z.string().max(10_000));
@@ -162,6 +171,10 @@ export function checkDefinition(
       if ('error' in model) problems.push(`model: ${model.error}`);
     }
     if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
+    else {
+      const tooLarge = systemPromptProblem(body.trim(), backend);
+      if (tooLarge) problems.push(`the system prompt is ${tooLarge}`);
+    }
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {

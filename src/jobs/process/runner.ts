@@ -39,6 +39,8 @@ export type RunResult = {
   stdoutTruncated: boolean;
   stderr: string;
   spawnError?: string;
+  /** The system's error code of a spawn error (ENOENT, EACCES, E2BIG), where it gave one. */
+  spawnErrorCode?: string;
 };
 
 export type RunningProcess = {
@@ -66,6 +68,7 @@ function childEnv({ baseEnv = process.env, env: changes }: RunSpec): Record<stri
 export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
+  let spawnErrorCode: string | undefined;
   const logs: number[] = [];
   try {
     for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w'));
@@ -80,6 +83,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     // A log that cannot be created (the executor chose a writable folder: a race), or an
     // argument holding a NUL byte.
     spawnError = (error as Error).message;
+    spawnErrorCode = (error as NodeJS.ErrnoException).code;
   } finally {
     for (const fd of logs) closeSync(fd); // the child holds its own copies
   }
@@ -95,6 +99,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     child.on('error', (error) => {
       if (child.pid !== undefined) return; // a failed kill(): the child still runs
       spawnError = error.message;
+      spawnErrorCode = (error as NodeJS.ErrnoException).code;
       resolve({ code: null, signal: null });
     });
     child.once('exit', (code, signal) => resolve({ code, signal }));
@@ -130,6 +135,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
         stdoutTruncated: false,
         stderr: '',
         spawnError: spawnError ?? `could not start ${spec.file}`,
+        ...(spawnErrorCode ? { spawnErrorCode } : {}),
       };
     }
     liveGroups.delete(pgid);

@@ -36,7 +36,8 @@ export const claude: CliBackend = {
   // dontAsk: what is not allowed is denied, without a prompt nobody would answer.
   allowListPermission: 'dontAsk',
   supportsMcpServers: true,
-  loginEnv: ['ANTHROPIC_API_KEY'],
+  // An API key, a bearer token (a gateway's), or the token `claude setup-token` makes.
+  loginEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
   removeEnv: REMOVED_ENV,
   // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB (with room to spare).
   maxOutputSchemaBytes: 120 * 1024,

@@ -154,8 +154,9 @@ export type CliBackend = BackendBase & {
    */
   supportsMcpServers?: boolean;
   /**
-   * The environment variables the CLI logs in with (keys, tokens, its own config folder): a
-   * client that starts polyspawn with a cleared environment must pass them on (Codex's env_vars).
+   * The environment variables the CLI logs in with (keys, tokens, its own config folder): the
+   * only variables whose names mark a secret that its child gets unless passed on by name, and
+   * what a client that starts polyspawn with a cleared environment must pass on (Codex's env_vars).
    */
   loginEnv: readonly string[];
   /**

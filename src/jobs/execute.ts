@@ -41,12 +41,20 @@ export function createExecutor(
   parentChannel: () => ParentChannel | undefined = () => undefined,
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
+  const apiKeyNames = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
   return async (job, control) => {
     const backend = byName.get(job.backend);
     if (!backend) throw new Error(`no backend named ${job.backend}`);
     const result =
       backend.kind === 'cli'
-        ? await executeCli(backend, job, ctx, control, nesting, parentChannel())
+        ? await executeCli(
+            backend,
+            job,
+            { ...ctx, env: cliEnvironment(ctx, backend, job, apiKeyNames) },
+            control,
+            nesting,
+            parentChannel(),
+          )
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
@@ -60,6 +68,27 @@ export function createExecutor(
     }
     return result;
   };
+}
+
+/** Names that mark a secret (Codex's own default for the commands it runs); TOKENS counts (MAX_OUTPUT_TOKENS). */
+const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
+
+/**
+ * The environment a CLI child starts from: the app's, without the API backends' keys and any
+ * variable whose name marks a secret, except what its own CLI signs in with (`loginEnv`) and
+ * what the user's config (`backends.<name>.env`) or the agent's definition (`env`) passes on by
+ * name. The channel's token is set after this, by the run itself.
+ */
+function cliEnvironment(
+  { env, config }: ExecutorContext,
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  apiKeyNames: readonly string[],
+): ExecutorContext['env'] {
+  const passed = new Set([...(config.backends[backend.name]?.env ?? []), ...(job.agent?.env ?? [])]);
+  const keep = (name: string) =>
+    passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name));
+  return Object.fromEntries(Object.entries(env).filter(([name]) => keep(name)));
 }
 
 /**

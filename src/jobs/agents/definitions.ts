@@ -10,7 +10,7 @@ import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
-import { jsonBytes } from '../../lib/text.js';
+import { ENV_NAME, jsonBytes } from '../../lib/text.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
@@ -36,6 +36,8 @@ export type AgentDefinition = {
   nesting: number;
   /** false: its runs get no channel to ask the orchestrator. */
   askParent?: false;
+  /** Variables its CLI gets by name, secrets included (agent.md's `env`). */
+  env?: string[];
   scope: AgentScope;
   file: string;
 };
@@ -65,6 +67,8 @@ export function systemPromptProblem(text: string, backend: Backend): string | un
 }
 
 const stringList = z.array(z.string().min(1).max(500)).max(200);
+/** Variables passed on to the agent's CLI by name, secrets included (a CLI gets no other secret). */
+const envNames = z.array(z.string().regex(ENV_NAME, 'must be a variable name')).max(100);
 const stringMap = z.record(z.string().min(1).max(200), z.string().max(10_000));
 const httpUrl = z
   .string()
@@ -104,6 +108,7 @@ export const frontmatterSchema = z
     output_schema: z.record(z.string(), z.unknown()).optional(),
     allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
     ask_parent: z.boolean().optional(),
+    env: envNames.optional(),
   })
   .strict();
 
@@ -178,7 +183,7 @@ export function checkDefinition(
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent'] as const) {
+      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent', 'env'] as const) {
         if (fm[key] !== undefined && fm[key] !== false)
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
@@ -219,6 +224,7 @@ export function checkDefinition(
       ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
       nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
       ...(fm.ask_parent === false ? { askParent: false as const } : {}),
+      ...(fm.env?.length ? { env: fm.env } : {}),
       scope: where.scope,
       file: where.file,
     },
@@ -366,6 +372,7 @@ export function namedAgentSettings(definition: AgentDefinition, backend: Backend
     ...(definition.deny ? { denyTools: definition.deny } : {}),
     ...(definition.mcpServers ? { mcpServers: definition.mcpServers } : {}),
     ...(definition.nesting ? { nesting: definition.nesting } : {}),
+    ...(definition.env ? { env: definition.env } : {}),
   };
 }
 

@@ -421,7 +421,8 @@ function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
   if (before !== undefined && result.text === before)
     return { client, file, action: 'unchanged', details: ['already set up'] };
   try {
-    makeDirs(dirname(file));
+    // A client's folders (.vscode, .claude, ~/.codex) get the umask's mode, not polyspawn's private one.
+    makeDirs(dirname(file), 0o777);
     writeFileAtomic.sync(file, result.text);
   } catch (error) {
     return {

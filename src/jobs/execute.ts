@@ -11,7 +11,7 @@ import type {
   ParentEndpoint,
   Usage,
 } from '../../backends/types.js';
-import { makeDirs, unwritableBecause } from '../lib/fs.js';
+import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -196,7 +196,7 @@ async function runCli(
   for (const [path, content] of files) {
     makeDirs(dirname(path));
     // The user's alone: a file may hold a token (the channel's, an MCP server's).
-    writeFileSync(path, content, { mode: 0o600 });
+    writeFileSync(path, content, { mode: PRIVATE_FILE });
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);

@@ -5,6 +5,7 @@
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';
+import { PRIVATE_FILE } from '../../lib/fs.js';
 import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
@@ -71,7 +72,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
   let spawnErrorCode: string | undefined;
   const logs: number[] = [];
   try {
-    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w'));
+    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w', PRIVATE_FILE));
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,

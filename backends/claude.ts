@@ -36,14 +36,21 @@ export const claude: CliBackend = {
   // dontAsk: what is not allowed is denied, without a prompt nobody would answer.
   allowListPermission: 'dontAsk',
   supportsMcpServers: true,
-  loginEnv: ['ANTHROPIC_API_KEY'],
+  // An API key, a bearer token (a gateway's), or the token `claude setup-token` makes.
+  loginEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
   removeEnv: REMOVED_ENV,
-  // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB.
-  maxOutputSchemaChars: 64 * 1024,
+  // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB (with room to spare).
+  maxOutputSchemaBytes: 120 * 1024,
 
   command(input, settings, { scratchDir, parent }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
-    if (input.systemPrompt) args.push('--append-system-prompt', input.systemPrompt);
+    const files: Record<string, string> = {};
+    if (input.systemPrompt) {
+      // A file, not an argument: Linux caps one argument at 128 KiB, and a system prompt may be longer.
+      const path = `${scratchDir}/claude-system-prompt.md`;
+      files[path] = input.systemPrompt;
+      args.push('--append-system-prompt-file', path);
+    }
     // Joined with `=`: the id is --resume's value, never an option of its own.
     if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
     const env: Record<string, string | undefined> = Object.fromEntries(REMOVED_ENV.map((name) => [name, undefined]));
@@ -60,7 +67,6 @@ export const claude: CliBackend = {
     if (settings.denyTools.length) args.push('--disallowedTools', ...settings.denyTools);
     // The model answers through claude's StructuredOutput tool; the result's structured_output holds it.
     if (input.outputSchema) args.push('--json-schema', JSON.stringify(input.outputSchema));
-    const files: Record<string, string> = {};
     const servers = {
       ...(input.mcpServers ? mapValues(input.mcpServers, claudeMcpServer) : {}),
       ...(parent

@@ -25,7 +25,10 @@ export const codex: CliBackend = {
   supportsToolLists: false,
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
-  loginEnv: ['OPENAI_API_KEY', 'CODEX_HOME'],
+  loginEnv: ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'],
+  // developer_instructions is a `-c` argument (no file takes its place: model_instructions_file
+  // replaces codex's own instructions), and Linux caps one argument at 128 KiB.
+  maxSystemPromptBytes: 120 * 1024,
 
   command(input, settings, { scratchDir, parent }) {
     const resuming = input.resumeSessionId !== undefined;

@@ -40,7 +40,14 @@ export const copilot: CliBackend = {
   permissionModes: ['allow-all', 'listed'],
   allowListPermission: 'listed',
   supportsMcpServers: true,
-  loginEnv: ['GH_TOKEN', 'GITHUB_TOKEN', 'COPILOT_GITHUB_TOKEN'],
+  // GitHub's tokens, in copilot's order; and a model provider's key or token (its BYOK mode).
+  loginEnv: [
+    'COPILOT_GITHUB_TOKEN',
+    'GH_TOKEN',
+    'GITHUB_TOKEN',
+    'COPILOT_PROVIDER_API_KEY',
+    'COPILOT_PROVIDER_BEARER_TOKEN',
+  ],
 
   command(input, settings, { scratchDir, env: inherited, parent }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;

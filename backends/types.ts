@@ -122,10 +122,15 @@ type BackendBase = {
   /** Extra tool input fields beyond the common ones. */
   extraInput?: z.ZodRawShape;
   /**
-   * The longest output schema (JSON text, in characters) it can be given, where it takes the
-   * schema somewhere bounded (a command-line argument); unset: only the server's own cap.
+   * The largest output schema (JSON text, in UTF-8 bytes) it can be given, where it takes the
+   * schema as a command-line argument (Linux caps one at 128 KiB); unset: only the server's own cap.
    */
-  maxOutputSchemaChars?: number;
+  maxOutputSchemaBytes?: number;
+  /**
+   * The largest system prompt (as a JSON string, in UTF-8 bytes), where it takes the prompt as a
+   * command-line argument; unset: it reads it from a file, or over HTTP, and only the tools' cap holds.
+   */
+  maxSystemPromptBytes?: number;
 };
 
 export type CliBackend = BackendBase & {
@@ -149,8 +154,9 @@ export type CliBackend = BackendBase & {
    */
   supportsMcpServers?: boolean;
   /**
-   * The environment variables the CLI logs in with (keys, tokens, its own config folder): a
-   * client that starts polyspawn with a cleared environment must pass them on (Codex's env_vars).
+   * The environment variables the CLI logs in with (keys, tokens, its own config folder): the
+   * only variables whose names mark a secret that its child gets unless passed on by name, and
+   * what a client that starts polyspawn with a cleared environment must pass on (Codex's env_vars).
    */
   loginEnv: readonly string[];
   /**

@@ -10,7 +10,7 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -138,7 +138,7 @@ export class RunStore implements JobHistory {
    */
   claimId(id: string): boolean {
     try {
-      mkdirSync(this.runDir(id));
+      mkdirSync(this.runDir(id), PRIVATE_DIR);
       return false;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
@@ -147,7 +147,7 @@ export class RunStore implements JobHistory {
     }
     try {
       makeDirs(this.runsDir);
-      mkdirSync(this.runDir(id));
+      mkdirSync(this.runDir(id), PRIVATE_DIR);
       return false;
     } catch (error) {
       return (error as NodeJS.ErrnoException).code === 'EEXIST';
@@ -218,7 +218,7 @@ export class RunStore implements JobHistory {
     makeDirs(this.dir);
     // One write(2) per line, O_APPEND: on a local file system, never interleaved with the other
     // servers' appends.
-    appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`);
+    appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE });
   }
 
   /** The whole stored record of a job, or undefined. */

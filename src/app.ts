@@ -3,11 +3,12 @@
 // table. The MCP layer and the CLI both start here.
 import { backends as registry } from '../backends/registry.js';
 import { Redactor } from './lib/redact.js';
+import { ancestorVariables } from './lib/proc.js';
 import { configuredSecrets } from './config/keys.js';
 import { createIacRuntime, type IacRuntime } from '../iac/runtime.js';
 import type { Backend } from '../backends/types.js';
 import { AgentRegistry } from './jobs/agents/registry.js';
-import { nestingFrom, type Nesting } from './jobs/agents/nesting.js';
+import { nestingFrom, NESTING_ENV, type Nesting } from './jobs/agents/nesting.js';
 import { AgentSessions } from './jobs/agents/sessions.js';
 import { checkBackend, type Availability } from './config/availability.js';
 import { loadConfig, projectConfigNote } from './config/config.js';
@@ -73,7 +74,7 @@ export function createApp(
   );
   const context: Context = { env, cwd, config, secrets, log };
   const iac = createIacRuntime(context, terminateGroup);
-  const nesting = nestingFrom(env);
+  const nesting = nestingFrom(env, ancestorVariables(NESTING_ENV));
   // Built last (it serves the finished app), read by the executor when a job starts.
   let parentChannel: ParentChannel | undefined;
   const executor = createExecutor(backends, context, models, nesting, () => parentChannel);

@@ -12,6 +12,7 @@ import writeFileAtomic from 'write-file-atomic';
 import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
+import { NESTING_ENV } from '../jobs/agents/nesting.js';
 import { InputError } from '../lib/errors.js';
 import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
@@ -29,8 +30,11 @@ export type ServerCommand = { command: string; args: string[] };
 export const CODEX_TOOL_TIMEOUT_S = 300;
 /** Codex gives a server 10 s to start by default; `npx` fetching the package can take longer. */
 export const CODEX_STARTUP_TIMEOUT_S = 30;
-/** polyspawn's own folders: its config (user config.json, models.json, api_keys.json) and its code cache. */
-const OWN_ENV = ['XDG_CONFIG_HOME', 'XDG_CACHE_HOME'];
+/**
+ * polyspawn's own folders (its config: user config.json, models.json, api_keys.json; its code
+ * cache) and the nesting marker, so a codex agent's polyspawn knows how deep it runs.
+ */
+const OWN_ENV = ['XDG_CONFIG_HOME', 'XDG_CACHE_HOME', ...NESTING_ENV];
 
 /**
  * Codex starts MCP servers with a cleared environment (HOME, PATH, USER and a few more):
@@ -417,7 +421,8 @@ function applyTarget({ client, file, merge }: Target, dir: string): FileReport {
   if (before !== undefined && result.text === before)
     return { client, file, action: 'unchanged', details: ['already set up'] };
   try {
-    makeDirs(dirname(file));
+    // A client's folders (.vscode, .claude, ~/.codex) get the umask's mode, not polyspawn's private one.
+    makeDirs(dirname(file), 0o777);
     writeFileAtomic.sync(file, result.text);
   } catch (error) {
     return {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { Backend, BackendSettings } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
+import { ENV_NAME } from '../lib/text.js';
 
 export type Config = {
   projectDir: string;
@@ -17,7 +18,7 @@ export type Config = {
   concurrency: number;
   timeoutS: number;
   killGraceMs: number;
-  backends: Record<string, BackendSettings & { enabled: boolean; baseUrl?: string }>;
+  backends: Record<string, BackendSettings & { enabled: boolean; baseUrl?: string; env: string[] }>;
   /** The config and models files that were read, for `doctor` and the logs. */
   files: string[];
   userConfigDir: string;
@@ -43,11 +44,11 @@ export type ProjectConfig = {
 };
 
 /**
- * What runs (a CLI's executable) and where keys are sent (an API's endpoint): a cloned
- * repository's config could point them anywhere, so only the user's own config or the
- * environment sets them.
+ * What runs (a CLI's executable), where keys are sent (an API's endpoint) and which secrets a
+ * CLI gets (`env`): a cloned repository's config could point them anywhere, so only the user's
+ * own config or the environment sets them.
  */
-const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url'] as const;
+const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env'] as const;
 /** Where agents may work: a repository must not widen it for itself. */
 const USER_ONLY_KEYS = ['allow_cwd_outside_project'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
@@ -67,6 +68,8 @@ const backendFileSchema = z
     bin: z.string().min(1),
     /** API backends: the vendor endpoint (a gateway, a proxy, the tests' fake server). */
     base_url: z.string().min(1),
+    /** CLI backends: variables passed on by name, secrets included (a CLI gets no other secret). */
+    env: z.array(z.string().regex(ENV_NAME, 'must be a variable name')).max(100),
   })
   .partial()
   .strict();
@@ -278,12 +281,19 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     if (baseUrlRaw && backend.kind !== 'api') {
       throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
     }
+    const passEnv = envList(env, envName(backend.name, 'ENV')) ?? file.env ?? [];
+    if (passEnv.length && backend.kind !== 'cli') {
+      throw new ConfigError(
+        `${backend.name}: env (${envName(backend.name, 'ENV')}) applies only to CLI backends, which run as processes`,
+      );
+    }
     const settings = {
       enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
       permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
       allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
       bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
+      env: passEnv,
       ...(baseUrlRaw
         ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) }
         : {}),

@@ -8,7 +8,7 @@ import type { ApiBackend, ApiCallContext, Outcome } from '../../backends/types.j
 import type { Context } from '../config/context.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { findApiKey } from '../config/keys.js';
-import { makeDirs } from '../lib/fs.js';
+import { makeDirs, PRIVATE_FILE } from '../lib/fs.js';
 
 const MAX_TAIL_LINES = 50;
 
@@ -55,8 +55,8 @@ export async function executeApi(
   };
   logFile(() => {
     makeDirs(paths.dir);
-    writeFileSync(paths.stdout, '');
-    writeFileSync(paths.stderr, '');
+    writeFileSync(paths.stdout, '', { mode: PRIVATE_FILE });
+    writeFileSync(paths.stderr, '', { mode: PRIVATE_FILE });
   });
   const lines: string[] = [];
   const log = (line: string) => {

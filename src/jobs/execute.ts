@@ -11,7 +11,7 @@ import type {
   ParentEndpoint,
   Usage,
 } from '../../backends/types.js';
-import { makeDirs, unwritableBecause } from '../lib/fs.js';
+import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -41,12 +41,20 @@ export function createExecutor(
   parentChannel: () => ParentChannel | undefined = () => undefined,
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
+  const apiKeyNames = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
   return async (job, control) => {
     const backend = byName.get(job.backend);
     if (!backend) throw new Error(`no backend named ${job.backend}`);
     const result =
       backend.kind === 'cli'
-        ? await executeCli(backend, job, ctx, control, nesting, parentChannel())
+        ? await executeCli(
+            backend,
+            job,
+            { ...ctx, env: cliEnvironment(ctx, backend, job, apiKeyNames) },
+            control,
+            nesting,
+            parentChannel(),
+          )
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage) {
@@ -60,6 +68,27 @@ export function createExecutor(
     }
     return result;
   };
+}
+
+/** Names that mark a secret (Codex's own default for the commands it runs); TOKENS counts (MAX_OUTPUT_TOKENS). */
+const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
+
+/**
+ * The environment a CLI child starts from: the app's, without the API backends' keys and any
+ * variable whose name marks a secret, except what its own CLI signs in with (`loginEnv`) and
+ * what the user's config (`backends.<name>.env`) or the agent's definition (`env`) passes on by
+ * name. The channel's token is set after this, by the run itself.
+ */
+function cliEnvironment(
+  { env, config }: ExecutorContext,
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  apiKeyNames: readonly string[],
+): ExecutorContext['env'] {
+  const passed = new Set([...(config.backends[backend.name]?.env ?? []), ...(job.agent?.env ?? [])]);
+  const keep = (name: string) =>
+    passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name));
+  return Object.fromEntries(Object.entries(env).filter(([name]) => keep(name)));
 }
 
 /**
@@ -167,7 +196,7 @@ async function runCli(
   for (const [path, content] of files) {
     makeDirs(dirname(path));
     // The user's alone: a file may hold a token (the channel's, an MCP server's).
-    writeFileSync(path, content, { mode: 0o600 });
+    writeFileSync(path, content, { mode: PRIVATE_FILE });
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
@@ -190,11 +219,14 @@ async function runCli(
 
   const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
   if (run.end === 'spawn_error') {
+    // E2BIG: the CLI is there, its command line (or environment) is what the system refused.
+    const advice =
+      run.spawnErrorCode === 'E2BIG'
+        ? `its command line is too large for the operating system (Linux takes at most 128 KiB in one argument): shorten system_prompt or output_schema, or the agent's MCP servers`
+        : `${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`;
     return {
       state: 'failed',
-      outcome: failed(
-        `could not start ${spec.file}: ${run.spawnError}. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`,
-      ),
+      outcome: failed(`could not start ${spec.file}: ${run.spawnError}. ${capitalize(advice)}`),
     };
   }
   const artifacts: CliResult['artifacts'] = {};

@@ -10,7 +10,7 @@ import type { Config } from '../config/config.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
-import { namedAgentSettings, type AgentDefinition } from './agents/definitions.js';
+import { namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
@@ -74,6 +74,8 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   if ('error' in model) throw new InputError(model.error);
   const outputSchema = definition?.outputSchema ?? checkOutputSchema(request.outputSchema, backend);
   const systemPrompt = definition ? definition.systemPrompt : request.systemPrompt;
+  const tooLarge = request.systemPrompt && systemPromptProblem(request.systemPrompt, backend);
+  if (tooLarge) throw new InputError(`system_prompt is ${tooLarge}`);
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,

@@ -12,6 +12,7 @@ import type { Ajv as AjvType, ErrorObject, Options, ValidateFunction } from 'ajv
 import type { Backend, Outcome, Usage } from '../../backends/types.js';
 import type { Config } from '../config/config.js';
 import { runFolder } from '../lib/run-folder.js';
+import { jsonBytes } from '../lib/text.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 
 // ajv and ajv-formats are CommonJS, loaded on the first schema (start-up never pays for them);
@@ -23,7 +24,7 @@ export type JsonSchema = Record<string, unknown>;
 /**
  * The largest schema any backend accepts: it is appended to the prompt and kept, compiled, in
  * the cache below, so both stay bounded. A backend that takes the schema somewhere smaller (a
- * command-line argument) declares its own, lower maxOutputSchemaChars.
+ * command-line argument) declares its own, lower maxOutputSchemaBytes.
  */
 export const MAX_SCHEMA_CHARS = 256 * 1024;
 const MAX_ERRORS = 12;
@@ -118,9 +119,10 @@ export function compileSchema(schema: unknown): { validate: ValidateFunction } |
 export function schemaProblem(schema: unknown, backend?: Backend): string | undefined {
   const result = compileSchema(schema);
   if ('error' in result) return result.error;
-  const max = backend?.maxOutputSchemaChars;
-  if (backend && max !== undefined && JSON.stringify(schema).length > max) {
-    return `the output schema is longer than ${max} characters, the most ${backend.name} takes: simplify it`;
+  const max = backend?.maxOutputSchemaBytes;
+  const bytes = jsonBytes(schema);
+  if (backend && max !== undefined && bytes > max) {
+    return `the output schema is ${bytes} bytes as JSON text, more than the ${max} ${backend.name} takes on its command line: simplify it`;
   }
   return undefined;
 }

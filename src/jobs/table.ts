@@ -39,6 +39,8 @@ export type NamedAgentSettings = {
   denyTools?: string[];
   mcpServers?: Record<string, McpServerSpec>;
   nesting?: number;
+  /** Variables its CLI gets by name, beyond what the CLI signs in with (agent.md's `env`). */
+  env?: string[];
 };
 
 export type JobRequest = {

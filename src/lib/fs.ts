@@ -89,31 +89,41 @@ export function unwritableBecause(dir: string): string | undefined {
 }
 
 /**
+ * What polyspawn keeps (the run store, agent.md, sessions, its code cache) is the user's alone:
+ * prompts, answers and logs, and an agent.md may hold an MCP server's token. New folders get
+ * PRIVATE_DIR, new files PRIVATE_FILE, whatever the umask; a file meant to be read (IAC.md, a
+ * client's config) is written elsewhere, with the umask's mode.
+ */
+export const PRIVATE_DIR = 0o700;
+export const PRIVATE_FILE = 0o600;
+
+/**
  * `mkdir -p` that always ends. Node's own (`mkdirSync(dir, { recursive: true })`, sync or not)
  * loops forever, a core at 100%, when a folder on the way exists but cannot hold children and
  * says ENOENT: a dangling symlink, a stale mount, a path under /proc. Here each folder is tried
  * once more after its parent exists, and a second ENOENT is the answer.
  */
-export function makeDirs(dir: string): void {
+export function makeDirs(dir: string, mode = PRIVATE_DIR): void {
   if (statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return; // the usual case, without an exception
   try {
-    mkdirSync(dir);
+    mkdirSync(dir, mode);
     return;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EEXIST' && statSync(dir).isDirectory()) return; // statSync throws for a dangling link
     if (code !== 'ENOENT' || dirname(dir) === dir) throw error;
   }
-  makeDirs(dirname(dir));
+  makeDirs(dirname(dir), mode);
   try {
-    mkdirSync(dir);
+    mkdirSync(dir, mode);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
 }
 
 /**
- * Temp file + rename: a reader sees the old file or the new one, never part of one. No fsync: a
+ * Temp file + rename: a reader sees the old file or the new one, never part of one; the file is
+ * PRIVATE_FILE. No fsync: a
  * crash may lose the newest change, not the file. Synchronous, so the pid names the temp file
  * (write-file-atomic's realpath, stat, chown, chmod and exit hooks cost more than the write; this
  * is on every job's path).
@@ -121,7 +131,7 @@ export function makeDirs(dir: string): void {
 export function writeAtomic(path: string, data: string | Buffer): void {
   const tmp = `${path}.${process.pid}.tmp`;
   try {
-    writeFileSync(tmp, data);
+    writeFileSync(tmp, data, { mode: PRIVATE_FILE });
     renameSync(tmp, path);
   } catch (error) {
     rmSync(tmp, { force: true });

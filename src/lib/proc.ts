@@ -16,12 +16,14 @@ function boot(): string | undefined {
 }
 
 /** A process's state letter, process group and start time (clock ticks since boot), or undefined where it or /proc is gone. */
-export function procStat(pid: number | string): { state: string; pgrp: number; start: string } | undefined {
+export function procStat(
+  pid: number | string,
+): { state: string; ppid: number; pgrp: number; start: string } | undefined {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0]!, pgrp: Number(fields[2]), start: fields[19]! };
+    return { state: fields[0]!, ppid: Number(fields[1]), pgrp: Number(fields[2]), start: fields[19]! };
   } catch {
     return undefined;
   }
@@ -56,3 +58,32 @@ export const selfIdentity = (): ProcessIdentity => {
   const start = processStart(process.pid);
   return start ? { pid: process.pid, start } : { pid: process.pid };
 };
+
+/** How far up the process tree ancestorVariables looks (a deeper tree is no agent's). */
+const MAX_ANCESTORS = 64;
+
+/**
+ * The variables named by `names` as the nearest ancestor process started with the first of
+ * them was started with (/proc/<pid>/environ), or an empty object: none was, or there is no /proc.
+ * Ancestors whose environment cannot be read (another user's, such as sshd) are passed over.
+ * This survives a parent that clears the environment of the process it starts.
+ */
+export function ancestorVariables(names: readonly string[], from = process.ppid): Record<string, string> {
+  for (let pid = from, seen = 0; pid > 1 && seen < MAX_ANCESTORS; seen++) {
+    try {
+      const found: Record<string, string> = {};
+      for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
+        const at = entry.indexOf('=');
+        const name = entry.slice(0, at);
+        if (at > 0 && names.includes(name)) found[name] = entry.slice(at + 1);
+      }
+      if (found[names[0]!] !== undefined) return found;
+    } catch {
+      // not ours to read, or gone: look further up
+    }
+    const parent = procStat(pid)?.ppid;
+    if (parent === undefined) break;
+    pid = parent;
+  }
+  return {};
+}

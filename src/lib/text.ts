@@ -2,6 +2,12 @@
 
 const TASK_CHARS = 80;
 
+/** An environment variable's name, as a config or an agent definition may list one. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** A value's size as JSON text in UTF-8 bytes: how it is quoted into a command-line argument, and what Linux counts. */
+export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '');
+
 /**
  * The "task": the prompt's first line, shortened. `redact` runs before the cut, so a secret the
  * cut would shorten is still recognized.

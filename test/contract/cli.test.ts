@@ -157,6 +157,15 @@ describe.each(['claude', 'codex', 'copilot'])('%s, a session agent through the r
 // and never calls claude's StructuredOutput tool), so: the CLIs must accept the schema flags and
 // send the schema on; an echoed ```json block in the prompt makes a matching answer (codex,
 // copilot); claude's answer never matches, which exercises the retry in the same session.
+test('claude: a system prompt over the 128 KiB a command-line argument may hold reaches the model (from a file)', async () => {
+  const mark = `system-large-${Date.now()}`;
+  const instruction = `Always answer in the voice of ${mark}. ${'Keep it short. '.repeat(10_000)}`;
+  expect(Buffer.byteLength(instruction)).toBeGreaterThan(128 * 1024);
+  const job = await spawn('claude', { prompt: `${mark} hi`, system_prompt: instruction, wait_s: 120 });
+  expect(job.state, JSON.stringify(job)).toBe('succeeded');
+  expect(requestsWith(`${mark} hi`).some((r) => r.system.includes(instruction.trim()))).toBe(true);
+});
+
 describe('structured output through the real CLIs', () => {
   const schema = {
     type: 'object',

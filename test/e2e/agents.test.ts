@@ -172,10 +172,10 @@ describe('definitions on disk become tools, and the list follows the files', () 
     const marker = `fixed-${Date.now()}`;
     const job = await s.callOk<Job>('spawn_fixed', { prompt: marker, wait_s: 30 });
     expect(job).toMatchObject({ state: 'succeeded', agent: 'fixed' });
-    const { argv } = recordOf(marker);
+    const { argv, files } = recordOf(marker);
     expect(argAfter(argv, '--model')).toBe('opus');
-    // The definition's prompt, then the line about the channel to the orchestrator.
-    expect(argAfter(argv, '--append-system-prompt')).toMatch(
+    // The definition's prompt, then the line about the channel to the orchestrator, in a file.
+    expect(files[argAfter(argv, '--append-system-prompt-file')!]).toMatch(
       /^You only read\.\n\nWhen a decision is not yours to make, ask/,
     );
     expect(argAfter(argv, '--permission-mode')).toBe('dontAsk');
@@ -189,7 +189,6 @@ describe('definitions on disk become tools, and the list follows the files', () 
     expect(argv).toContain('--strict-mcp-config');
     // The CLI read the token from a file of the run's (beside the channel to the orchestrator),
     // which was removed when the run ended.
-    const { files } = recordOf(marker);
     const mcpConfig = argAfter(argv, '--mcp-config')!;
     expect(JSON.parse(files[mcpConfig]!).mcpServers.docs).toEqual({
       type: 'stdio',
@@ -680,6 +679,22 @@ describe('nesting', () => {
     } finally {
       await s.close();
       rmSync(project, { recursive: true, force: true });
+    }
+  });
+
+  test('started with a cleared environment (as codex starts its MCP servers) inside an agent, it still knows it is nested', async () => {
+    // The shell stands for the codex child (it has the marker); it starts polyspawn with `env -i`.
+    const clearing = [
+      '/bin/sh',
+      '-c',
+      'env -i PATH="$PATH" HOME="$HOME" XDG_CONFIG_HOME="$XDG_CONFIG_HOME" "$0" "$@"; exit $?',
+    ];
+    const s = await startServer({ env: { ...baseEnv, POLYSPAWN_DEPTH: '1' }, launcher: clearing });
+    try {
+      expect((await toolNames(s)).filter((n) => n.startsWith('spawn_'))).toEqual([]);
+      expect(s.client.getInstructions()).toMatch(/serves no spawn tools: .*POLYSPAWN_DEPTH=1/);
+    } finally {
+      await s.close();
     }
   });
 

@@ -49,8 +49,9 @@ describe('secrets', () => {
       return result.structuredContent as { agent_id: string };
     };
     const prompts = [
-      ['claude', '[[cli:echo-env:MISTRAL_API_KEY]]'],
-      ['codex', '[[cli:echo-env:ANTHROPIC_API_KEY]]'],
+      // Its own login reaches a CLI (another backend's key does not: test/e2e/child-env.test.ts).
+      ['claude', '[[cli:echo-env:ANTHROPIC_API_KEY]]'],
+      ['codex', '[[cli:echo-env:MISTRAL_API_KEY]]'],
       ['copilot', '[[cli:echo-env:GITHUB_TOKEN]]'],
       ['copilot', `the key is ${KEYS.MISTRAL_API_KEY}, also ${KEYS.GEMINI_API_KEY_IN_FILE}`],
       ['claude', `${KEYS.GITHUB_TOKEN} first line with a token [[cli:fail]]`],

@@ -213,7 +213,7 @@ describe('running agents', () => {
     const record = recordOf(marker);
     expect(record.argv).toEqual(expect.arrayContaining(['--model', 'opus']));
     // The caller's system prompt, then the line about the channel to the orchestrator.
-    const systemPrompt = record.argv[record.argv.indexOf('--append-system-prompt') + 1];
+    const systemPrompt = record.files[record.argv[record.argv.indexOf('--append-system-prompt-file') + 1]!];
     expect(systemPrompt).toMatch(/^Be brief\.\n\nWhen a decision is not yours to make, ask the orchestrator/);
     expect(record.cwd).toBe(cwd);
     expect(record.env.CLAUDECODE).toBeNull(); // removed although the server has it

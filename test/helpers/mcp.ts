@@ -28,6 +28,8 @@ export async function startServer(
     fakeClis?: boolean;
     projectDir?: string;
     /** clientInfo.name sent in initialize */ clientName?: string;
+    /** A command the server is started through (node and cli.js are appended as its arguments). */
+    launcher?: string[];
   } = {},
 ): Promise<TestServer> {
   const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
@@ -41,8 +43,8 @@ export async function startServer(
     options.env,
   );
   const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [serverEntry],
+    command: options.launcher?.[0] ?? process.execPath,
+    args: [...(options.launcher?.slice(1) ?? []), ...(options.launcher ? [process.execPath] : []), serverEntry],
     cwd: projectDir,
     env,
     stderr: 'pipe',

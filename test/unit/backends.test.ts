@@ -80,8 +80,8 @@ describe('claude arguments', () => {
       '--verbose',
       '--model',
       'm1',
-      '--append-system-prompt',
-      'Be terse.',
+      '--append-system-prompt-file',
+      '/scratch/claude-system-prompt.md',
       '--resume=abc-123',
       '--permission-mode',
       'acceptEdits',
@@ -92,6 +92,8 @@ describe('claude arguments', () => {
       'Bash(git push)',
     ]);
     expect(spec.env.IS_SANDBOX).toBeUndefined();
+    // A file, not an argument: Linux caps one argument at 128 KiB, and the schema allows more.
+    expect(spec.files).toEqual({ '/scratch/claude-system-prompt.md': 'Be terse.' });
   });
 });
 

@@ -30,6 +30,7 @@ describe('config', () => {
       allowTools: [],
       denyTools: [],
       bin: undefined,
+      env: [],
     });
     expect(c.backends.codex!.permission).toBe('danger-full-access');
     expect(c.backends.copilot!.permission).toBe('allow-all');
@@ -123,6 +124,29 @@ describe('config', () => {
       `the project's config ${projectFile} sets concurrency 3, backends.codex.permission "workspace-write"; ` +
         'it may not set backends.grok.base_url, backends.mistral.base_url, backends.claude.bin, backends.codex.bin ' +
         `(ignored: set them in your own config, ${join(dir, 'xdg', 'polyspawn', 'config.json')}, or the environment)`,
+    );
+  });
+
+  test("the variables passed on to a CLI by name (backends.<name>.env): the user's config or the environment, never a project's", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(
+      join(dir, 'xdg', 'polyspawn', 'config.json'),
+      JSON.stringify({ backends: { copilot: { env: ['NPM_TOKEN'] } } }),
+    );
+    writeFileSync(
+      join(dir, 'polyspawn.config.json'),
+      JSON.stringify({ backends: { claude: { env: ['XAI_API_KEY'] }, copilot: { env: ['AWS_SECRET_ACCESS_KEY'] } } }),
+    );
+    const c = loadConfig(backends, env, dir);
+    expect(c.backends.claude!.env).toEqual([]);
+    expect(c.backends.copilot!.env).toEqual(['NPM_TOKEN']);
+    expect(c.projectConfig!.ignored).toEqual(['backends.claude.env', 'backends.copilot.env']);
+    expect(
+      loadConfig(backends, { ...env, POLYSPAWN_CLAUDE_ENV: 'GH_TOKEN, NPM_TOKEN' }, dir).backends.claude!.env,
+    ).toEqual(['GH_TOKEN', 'NPM_TOKEN']);
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_GROK_ENV: 'GH_TOKEN' }, dir)).toThrow(
+      /grok: env \(POLYSPAWN_GROK_ENV\) applies only to CLI backends/,
     );
   });
 

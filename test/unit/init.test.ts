@@ -104,6 +104,10 @@ describe('init in an empty project', () => {
     expect(codex.mcp_servers.agents.env_vars).toEqual(
       expect.arrayContaining(['XAI_API_KEY', 'GEMINI_API_KEY', 'MISTRAL_API_KEY']),
     );
+    // Codex clears its MCP servers' environment: without these a codex agent's polyspawn is at depth 0.
+    expect(codex.mcp_servers.agents.env_vars).toEqual(
+      expect.arrayContaining(['POLYSPAWN_DEPTH', 'POLYSPAWN_ALLOW_DEPTH']),
+    );
   });
 
   test('a second run changes nothing and says so', () => {

@@ -59,7 +59,7 @@ const anvil: CliBackend = {
   secretPatterns: [],
   loginEnv: ['ANVIL_TOKEN', 'ANVIL_HOME'],
   removeEnv: ['ANVIL_NESTED'],
-  maxOutputSchemaChars: 100,
+  maxOutputSchemaBytes: 100,
   command: (input, settings) => ({
     file: settings.bin ?? 'anvil',
     args: [],
@@ -289,7 +289,7 @@ describe('a backend added beside the registry', () => {
     });
     const schema = { type: 'object', description: 'x'.repeat(200) };
     expect(schemaProblem(schema, anvil)).toBe(
-      'the output schema is longer than 100 characters, the most anvil takes: simplify it',
+      'the output schema is 234 bytes as JSON text, more than the 100 anvil takes on its command line: simplify it',
     );
     expect(schemaProblem(schema, acme)).toBeUndefined();
     const tooLong = checkDefinition(
@@ -301,7 +301,7 @@ describe('a backend added beside the registry', () => {
     );
     expect(tooLong).toMatchObject({
       problems: expect.arrayContaining([
-        'output_schema: the output schema is longer than 100 characters, the most anvil takes: simplify it',
+        'output_schema: the output schema is 234 bytes as JSON text, more than the 100 anvil takes on its command line: simplify it',
       ]),
     });
   });

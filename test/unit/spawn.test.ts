@@ -124,6 +124,25 @@ describe('spawnJob', () => {
     expect(job.resumeSessionId).toBeUndefined();
   });
 
+  test('a system prompt a backend takes as a command-line argument is capped in bytes, and said to be too large', () => {
+    const { ctx } = setup();
+    const byArgument = backends.find((b) => b.name === 'codex')!;
+    const byFile = backends.find((b) => b.name === 'claude')!;
+    // 150,000 characters are within the tool schema's 200,000, and over Linux's 128 KiB per argument.
+    const long = 'x'.repeat(150_000);
+    expect(() =>
+      spawnJob(ctx, { backend: byArgument, label: 'spawn_codex', prompt: 'hi', systemPrompt: long }),
+    ).toThrow(/system_prompt is too large for codex: 150\d{3} bytes.*at most \d+/);
+    // Characters are not bytes: 50,000 three-byte characters are 150,000 bytes.
+    expect(() =>
+      spawnJob(ctx, { backend: byArgument, label: 'spawn_codex', prompt: 'hi', systemPrompt: '\u0800'.repeat(50_000) }),
+    ).toThrow(InputError);
+    // claude reads it from a file: no such limit.
+    expect(
+      spawnJob(ctx, { backend: byFile, label: 'spawn_claude', prompt: 'hi', systemPrompt: long }).systemPrompt,
+    ).toBe(long);
+  });
+
   test('resuming an agent of an earlier process: its stored record gives the totals to subtract', () => {
     const { ctx } = setup({ history: [stored('abcdef', THREAD, totals(12, 7))] });
     const job = spawnJob(ctx, { backend, label: backend.name, prompt: 'again', resume: 'abcdef' });

@@ -121,14 +121,17 @@ describe('validating', () => {
     expect(accented.validate('cafe 😀')).toBe(false);
   });
 
-  test("a size limit: a backend's own where it declares one (claude's command line), else the server's cap", () => {
-    const sized = (chars: number) => ({ type: 'object', description: 'x'.repeat(chars) });
+  test("a size limit: a backend's own where it declares one (claude's command line), in bytes, else the server's cap", () => {
+    const sized = (chars: number, char = 'x') => ({ type: 'object', description: char.repeat(chars) });
     const byName = (name: string) => backends.find((b) => b.name === name)!;
-    expect(schemaProblem(sized(70_000), byName('claude'))).toBe(
-      'the output schema is longer than 65536 characters, the most claude takes: simplify it',
+    expect(schemaProblem(sized(130_000), byName('claude'))).toMatch(
+      /^the output schema is 1300\d\d bytes as JSON text, more than the \d+ claude takes on its command line: simplify it$/,
     );
-    expect(schemaProblem(sized(70_000), byName('codex'))).toBeUndefined();
-    expect(schemaProblem(sized(70_000))).toBeUndefined();
+    // 50,000 characters, 150,000 bytes: Linux counts bytes.
+    expect(schemaProblem(sized(50_000, '\u0800'), byName('claude'))).toMatch(/1500\d\d bytes/);
+    expect(schemaProblem(sized(100_000), byName('claude'))).toBeUndefined();
+    expect(schemaProblem(sized(130_000), byName('codex'))).toBeUndefined();
+    expect(schemaProblem(sized(130_000))).toBeUndefined();
     expect(schemaProblem(sized(300_000), byName('codex'))).toBe(
       `the output schema is longer than ${MAX_SCHEMA_CHARS} characters: simplify it`,
     );

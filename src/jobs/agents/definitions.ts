@@ -10,6 +10,7 @@ import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
+import { ENV_NAME, jsonBytes } from '../../lib/text.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
@@ -35,6 +36,8 @@ export type AgentDefinition = {
   nesting: number;
   /** false: its runs get no channel to ask the orchestrator. */
   askParent?: false;
+  /** Variables its CLI gets by name, secrets included (agent.md's `env`). */
+  env?: string[];
   scope: AgentScope;
   file: string;
 };
@@ -57,7 +60,17 @@ const MAX_FILE_BYTES = 1024 * 1024;
 const MAX_PROMPT_CHARS = 200_000;
 const MAX_DESCRIPTION_CHARS = 2000;
 
+/** Why `text` is too large a system prompt for `backend` (one it takes on its command line), or undefined. */
+export function systemPromptProblem(text: string, backend: Backend): string | undefined {
+  const max = backend.maxSystemPromptBytes;
+  const bytes = jsonBytes(text);
+  if (max === undefined || bytes <= max) return undefined;
+  return `too large for ${backend.name}: ${bytes} bytes as a JSON string, and it takes at most ${max} on its command line: shorten it`;
+}
+
 const stringList = z.array(z.string().min(1).max(500)).max(200);
+/** Variables passed on to the agent's CLI by name, secrets included (a CLI gets no other secret). */
+const envNames = z.array(z.string().regex(ENV_NAME, 'must be a variable name')).max(100);
 const stringMap = z.record(z.string().min(1).max(200), z.string().max(10_000));
 const httpUrl = z
   .string()
@@ -97,6 +110,7 @@ export const frontmatterSchema = z
     output_schema: z.record(z.string(), z.unknown()).optional(),
     allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
     ask_parent: z.boolean().optional(),
+    env: envNames.optional(),
   })
   .strict();
 
@@ -166,10 +180,14 @@ export function checkDefinition(
       if ('error' in model) problems.push(`model: ${model.error}`);
     }
     if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
+    else {
+      const tooLarge = systemPromptProblem(body.trim(), backend);
+      if (tooLarge) problems.push(`the system prompt is ${tooLarge}`);
+    }
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent'] as const) {
+      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent', 'env'] as const) {
         if (fm[key] !== undefined && fm[key] !== false)
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
@@ -210,6 +228,7 @@ export function checkDefinition(
       ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
       nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
       ...(fm.ask_parent === false ? { askParent: false as const } : {}),
+      ...(fm.env?.length ? { env: fm.env } : {}),
       scope: where.scope,
       file: where.file,
     },
@@ -392,6 +411,7 @@ export function namedAgentSettings(definition: AgentDefinition, backend: Backend
     ...(definition.deny ? { denyTools: definition.deny } : {}),
     ...(definition.mcpServers ? { mcpServers: definition.mcpServers } : {}),
     ...(definition.nesting ? { nesting: definition.nesting } : {}),
+    ...(definition.env ? { env: definition.env } : {}),
   };
 }
 

@@ -4,6 +4,11 @@
 // was defined with `allow_nesting`: then the child's environment also carries
 // POLYSPAWN_ALLOW_DEPTH, the deepest level whose polyspawn may still start agents. Whatever
 // the allowance, a polyspawn at MAX_DEPTH or deeper never starts agents.
+//
+// The marker fails closed: a value that is not a whole number (an empty one too) counts as
+// nested, and a client that starts polyspawn with a cleared environment (Codex does, for its MCP
+// servers) does not clear it: the app also reads the marker of the nearest ancestor process that
+// was started with one (src/lib/proc.ts, ancestorVariables), and the deeper of the two counts.
 export const DEPTH_ENV = 'POLYSPAWN_DEPTH';
 export const ALLOW_DEPTH_ENV = 'POLYSPAWN_ALLOW_DEPTH';
 /** Agents run at most this many levels below the outermost polyspawn. */
@@ -22,9 +27,25 @@ export type Nesting = {
 const wholeNumber = (raw: string | undefined): number | undefined =>
   raw !== undefined && /^\d{1,6}$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
 
-export function nestingFrom(env: NodeJS.ProcessEnv): Nesting {
+/** The variables that carry the marker, as ancestorVariables is asked for them. */
+export const NESTING_ENV = [DEPTH_ENV, ALLOW_DEPTH_ENV] as const;
+
+/**
+ * How deep this polyspawn runs, from its own environment and the one its nearest marked
+ * ancestor process was started with: the deeper counts, and one that cannot start agents wins a tie.
+ */
+export function nestingFrom(env: NodeJS.ProcessEnv, ancestor: NodeJS.ProcessEnv = {}): Nesting {
+  const own = markerNesting(env);
+  if (ancestor[DEPTH_ENV] === undefined) return own;
+  const inherited = markerNesting(ancestor);
+  if (env[DEPTH_ENV] === undefined) return inherited;
+  if (inherited.depth !== own.depth) return inherited.depth > own.depth ? inherited : own;
+  return own.canSpawn ? inherited : own;
+}
+
+function markerNesting(env: NodeJS.ProcessEnv): Nesting {
   const raw = env[DEPTH_ENV];
-  if (raw === undefined || raw === '') return { depth: 0, canSpawn: true };
+  if (raw === undefined) return { depth: 0, canSpawn: true };
   const depth = wholeNumber(raw);
   if (depth === undefined) {
     return {

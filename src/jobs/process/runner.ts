@@ -5,6 +5,7 @@
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';
+import { PRIVATE_FILE } from '../../lib/fs.js';
 import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
@@ -39,6 +40,8 @@ export type RunResult = {
   stdoutTruncated: boolean;
   stderr: string;
   spawnError?: string;
+  /** The system's error code of a spawn error (ENOENT, EACCES, E2BIG), where it gave one. */
+  spawnErrorCode?: string;
 };
 
 export type RunningProcess = {
@@ -66,9 +69,10 @@ function childEnv({ baseEnv = process.env, env: changes }: RunSpec): Record<stri
 export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
+  let spawnErrorCode: string | undefined;
   const logs: number[] = [];
   try {
-    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w'));
+    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w', PRIVATE_FILE));
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
@@ -80,6 +84,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     // A log that cannot be created (the executor chose a writable folder: a race), or an
     // argument holding a NUL byte.
     spawnError = (error as Error).message;
+    spawnErrorCode = (error as NodeJS.ErrnoException).code;
   } finally {
     for (const fd of logs) closeSync(fd); // the child holds its own copies
   }
@@ -95,6 +100,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     child.on('error', (error) => {
       if (child.pid !== undefined) return; // a failed kill(): the child still runs
       spawnError = error.message;
+      spawnErrorCode = (error as NodeJS.ErrnoException).code;
       resolve({ code: null, signal: null });
     });
     child.once('exit', (code, signal) => resolve({ code, signal }));
@@ -130,6 +136,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
         stdoutTruncated: false,
         stderr: '',
         spawnError: spawnError ?? `could not start ${spec.file}`,
+        ...(spawnErrorCode ? { spawnErrorCode } : {}),
       };
     }
     liveGroups.delete(pgid);

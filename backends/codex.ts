@@ -9,6 +9,20 @@ const tomlTable = (entries: Record<string, string>) =>
   `{${Object.entries(entries)
     .map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`)
     .join(', ')}}`;
+/** A TOML array of strings. */
+const tomlList = (items: readonly string[]) => `[${items.map(tomlString).join(', ')}]`;
+
+/**
+ * The variable that holds the agent's n-th MCP header value (n counts over all its servers, so
+ * names that differ only in case or `-`/`_` cannot collide), with SECRET in it so that codex's
+ * default shell environment policy keeps it from the commands the model runs.
+ */
+const headerVariable = (server: string, n: number) =>
+  `POLYSPAWN_MCP_${server.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_SECRET_${n}`;
+
+const LOGIN_ENV = ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'];
+/** Variables codex itself runs by: an MCP server's env may not set them (see mcpServersProblem). */
+const OWN_ENV = ['HOME', 'PATH', ...LOGIN_ENV];
 
 export const codex: CliBackend = {
   name: 'codex',
@@ -25,10 +39,27 @@ export const codex: CliBackend = {
   supportsToolLists: false,
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
-  loginEnv: ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'],
+  loginEnv: LOGIN_ENV,
   // developer_instructions is a `-c` argument (no file takes its place: model_instructions_file
   // replaces codex's own instructions), and Linux caps one argument at 128 KiB.
   maxSystemPromptBytes: 120 * 1024,
+
+  // A stdio server's env reaches it through codex's own environment (command() below), where a
+  // variable has one value, and where it would also change codex's own settings.
+  mcpServersProblem(servers) {
+    const given = new Map<string, { server: string; value: string }>();
+    for (const [server, spec] of Object.entries(servers)) {
+      for (const [variable, value] of Object.entries(('env' in spec && spec.env) || {})) {
+        if (OWN_ENV.includes(variable) || variable.startsWith('POLYSPAWN_'))
+          return `mcp_servers.${server}.env.${variable}: codex gets a server's env through its own environment, where ${variable} is codex's or polyspawn's own setting: leave it out`;
+        const earlier = given.get(variable);
+        if (earlier && earlier.value !== value)
+          return `mcp_servers: ${earlier.server} and ${server} give ${variable} different values, and codex passes a server's env from its own environment, where a variable has one value: give both the same value, or give one server's program another variable name`;
+        given.set(variable, { server, value });
+      }
+    }
+    return undefined;
+  },
 
   command(input, settings, { scratchDir, parent }) {
     const resuming = input.resumeSessionId !== undefined;
@@ -46,16 +77,32 @@ export const codex: CliBackend = {
       files[path] = JSON.stringify(input.outputSchema, null, 2);
       args.push('--output-schema', path);
     }
-    // Server names are [A-Za-z0-9_-]+ (checked where agents are defined): bare TOML keys.
+    // Values (tokens) go in codex's environment, never in argv (`ps` shows it to every user):
+    // argv names the variables codex reads them from. Server names are [A-Za-z0-9_-]+ (checked
+    // where agents are defined): bare TOML keys.
+    const env: Record<string, string> = {};
+    let headers = 0;
     for (const [name, spec] of Object.entries(input.mcpServers ?? {})) {
       const key = `mcp_servers.${name}`;
       if ('url' in spec) {
         args.push('-c', `${key}.url=${tomlString(spec.url)}`);
-        if (spec.headers) args.push('-c', `${key}.http_headers=${tomlTable(spec.headers)}`);
+        if (spec.headers) {
+          const variables = Object.entries(spec.headers).map(([header, value]) => {
+            const variable = headerVariable(name, ++headers);
+            env[variable] = value;
+            return [header, variable] as const;
+          });
+          args.push('-c', `${key}.env_http_headers=${tomlTable(Object.fromEntries(variables))}`);
+        }
       } else {
         args.push('-c', `${key}.command=${tomlString(spec.command)}`);
-        if (spec.args) args.push('-c', `${key}.args=[${spec.args.map(tomlString).join(', ')}]`);
-        if (spec.env) args.push('-c', `${key}.env=${tomlTable(spec.env)}`);
+        if (spec.args) args.push('-c', `${key}.args=${tomlList(spec.args)}`);
+        if (spec.env) {
+          // codex passes the variables named in env_vars from its own environment to the server;
+          // mcpServersProblem refuses two servers giving one variable different values.
+          Object.assign(env, spec.env);
+          args.push('-c', `${key}.env_vars=${tomlList(Object.keys(spec.env))}`);
+        }
       }
     }
     if (parent) {
@@ -71,7 +118,7 @@ export const codex: CliBackend = {
     // After `--` the id is the SESSION_ID positional, never an option (`--last`); `-` still means stdin.
     if (resuming) args.push('--', input.resumeSessionId!);
     args.push('-');
-    return { file: settings.bin ?? 'codex', args, env: {}, stdin: input.prompt, files };
+    return { file: settings.bin ?? 'codex', args, env, stdin: input.prompt, files };
   },
 
   parse(run) {

@@ -153,6 +153,8 @@ export type CliBackend = BackendBase & {
    * the channel to the orchestrator, CommandContext.parent).
    */
   supportsMcpServers?: boolean;
+  /** Why an agent cannot be given these MCP servers together, or undefined (checked where agents are defined). */
+  mcpServersProblem?(servers: Readonly<Record<string, McpServerSpec>>): string | undefined;
   /**
    * The environment variables the CLI logs in with (keys, tokens, its own config folder): the
    * only variables whose names mark a secret that its child gets unless passed on by name, and

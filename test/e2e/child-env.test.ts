@@ -29,7 +29,7 @@ const server: Record<string, string> = {
   CLAUDE_CODE_MAX_OUTPUT_TOKENS: '4096', // a count, not a secret
   PLAIN_SETTING: 'kept',
 };
-const recorded = [...Object.keys(server), 'POLYSPAWN_PARENT_TOKEN'];
+const recorded = [...Object.keys(server), 'POLYSPAWN_PARENT_TOKEN', 'GITHUB_TOKEN', 'POLYSPAWN_MCP_WEB_SECRET_1'];
 
 let s: TestServer;
 let project: string;
@@ -45,6 +45,16 @@ beforeAll(async () => {
   writeFileSync(
     join(project, '.xdg-config', 'polyspawn', 'agents', 'releaser', 'agent.md'),
     '---\ndescription: Releases.\nbackend: claude\nenv: [GH_TOKEN]\n---\nYou release.\n',
+  );
+  // A codex agent whose MCP servers take a token each: the values reach codex through its
+  // environment (past the filter of secret-looking names), never through argv.
+  mkdirSync(join(project, '.xdg-config', 'polyspawn', 'agents', 'gh-reader'));
+  writeFileSync(
+    join(project, '.xdg-config', 'polyspawn', 'agents', 'gh-reader', 'agent.md'),
+    '---\ndescription: Reads issues.\nbackend: codex\nmcp_servers:\n' +
+      '  gh: { command: gh-mcp, env: { GITHUB_TOKEN: ghp-mcp-value-0123456789 } }\n' +
+      '  web: { url: "https://mcp.example/mcp", headers: { Authorization: "Bearer web-mcp-value-0123456789" } }\n' +
+      '---\nYou read issues.\n',
   );
   s = await startServer({
     projectDir: project,
@@ -93,6 +103,27 @@ describe("a CLI agent's environment", () => {
       OPENAI_API_KEY: null,
       NPM_TOKEN: null,
     });
+  });
+
+  test("a codex agent's MCP server tokens: in its environment, not in its argv; the channel's server unchanged", async () => {
+    const job = await s.callOk<{ state: string }>('spawn_gh-reader', { prompt: 'env gh-reader', wait_s: 30 });
+    expect(job.state).toBe('succeeded');
+    const { env, argv } = recordOf('env gh-reader');
+    expect(env).toMatchObject({
+      GITHUB_TOKEN: 'ghp-mcp-value-0123456789',
+      POLYSPAWN_MCP_WEB_SECRET_1: 'Bearer web-mcp-value-0123456789',
+      NPM_TOKEN: 'npm-token',
+      XAI_API_KEY: null,
+    });
+    expect(env.POLYSPAWN_PARENT_TOKEN).toMatch(/^psp_/);
+    expect(argv.join(' ')).not.toMatch(/mcp-value|psp_/);
+    expect(argv).toEqual(
+      expect.arrayContaining([
+        'mcp_servers.gh.env_vars=["GITHUB_TOKEN"]',
+        'mcp_servers.web.env_http_headers={"Authorization" = "POLYSPAWN_MCP_WEB_SECRET_1"}',
+        'mcp_servers.parent.bearer_token_env_var="POLYSPAWN_PARENT_TOKEN"',
+      ]),
+    );
   });
 
   test("a named agent's env list passes a named variable on", async () => {

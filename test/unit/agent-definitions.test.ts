@@ -149,6 +149,18 @@ describe('parsing and checking agent.md', () => {
     ],
     ['x20', file('description: x\nbackend: claude\nmcp_servers: { a: { url: "ftp://x" } }'), /mcp_servers\.a/],
     ['x21', file('description: x\ndescription: y\nbackend: claude'), /not valid YAML/],
+    [
+      'x22',
+      file(
+        'description: x\nbackend: codex\nmcp_servers: { a: { command: x, env: { T: "1" } }, b: { command: y, env: { T: "2" } } }',
+      ),
+      /mcp_servers: a and b give T different values, and codex passes/,
+    ],
+    [
+      'x23',
+      file('description: x\nbackend: codex\nmcp_servers: { a: { command: x, env: { CODEX_HOME: /tmp } } }'),
+      /mcp_servers\.a\.env\.CODEX_HOME: codex gets .* codex's or polyspawn's own setting/,
+    ],
   ])('%s is skipped with a reason', (name, text, reason) => {
     const { ctx, write } = setup();
     const path = write('project', name, text);

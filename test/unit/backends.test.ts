@@ -145,6 +145,37 @@ describe('codex arguments', () => {
       '-',
     ]);
   });
+  test("an agent's MCP servers: the env and header values in the child's environment, only names in argv", () => {
+    const token = 'ghp_abcdefghijklmnopqrstuvwxyz0123456789';
+    const bearer = 'Bearer xyz-0123456789abcdef';
+    const spec = codex.command(
+      input({
+        mcpServers: {
+          gh: { command: 'gh-mcp', args: ['--ro'], env: { GITHUB_TOKEN: token, MODE: 'ro' } },
+          'my-docs': { url: 'https://docs.example/mcp', headers: { Authorization: bearer, 'X-Team': 'a' } },
+        },
+      }),
+      settings(codex),
+      ctx,
+    );
+    expect(spec.args.join(' ')).not.toContain(token);
+    expect(spec.args.join(' ')).not.toContain('xyz-0123456789abcdef');
+    expect(spec.args).toEqual(
+      expect.arrayContaining([
+        'mcp_servers.gh.command="gh-mcp"',
+        'mcp_servers.gh.args=["--ro"]',
+        'mcp_servers.gh.env_vars=["GITHUB_TOKEN", "MODE"]',
+        'mcp_servers.my-docs.url="https://docs.example/mcp"',
+        'mcp_servers.my-docs.env_http_headers={"Authorization" = "POLYSPAWN_MCP_MY_DOCS_SECRET_1", "X-Team" = "POLYSPAWN_MCP_MY_DOCS_SECRET_2"}',
+      ]),
+    );
+    expect(spec.env).toEqual({
+      GITHUB_TOKEN: token,
+      MODE: 'ro',
+      POLYSPAWN_MCP_MY_DOCS_SECRET_1: bearer,
+      POLYSPAWN_MCP_MY_DOCS_SECRET_2: 'a',
+    });
+  });
 });
 
 describe('copilot arguments', () => {

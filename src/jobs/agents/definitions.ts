@@ -200,6 +200,9 @@ export function checkDefinition(
       if ((fm.allow || fm.deny) && !backend.supportsToolLists)
         problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
       if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
+      const serversProblem =
+        fm.mcp_servers && backend.mcpServersProblem?.(fm.mcp_servers as Record<string, McpServerSpec>);
+      if (serversProblem) problems.push(serversProblem);
       if (fm.mcp_servers?.[PARENT_SERVER])
         problems.push(
           `mcp_servers.${PARENT_SERVER}: the name is the channel to the orchestrator's (ask_parent): choose another`,

@@ -66,12 +66,12 @@ interface Run {
   stderr: string;
 }
 
-/** Runs a CLI in the project with the prompt on stdin and the fake's environment. */
-function run(bin: string, args: string[], prompt: string, token: string): Promise<Run> {
+/** Runs a CLI in the project with the prompt on stdin and the fake's environment (and `extraEnv`). */
+function run(bin: string, args: string[], prompt: string, token: string, extraEnv = {}): Promise<Run> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   delete env.CLAUDECODE; // set when the tests run inside Claude Code
-  Object.assign(env, homes.env, { PARENT_TOKEN: token });
+  Object.assign(env, homes.env, { PARENT_TOKEN: token }, extraEnv);
   return new Promise((resolve, reject) => {
     const child = spawn(bin, args, { cwd: project, env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -168,8 +168,8 @@ const codexChannel = (server: ParentMcp, approve: boolean) => [
   ...(approve ? ['-c', 'mcp_servers.parent.default_tools_approval_mode="approve"'] : []),
 ];
 
-const codex = async (server: ParentMcp, prompt: string, args: string[]) => {
-  const result = await run(clis.codex, args, prompt, server.token);
+const codex = async (server: ParentMcp, prompt: string, args: string[], extraEnv = {}) => {
+  const result = await run(clis.codex, args, prompt, server.token, extraEnv);
   const items = jsonLines(result.stdout).flatMap((l) => (l.type === 'item.completed' ? [l.item as Line] : []));
   const answer = items.findLast((i) => i.type === 'agent_message')?.text;
   const toolCall = items.find((i) => i.type === 'mcp_tool_call') as { error?: { message: string } | null } | undefined;
@@ -227,6 +227,46 @@ describe('codex 0.169.0', () => {
     expect(readOnly.server.calls).toEqual([readOnly.args]);
   });
 
+  // How polyspawn gives a codex agent its MCP servers' secrets: values in codex's environment,
+  // only the variables' names in argv. `settings`: the `parent` server's, key=value.
+  const parentServer = (settings: string[]) => [
+    'exec',
+    '--json',
+    '--skip-git-repo-check',
+    '-m',
+    'gpt-5.5',
+    ...[...settings, 'default_tools_approval_mode="approve"'].flatMap((s) => ['-c', `mcp_servers.parent.${s}`]),
+    '--sandbox',
+    'read-only',
+    '-',
+  ];
+
+  test('env_http_headers: the Authorization header from a variable reaches an HTTP server', async () => {
+    const { server, args, prompt } = await channel();
+    const viaHeader = parentServer([
+      `url=${JSON.stringify(server.url)}`,
+      'env_http_headers={"Authorization" = "POLYSPAWN_MCP_PARENT_SECRET_1"}',
+    ]);
+    const done = await codex(server, prompt, viaHeader, { POLYSPAWN_MCP_PARENT_SECRET_1: `Bearer ${server.token}` });
+    expect(done.code, done.stderr).toBe(0);
+    expect(server.calls).toEqual([args]);
+    expect(done.answer).toContain(firstResult);
+  });
+
+  test("env_vars: a stdio server gets the named variable from codex's environment, and no other", async () => {
+    const { server, prompt } = await channel(); // only its prompt: the stdio server answers
+    const script = join(mkdtempSync(join(homes.dir, 'stdio-')), 'echo-env.mjs');
+    writeFileSync(script, echoEnvServer);
+    const stdio = parentServer([
+      `command=${JSON.stringify(process.execPath)}`,
+      `args=[${JSON.stringify(script)}]`,
+      'env_vars=["ECHO_SECRET"]',
+    ]);
+    const done = await codex(server, prompt, stdio, { ECHO_SECRET: 'echo-value-42', OTHER_SETTING: 'not-passed' });
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.answer).toContain(JSON.stringify({ ECHO_SECRET: 'echo-value-42', OTHER_SETTING: null }));
+  });
+
   test('exec resume takes the same -c settings (a new port and token for the resumed run)', async () => {
     const first = await channel();
     const started = await codex(first.server, 'hello', codexExec('gpt-5.5', first.server, []));
@@ -243,6 +283,20 @@ describe('codex 0.169.0', () => {
     expect(resumed.answer).toContain(firstResult);
   });
 });
+
+/** A stdio MCP server whose ask_parent answers with two variables of its environment. */
+const echoEnvServer = `
+import { McpServer } from ${JSON.stringify(import.meta.resolve('@modelcontextprotocol/sdk/server/mcp.js'))};
+import { StdioServerTransport } from ${JSON.stringify(import.meta.resolve('@modelcontextprotocol/sdk/server/stdio.js'))};
+const server = new McpServer({ name: 'parent', version: '0.0.0' });
+server.registerTool('ask_parent', { description: 'Ask the orchestrator.', inputSchema: {} }, () => ({
+  content: [{ type: 'text', text: JSON.stringify({
+    ECHO_SECRET: process.env.ECHO_SECRET ?? null,
+    OTHER_SETTING: process.env.OTHER_SETTING ?? null,
+  }) }],
+}));
+await server.connect(new StdioServerTransport());
+`;
 
 // ---------------------------------------------------------------------------------------------
 // copilot: --additional-mcp-config @file; the tool is offered as `parent-ask_parent`.

@@ -78,6 +78,10 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
   return {
     dir,
     env: {
+      // The commands the agents run start login shells (codex: bash -lc): a home of their own
+      // keeps this machine's shell profile out of them (a profile that waits on a lock left by
+      // a killed shell stalls every command; measured with pyenv's rehash).
+      HOME: dir,
       XDG_CACHE_HOME: clis.copilotXdgCache,
       ANTHROPIC_BASE_URL: apiUrl,
       ANTHROPIC_API_KEY: 'sk-ant-contract-test',

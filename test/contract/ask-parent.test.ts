@@ -6,10 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
-import { startServer, type TestServer } from '../helpers/mcp.js';
+import type { TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
-import { installClis, makeCliHomes, type CliHomes } from './clis.js';
+import { startContractRig, type ContractRig } from './clis.js';
 
 type Question = { agent_id: string; message_id: string; question: string; options?: string[]; asked_at: string };
 type Job = {
@@ -21,23 +20,12 @@ type Job = {
 };
 type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
 
-let api: FakeModelApi;
+let rig: ContractRig;
 let server: TestServer;
-let homes: CliHomes;
 
 beforeAll(async () => {
-  const clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  server = await startServer({
-    fakeClis: false,
-    env: {
-      POLYSPAWN_CLAUDE_BIN: clis.claude,
-      POLYSPAWN_CODEX_BIN: clis.codex,
-      POLYSPAWN_COPILOT_BIN: clis.copilot,
-      ...homes.env,
-    },
-  });
+  rig = await startContractRig();
+  server = rig.server;
   // The stricter modes: claude asks before edits, codex is read-only, copilot runs listed tools only.
   const strict = { claude: 'acceptEdits', codex: 'read-only', copilot: 'listed' } as const;
   for (const [backend, permission] of Object.entries(strict)) {
@@ -51,11 +39,7 @@ beforeAll(async () => {
   }
 }, 900_000);
 
-afterAll(async () => {
-  await server?.close();
-  await api?.close();
-  homes?.remove();
-});
+afterAll(() => rig?.close());
 
 const ASK = `[[fake:mcp:parent:ask_parent:${JSON.stringify({ question: 'Which colour?', options: ['red', 'blue'] })}]]`;
 

@@ -4,9 +4,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
-import { startServer, type TestServer } from '../helpers/mcp.js';
-import { installClis, makeCliHomes, type CliHomes } from './clis.js';
+import type { FakeModelApi } from '../fakes/model-api.js';
+import type { TestServer } from '../helpers/mcp.js';
+import { startContractRig, type ContractRig } from './clis.js';
 
 type Job = {
   agent_id: string;
@@ -19,33 +19,18 @@ type Job = {
   cost_source?: string;
 };
 
+let rig: ContractRig;
 let api: FakeModelApi;
 let server: TestServer;
-let homes: CliHomes;
 const project = () => server.projectDir;
 
 beforeAll(async () => {
-  const clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  server = await startServer({
-    fakeClis: false,
-    env: {
-      POLYSPAWN_CLAUDE_BIN: clis.claude,
-      POLYSPAWN_CODEX_BIN: clis.codex,
-      POLYSPAWN_COPILOT_BIN: clis.copilot,
-      ...homes.env,
-      // Nested inside Claude Code this would be set; polyspawn must remove it for claude.
-      CLAUDECODE: '1',
-    },
-  });
+  // Nested inside Claude Code this would be set; polyspawn must remove it for claude.
+  rig = await startContractRig({ CLAUDECODE: '1' });
+  ({ api, server } = rig);
 }, 900_000);
 
-afterAll(async () => {
-  await server?.close();
-  await api?.close();
-  homes?.remove();
-});
+afterAll(() => rig?.close());
 
 const spawn = async (backend: string, args: Record<string, unknown>): Promise<Job> => {
   const job = await server.callOk<Job>(`spawn_${backend}`, args);

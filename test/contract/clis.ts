@@ -4,7 +4,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from '../helpers/mcp.js';
+import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
+import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 
 export interface InstalledClis {
   claude: string;
@@ -95,5 +96,34 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
       COPILOT_PROVIDER_API_KEY: 'contract-test-key',
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** The fake model API, the CLIs' homes, and the built server pointed at the pinned CLIs and both. */
+export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Promise<void> };
+
+/** `env`: more variables for the server (and so the CLIs it starts). */
+export async function startContractRig(env: Record<string, string> = {}): Promise<ContractRig> {
+  const clis = installClis();
+  const api = await startFakeModelApi();
+  const homes = makeCliHomes(api.url, clis);
+  const server = await startServer({
+    fakeClis: false,
+    env: {
+      POLYSPAWN_CLAUDE_BIN: clis.claude,
+      POLYSPAWN_CODEX_BIN: clis.codex,
+      POLYSPAWN_COPILOT_BIN: clis.copilot,
+      ...homes.env,
+      ...env,
+    },
+  });
+  return {
+    api,
+    server,
+    async close() {
+      await server.close();
+      await api.close();
+      homes.remove();
+    },
   };
 }

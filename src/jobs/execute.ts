@@ -135,17 +135,18 @@ async function openChannel(
 async function executeCli(
   backend: CliBackend,
   job: Readonly<JobRecord>,
-  { config, env, log }: ExecutorContext,
+  ctx: ExecutorContext,
   control: Parameters<Executor>[1],
   nesting: Nesting,
   channel: ParentChannel | undefined,
 ): Promise<ExecutionResult> {
-  const lease = await openChannel(backend, job, channel, log);
+  const lease = await openChannel(backend, job, channel, ctx.log);
   let files: string[] = [];
   try {
-    return await runCli(backend, job, config, env, control, nesting, lease, (written) => (files = written));
+    return await runCli(backend, job, ctx, control, nesting, lease, (written) => (files = written));
   } finally {
-    // The token stops working before anyone hears the job ended; the files that held it go too.
+    // The token stops working before anyone hears the job ended; the files the command was
+    // given (an agent's MCP servers may hold secrets) go too.
     await lease?.close();
     for (const path of files) rmSync(path, { force: true });
   }
@@ -154,8 +155,7 @@ async function executeCli(
 async function runCli(
   backend: CliBackend,
   job: Readonly<JobRecord>,
-  config: ExecutorContext['config'],
-  env: ExecutorContext['env'],
+  { config, env }: ExecutorContext,
   control: Parameters<Executor>[1],
   nesting: Nesting,
   lease: ChannelLease | undefined,

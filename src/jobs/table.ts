@@ -359,7 +359,10 @@ export class JobTable {
     }
     const earlier = answerTo(record.conversation, messageId);
     if (earlier) throw new InputError(`question ${messageId} of agent ${id} was answered already, at ${earlier.at}`);
-    if (record.state !== 'running' || !this.entries.has(id)) {
+    if (record.state === 'running' && !this.entries.has(id)) {
+      throw new InputError(`agent ${id} runs in another polyspawn server on this project: answer it through that one`);
+    }
+    if (record.state !== 'running') {
       throw new InputError(
         `agent ${id} has ended (${record.state}): its question ${messageId} can no longer be answered`,
       );

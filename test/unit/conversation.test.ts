@@ -108,6 +108,24 @@ describe('a running job asks', () => {
     expect(() => jobs.waitForAnswer(job.id, 'q9', 10)).toThrow(/no question "q9" in this run/);
   });
 
+  test("another server's running agent is answered through that server", () => {
+    const theirs: JobRecord = {
+      ...request,
+      id: 'other1',
+      state: 'running',
+      createdAt: '2026-11-26T00:00:00Z',
+      conversation: [{ kind: 'question', at: '2026-11-26T00:00:01Z', messageId: 'q1', text: 'Go?' }],
+    };
+    const jobs = new JobTable({
+      concurrency: 1,
+      execute: () => new Promise(() => {}),
+      history: { get: (id) => (id === theirs.id ? theirs : undefined), finished: () => [] },
+    });
+    expect(() => jobs.reply('other1', 'q1', 'yes')).toThrow(
+      'agent other1 runs in another polyspawn server on this project: answer it through that one',
+    );
+  });
+
   test('progress: one line, the newest shown, the first hundred kept', async () => {
     const { jobs, started } = table();
     const job = await started();

@@ -147,7 +147,10 @@ async function executeCli(
   } finally {
     // The token stops working before anyone hears the job ended; the files the command was
     // given (an agent's MCP servers may hold secrets) go too.
-    await lease?.close();
+    // A channel that fails to close must not cost the job its outcome.
+    await lease
+      ?.close()
+      .catch((error: Error) => ctx.log(`agent ${job.id}: the channel did not close: ${error.message}`));
     for (const path of files) rmSync(path, { force: true });
   }
 }

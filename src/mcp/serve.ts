@@ -55,7 +55,9 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   process.stdin.once('end', () => void shutdown('stdin closed'));
   process.stdin.once('close', () => void shutdown('stdin closed'));
   process.stdout.on('error', () => void shutdown('stdout closed'));
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => void shutdown(signal));
+  // `on`, not `once`: signal-exit (in proper-lockfile and write-file-atomic) re-raises a signal
+  // when its handlers are the only ones left, which would kill the server mid-shutdown.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void shutdown(signal));
   process.once('exit', killAllGroupsNow);
   // The run store's history loads once the client has finished the handshake, so that a
   // long history never slows start-up (a tool call needing it first loads it at once).

@@ -5,8 +5,10 @@
 // that are not JSON, unknown methods, a configuration error, the shutdown on SIGTERM, and a
 // library that logs with console.log, .info or .debug once the server is serving.
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
@@ -107,5 +109,28 @@ describe('stdout carries JSON-RPC only', () => {
     expect((await server.request('tools/list', {})).result).toBeDefined();
     expect(server.stdoutProblems()).toEqual([]);
     expect(server.stderr()).toContain('library: console.log\nlibrary: console.info\nlibrary: console.debug 3\n');
+  });
+
+  test('SIGTERM while a library holds a signal-exit handler (write-file-atomic does during each write) still shuts down', async () => {
+    // signal-exit re-raises a signal when its own handlers are the only ones left: a shutdown
+    // handler that removed itself on the first call (process.once) let it kill the server mid-write.
+    const signalExit = pathToFileURL(createRequire(import.meta.url).resolve('signal-exit')).href;
+    const library = `process.on('SIGUSR2', async () => {
+      const { onExit } = await import(${JSON.stringify(signalExit)});
+      onExit(() => undefined);
+      process.stderr.write('library: holding an exit handler\\n');
+    });`;
+    const server = await startRpcServer({
+      env: {
+        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=data:text/javascript,${encodeURIComponent(library)}`,
+      },
+    });
+    server.child.kill('SIGUSR2');
+    await waitFor('the library to hold its handler', () => server.stderr().includes('library: holding'), 30_000);
+    // A running agent makes the shutdown take its grace period: time for a re-raised signal to land.
+    await server.callOk('spawn_codex', { prompt: 'runs on [[cli:hang]]' });
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    expect(server.stderr()).toMatch(/shutting down \(SIGTERM\)/);
   });
 });

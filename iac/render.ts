@@ -92,6 +92,8 @@ export type EntryContext = {
 export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   const run = ctx.runPath(r.id);
   const out: string[] = [];
+  // A team's entry links its members' entries.
+  if (r.team) out.push(`<a id="agent-${r.id}"></a>`, '');
   out.push(`### \`${r.id}\` · ${inline(r.backend)} / ${inline(r.model)} · ${statusLabel(r.state)}`);
   out.push('');
   out.push(
@@ -111,6 +113,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   out.push('');
   out.push(`**Task:** ${inline(taskLine(r.prompt)) || '—'}`);
   out.push('');
+  if (r.team) out.push(`**Team:** \`${inline(r.team.id)}\` · ${inline(r.team.role)} · ${inline(r.team.member)}`, '');
   const prompt = shorten(r.prompt, PROMPT_CHARS);
   out.push('<details>');
   out.push(`<summary>Prompt (${r.prompt.length.toLocaleString('en-US')} characters)</summary>`);
@@ -157,6 +160,8 @@ export type DocumentParts = {
   active: ActiveRow[];
   /** Rendered entries, newest first. */
   entries: string[];
+  /** Rendered teams, newest first (iac/render-team.ts). */
+  teams?: string[];
   totalFinished: number;
   storePath: string;
 };
@@ -195,6 +200,7 @@ export function renderDocument(d: DocumentParts): string {
     );
     if (progress.length) out.push('', '**Progress:**', '', ...progress);
   }
+  if (d.teams?.length) out.push('', '## Teams', '', d.teams.join('\n\n---\n\n'));
   out.push('', '## Interaction History', '');
   if (d.entries.length === 0) out.push('_No finished interactions yet._');
   else out.push(d.entries.join('\n\n---\n\n'));

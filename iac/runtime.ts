@@ -9,6 +9,11 @@ import { guardExecutor, scrubDir } from './scrub.js';
 import { RunStore, type Recovered } from './store.js';
 import { unwritableBecause } from '../src/lib/fs.js';
 import { iacTarget, IacWriter } from './writer.js';
+import { TeamFiles } from './teams.js';
+import type { TeamRecord } from '../src/jobs/teams/record.js';
+
+/** Teams shown in IAC.md, newest first. */
+const TEAMS_SHOWN = 10;
 
 /** The longest an exiting process waits for IAC.md (the lock of a dead writer goes stale in 5 s). */
 const EXIT_FLUSH_MS = 8000;
@@ -16,6 +21,8 @@ const EXIT_FLUSH_MS = 8000;
 export type IacRuntime = {
   store: RunStore;
   writer: IacWriter;
+  /** Teams, one file each beside the runs. */
+  teams: TeamFiles;
   /** Where IAC.md is written: the configured file, or beside it when that one is not polyspawn's. */
   file: string;
   /** What cannot be written (the store's folder, IAC.md's), found at start: one sentence each. */
@@ -24,6 +31,8 @@ export type IacRuntime = {
   guard(execute: Executor): Executor;
   /** The JobTable's onChange listener. */
   record(job: JobRecord): void;
+  /** The TeamTable's onChange listener. */
+  recordTeam(team: TeamRecord): void;
   /** Loads the history and recovers dead servers' jobs, in the background. */
   start(): void;
   /** Flushes IAC.md and waits for background clean-up. */
@@ -38,10 +47,11 @@ export function createIacRuntime(
   endGroup: (pgid: number, graceMs: number) => Promise<void>,
 ): IacRuntime {
   // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
+  const identity = selfIdentity();
   const store = new RunStore({
     stateDir: config.stateDir,
     redactor,
-    identity: selfIdentity(),
+    identity,
     keepFinished: Math.max(1000, config.iacEntries),
   });
   const background = new Set<Promise<unknown>>();
@@ -63,8 +73,15 @@ export function createIacRuntime(
     }
   };
 
+  const teams = new TeamFiles(config.stateDir, redactor, identity);
   const target = iacTarget(config.iacFile);
-  const writer = new IacWriter(store, { file: target.file, entries: config.iacEntries, log, onRecovered });
+  const writer = new IacWriter(store, {
+    file: target.file,
+    entries: config.iacEntries,
+    log,
+    onRecovered,
+    teams: () => teams.recent(TEAMS_SHOWN),
+  });
   const problems: string[] = target.problem ? [target.problem] : [];
   const storeProblem = unwritableBecause(config.stateDir);
   if (storeProblem) {
@@ -110,6 +127,7 @@ export function createIacRuntime(
   return {
     store,
     writer,
+    teams,
     file: target.file,
     problems,
     guard: (execute) => guardExecutor(execute, redactor, (id) => store.runDir(id), log),
@@ -119,6 +137,14 @@ export function createIacRuntime(
       else {
         if (unsaved.size === 0) setImmediate(saveNow);
         unsaved.set(job.id, job);
+      }
+      writer.schedule();
+    },
+    recordTeam(team) {
+      try {
+        teams.save(team);
+      } catch (error) {
+        log(`could not record team ${team.id} in ${teams.dir}: ${(error as Error).message}`);
       }
       writer.schedule();
     },

@@ -8,6 +8,8 @@ import writeFileAtomic from 'write-file-atomic';
 import { END_MARK, renderDocument, renderEntry, TITLE, type ActiveRow } from './render.js';
 import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';
 import { openQuestions } from '../src/jobs/conversation.js';
+import type { TeamRecord } from '../src/jobs/teams/record.js';
+import { renderTeam } from './render-team.js';
 import { makeDirs } from '../src/lib/fs.js';
 
 /**
@@ -70,6 +72,8 @@ export type IacWriterOptions = {
   onRecovered?: (recovered: Recovered[]) => void;
   /** Tests: called after each write with the document written. */
   afterWrite?: (document: string) => void;
+  /** The newest teams to show, newest first (iac/teams.ts). */
+  teams?: () => TeamRecord[];
 };
 
 export class IacWriter {
@@ -204,6 +208,7 @@ export class IacWriter {
       now,
       active: this.store.active().map((line) => this.activeRow(line)),
       entries,
+      teams: (this.options.teams?.() ?? []).map(renderTeam),
       totalFinished: this.store.finishedCount,
       storePath: fromIac(this.store.dir),
     });

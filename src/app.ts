@@ -19,6 +19,8 @@ import { terminateGroup } from './jobs/process/runner.js';
 import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
 import type { ParentChannel } from './jobs/conversation.js';
+import { TeamTable } from './jobs/teams/table.js';
+import { memberHost } from './jobs/teams/members.js';
 
 /** The context the layers below are given, and what the app built with it. */
 export type App = Context & {
@@ -33,6 +35,8 @@ export type App = Context & {
   agents: AgentRegistry;
   sessions: AgentSessions;
   nesting: Nesting;
+  /** Teams of agents (run_team): their members are jobs of `jobs`. */
+  teams: TeamTable;
   /** The channel running CLI agents ask the orchestrator through, when this polyspawn serves one. */
   parentChannel?: ParentChannel;
 };
@@ -85,7 +89,7 @@ export function createApp(
     history: iac.store,
   });
   jobs.onChange((job) => iac.record(job));
-  const app: App = {
+  const base: Omit<App, 'teams'> = {
     ...context,
     models,
     backends,
@@ -96,6 +100,15 @@ export function createApp(
     sessions: new AgentSessions(config.stateDir, jobs, log),
     nesting,
   };
+  // A supervisor's team is one level below its own (supervisor_tree), never more.
+  const teams = new TeamTable({
+    ...memberHost({ ...base, channel: config.channel }),
+    jobs,
+    store: iac.teams,
+    maxTeamDepth: 1,
+  });
+  teams.onChange((team) => iac.recordTeam(team));
+  const app: App = { ...base, teams };
   if (options.parentChannel && config.channel) app.parentChannel = parentChannel = options.parentChannel(app);
   return app;
 }

@@ -58,6 +58,8 @@ export type SpawnRequest = {
    * (newSession: starts over) and takes no `resume`.
    */
   agent?: { definition: AgentDefinition; newSession?: boolean };
+  /** A team's member: the team, the member as named, its part (src/jobs/teams/). */
+  team?: JobRequest['team'];
 };
 
 /** Checks the request and submits its job; an InputError or SetupError says what to change. */
@@ -86,6 +88,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
     ...(outputSchema ? { outputSchema } : {}),
     ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
+    ...(request.team ? { team: request.team } : {}),
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.

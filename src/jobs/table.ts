@@ -61,6 +61,8 @@ export type JobRequest = {
   outputSchema?: Record<string, unknown>;
   /** false: the agent gets no channel to ask the orchestrator (src/jobs/conversation.ts). */
   askParent?: boolean;
+  /** Set when a team (src/jobs/teams/) started the job: the team, the member as named, its part. */
+  team?: { id: string; member: string; role: string };
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */
@@ -114,7 +116,8 @@ type Entry = {
   finished: Promise<void>;
 };
 
-export type WaitResult = { finished: JobRecord[]; pending: JobRecord[] };
+/** `questioned`: the wait returned questions no wait had returned before (they woke it, or came with it). */
+export type WaitResult = { finished: JobRecord[]; pending: JobRecord[]; questioned?: boolean };
 
 export type AnswerWait = { status: 'answered'; answer: string } | { status: 'pending' };
 
@@ -300,7 +303,10 @@ export class JobTable {
         this.events.off('change', onChange);
         const result = split();
         for (const job of result.pending) {
-          for (const q of this.unreportedQuestions(job)) this.reportedQuestions.add(`${job.id}/${q.messageId}`);
+          for (const q of this.unreportedQuestions(job)) {
+            this.reportedQuestions.add(`${job.id}/${q.messageId}`);
+            result.questioned = true;
+          }
         }
         resolve(result);
       };
@@ -313,6 +319,29 @@ export class JobTable {
       options.signal?.addEventListener('abort', finish, { once: true });
       this.events.on('change', onChange);
       if (done(split()) || options.signal?.aborted) finish();
+    });
+  }
+
+  /**
+   * The job once it has finished, or as it is when the signal aborts. Unlike waitFor, its
+   * questions neither wake it nor count as returned (a team following its members must not take
+   * a question from the orchestrator's wait).
+   */
+  whenFinished(id: string, signal?: AbortSignal): Promise<JobRecord> {
+    const record = this.get(id);
+    if (!record) return Promise.reject(new InputError(`no agent with id "${id}"`));
+    if (isFinished(record.state) || signal?.aborted) return Promise.resolve(record);
+    return new Promise((resolve) => {
+      const finish = () => {
+        signal?.removeEventListener('abort', finish);
+        this.events.off('change', onChange);
+        resolve(this.get(id) ?? record);
+      };
+      const onChange = (changed: JobRecord) => {
+        if (changed.id === id && isFinished(changed.state)) finish();
+      };
+      signal?.addEventListener('abort', finish, { once: true });
+      this.events.on('change', onChange);
     });
   }
 

@@ -46,7 +46,7 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
     );
     // Give each group its grace period, but never hang the exit on it.
     const deadline = new Promise((r) => setTimeout(r, app.config.killGraceMs + 2000).unref());
-    await Promise.race([app.jobs.shutdown(), deadline]);
+    await Promise.race([Promise.all([app.teams.shutdown(), app.jobs.shutdown()]), deadline]);
     killAllGroupsNow();
     // The jobs' final states are in the store; IAC.md gets them before the process ends.
     await app.iac.closeBeforeExit();

@@ -2,6 +2,7 @@
 // The job's own shapes are src/jobs/result.ts.
 import type { App } from '../app.js';
 import type { JobRecord } from '../jobs/table.js';
+import type { TeamRecord } from '../jobs/teams/record.js';
 import { InputError } from '../lib/errors.js';
 
 /** A tool result: structured content plus the same as JSON text for clients that read only text. */
@@ -13,4 +14,10 @@ export function findJob(app: App, id: string): JobRecord {
   const job = app.jobs.get(id);
   if (!job) throw new InputError(`no agent with id "${id}": call \`list\` to see the ids of current and recent agents`);
   return job;
+}
+
+export function findTeam(app: App, id: string): TeamRecord {
+  const team = app.teams.get(id);
+  if (!team) throw new InputError(`no team with id "${id}": call \`list\` to see the current and recent teams`);
+  return team;
 }

@@ -12,6 +12,7 @@
 // Directives anywhere in the prompt change behaviour:
 //   [[cli:fail]]            the CLI's failure shape (claude is_error + exit 1; codex error +
 //                           turn.failed, exit 1; copilot session.error + result exitCode 1)
+//   [[cli:fail-as:NAME]]    [[cli:fail]] for the CLI NAME only (a team's one failing member)
 //   [[cli:sleep:MS]]        wait MS ms, then succeed
 //   [[cli:hang]]            never exit
 //   [[cli:ignore-term]]     ignore SIGTERM, then hang
@@ -107,13 +108,13 @@ async function main() {
   if (sleepMs !== undefined) await new Promise((r) => setTimeout(r, Number(sleepMs)));
 
   const echoName = valueOf('echo-env');
-  const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token'].some(has);
+  const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token', 'team'].some(has);
   const answer = talks
-    ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf })
+    ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
     : echoName !== undefined
       ? (process.env[echoName] ?? '')
       : `FAKE ${name}: ${prompt}`;
-  const failed = has('fail');
+  const failed = has('fail') || valueOf('fail-as') === name;
   const { lines, exitCode, stderr } =
     name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);
 

@@ -11,6 +11,13 @@
 //                            ask_parent was called and as the answer came back (bench/ask.mjs)
 //   [[cli:ask-many:N]]       N questions at once; ends with `REFUSED <message>` at the first refusal
 //   [[cli:save-token:FILE]]  write its own token to FILE (as a misbehaving agent could)
+//   [[cli:team]]             play the part a team's prompt gives (src/jobs/teams/topologies/):
+//                            a leader creates the tasks of [[cli:tasks:A|B]] and waits until all
+//                            are done (`LEAD <results>`); a teammate claims and finishes tasks
+//                            until none is left (`MATE <task ids>`); a blackboard member writes
+//                            `seen-<pid>`, and `done` in the round [[cli:done-round:N]] says; a
+//                            supervisor runs the team [[cli:subteam:{run_team args}]] and waits
+//                            for it (`SUPERVISED <its answer>`)
 //   [[cli:probe:HOW]]        one initialize request to the channel, with no token (HOW=none), a
 //                            made-up one (wrong), or the token in a file (file=PATH); the answer
 //                            text is `PROBE <HTTP status>`
@@ -72,7 +79,7 @@ async function ask(client, question, options, clock) {
 }
 
 /** The answer text, after doing what the directives say; undefined when none applies. */
-export async function talkToParent({ name, args, env, valueOf }) {
+export async function talkToParent({ name, args, env, valueOf, prompt }) {
   const channel = findChannel(name, args, env);
   const probe = valueOf('probe');
   if (probe !== undefined) {
@@ -115,6 +122,7 @@ export async function talkToParent({ name, args, env, valueOf }) {
         }
       });
     }
+    if (valueOf('team') !== undefined) return await playTeamPart(client, prompt, valueOf);
     const question = valueOf('ask');
     if (question !== undefined) {
       return await ask(client, question, valueOf('ask-options')?.split('|'), valueOf('ask-clock') !== undefined);
@@ -123,4 +131,60 @@ export async function talkToParent({ name, args, env, valueOf }) {
   } finally {
     await client.close().catch(() => undefined);
   }
+}
+
+async function playTeamPart(client, prompt, valueOf) {
+  const call = async (name, args = {}) => {
+    const result = await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
+    if (result.isError) throw new Error(`${name}: ${textOf(result)}`);
+    return result.structuredContent;
+  };
+  const allDone = (tasks) => tasks.length > 0 && tasks.every((t) => t.status === 'done' || t.status === 'failed');
+  if (prompt.includes('You lead a team')) {
+    for (const subject of (valueOf('tasks') ?? 'one task').split('|')) await call('task_create', { subject });
+    for (let i = 0; i < 20; i++) {
+      // The list first: the last task may have been done before this wait began.
+      const { tasks } = await call('task_list');
+      if (allDone(tasks)) return `LEAD ${tasks.map((t) => `${t.id}=${t.result}`).join(', ')}`;
+      await call('read_messages');
+    }
+    return 'LEAD gave up waiting';
+  }
+  if (prompt.includes('You are a teammate')) {
+    const claimed = [];
+    for (let empty = 0; empty < 5;) {
+      const { task } = await call('task_claim');
+      if (task) {
+        claimed.push(task.id);
+        await call('task_update', { task_id: task.id, status: 'done', result: `${task.subject} by ${process.pid}` });
+        continue;
+      }
+      const { tasks } = await call('read_messages');
+      if (allDone(tasks)) break;
+      empty++;
+    }
+    return `MATE ${claimed.join(',') || 'none'}`;
+  }
+  if (prompt.includes('shared board')) {
+    const round = Number(/Round (\d+) of/.exec(prompt)?.[1] ?? 0);
+    await call('board_write', { key: `seen-${process.pid}`, value: `round ${round}` });
+    if (String(round) === valueOf('done-round'))
+      await call('board_write', { key: 'done', value: `DONE in round ${round}` });
+    const { entries } = await call('board_read');
+    return `BOARD ${entries.length} entries`;
+  }
+  if (prompt.includes('You supervise')) {
+    let team_id;
+    try {
+      ({ team_id } = await call('run_team', JSON.parse(valueOf('subteam') ?? '{}')));
+    } catch (error) {
+      return `SUPERVISE ERROR ${error.message}`;
+    }
+    for (let i = 0; i < 20; i++) {
+      const result = await call('wait_team', { team_id });
+      if (!result.pending) return `SUPERVISED ${team_id}: ${result.answer}`;
+    }
+    return 'SUPERVISED gave up waiting';
+  }
+  return 'NO TEAM PART';
 }

@@ -7,6 +7,7 @@ import type { App } from '../../app.js';
 import { ANSWER_WAIT_S, CONVERSATION_LIMITS as LIMITS } from '../../jobs/conversation.js';
 import { VERSION } from '../../lib/version.js';
 import { toolResult } from '../views.js';
+import { registerTeamTools } from './team-tools.js';
 
 const answerSchema = {
   message_id: z.string(),
@@ -71,5 +72,6 @@ export function channelServer(app: App, jobId: string): McpServer {
       return toolResult({ recorded: true });
     },
   );
+  registerTeamTools(server, app, jobId);
   return server;
 }

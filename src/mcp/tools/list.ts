@@ -6,6 +6,10 @@ import { isFinished } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
 import { toolResult } from '../views.js';
 import { jobSummarySchema, summarize } from '../../jobs/result.js';
+import { summarizeTeam, teamSummarySchema } from '../../jobs/teams/result.js';
+
+/** Teams listed: the running ones and the newest finished. */
+const TEAMS_LISTED = 10;
 
 const DEFAULT_RECENT = 20;
 
@@ -14,7 +18,8 @@ export function registerListTool(server: McpServer, app: App): void {
     'list',
     {
       title: 'List agents',
-      description: 'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost.',
+      description:
+        'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost; and teams.',
       inputSchema: z
         .object({
           recent: brief(
@@ -29,7 +34,12 @@ export function registerListTool(server: McpServer, app: App): void {
           ),
         })
         .strict(),
-      outputSchema: z.object({ agents: z.array(jobSummarySchema), running: z.number(), queued: z.number() }),
+      outputSchema: z.object({
+        agents: z.array(jobSummarySchema),
+        running: z.number(),
+        queued: z.number(),
+        teams: z.array(teamSummarySchema).optional(),
+      }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ recent }) => {
@@ -37,10 +47,12 @@ export function registerListTool(server: McpServer, app: App): void {
       const active = newestFirst.filter((j) => !isFinished(j.state));
       const finished = newestFirst.filter((j) => isFinished(j.state)).slice(0, recent ?? DEFAULT_RECENT);
       const now = Date.now();
+      const teams = app.teams.recent(TEAMS_LISTED);
       return toolResult({
         agents: [...active, ...finished].map((j) => summarize(app, j, now)),
         running: active.filter((j) => j.state === 'running').length,
         queued: active.filter((j) => j.state === 'queued').length,
+        ...(teams.length ? { teams: teams.map((t) => summarizeTeam(app, t, now)) } : {}),
       });
     },
   );

@@ -4,9 +4,12 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
-import { DEFAULT_WAIT_S, isFinished, type WaitResult } from '../../jobs/table.js';
+import { DEFAULT_WAIT_S, isFinished } from '../../jobs/table.js';
+import { TEAM_ID } from '../../jobs/teams/table.js';
+import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
+import { waitForWork, type WorkWait } from '../../jobs/teams/wait.js';
 import { brief } from '../tool-list.js';
-import { findJob, toolResult } from '../views.js';
+import { findJob, findTeam, toolResult } from '../views.js';
 import {
   fullResult,
   jobResultSchema,
@@ -23,21 +26,24 @@ export const MAX_WAIT_S = 3600;
 
 const PROGRESS_EVERY_MS = 5000;
 
-/** Waits for jobs while sending notifications/progress when the request carries a token. */
+/** Waits for jobs and teams while sending notifications/progress when the request carries a token. */
 export async function waitWithProgress(
   app: App,
   ids: string[],
   waitS: number,
   mode: 'all' | 'any',
   extra: Extra,
-): Promise<WaitResult> {
+  teamIds: string[] = [],
+): Promise<WorkWait> {
   const token = extra._meta?.progressToken;
   const started = Date.now();
   const ticker =
     token === undefined
       ? undefined
       : setInterval(() => {
-          const done = ids.filter((id) => isFinished(app.jobs.get(id)!.state)).length;
+          const done =
+            ids.filter((id) => isFinished(app.jobs.get(id)!.state)).length +
+            teamIds.filter((id) => app.teams.get(id)!.state !== 'running').length;
           void extra
             .sendNotification({
               method: 'notifications/progress',
@@ -46,13 +52,17 @@ export async function waitWithProgress(
                 // Elapsed seconds: progress must increase with every notification.
                 progress: Math.round((Date.now() - started) / 1000),
                 total: waitS,
-                message: `${done} of ${ids.length} agents finished`,
+                message: `${done} of ${ids.length + teamIds.length} ${teamIds.length ? 'agents and teams' : 'agents'} finished`,
               },
             })
             .catch(() => undefined);
         }, PROGRESS_EVERY_MS);
   try {
-    return await app.jobs.waitFor(ids, { timeoutMs: waitS * 1000, mode, signal: extra.signal });
+    return await waitForWork(app.jobs, app.teams, ids, teamIds, {
+      timeoutMs: waitS * 1000,
+      mode,
+      signal: extra.signal,
+    });
   } finally {
     clearInterval(ticker);
   }
@@ -63,10 +73,14 @@ export function registerWaitTool(server: McpServer, app: App): void {
     'wait_for_agents',
     {
       title: 'Wait for agents',
-      description: `Waits for agents to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
+      description: `Waits for agents or teams to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
       inputSchema: z
         .object({
-          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
+          agent_ids: z
+            .array(z.string().min(1).max(64))
+            .max(1000)
+            .optional()
+            .describe('Agent or team ids. Default: all unfinished'),
           timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
           return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
         })
@@ -74,6 +88,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
       outputSchema: z.object({
         finished: z.array(jobResultSchema),
         pending: z.array(jobSummarySchema),
+        teams: z.array(teamResultSchema).optional().describe('The teams asked for: answer and members once finished'),
         questions: z
           .array(questionSchema.extend({ agent_id: z.string() }))
           .optional()
@@ -83,27 +98,37 @@ export function registerWaitTool(server: McpServer, app: App): void {
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ agent_ids, timeout_s, return_when }, extra) => {
-      const ids = agent_ids
+      const asked = agent_ids
         ? [...new Set(agent_ids)]
         : app.jobs
             .all()
             .filter((j) => !isFinished(j.state))
             .map((j) => j.id);
+      if (agent_ids && asked.length === 0)
+        throw new InputError('agent_ids is empty: pass ids from spawn_* or run_team, or omit it');
+      const teamIds = asked.filter((id) => TEAM_ID.test(id));
+      const ids = asked.filter((id) => !TEAM_ID.test(id));
       for (const id of ids) findJob(app, id);
-      if (agent_ids && ids.length === 0) throw new InputError('agent_ids is empty: pass ids from spawn_* or omit it');
-      const { finished, pending } = await waitWithProgress(
+      for (const id of teamIds) findTeam(app, id);
+      const { finished, pending, teams } = await waitWithProgress(
         app,
         ids,
         timeout_s ?? DEFAULT_WAIT_S,
         return_when ?? 'all',
         extra,
+        teamIds,
       );
-      const questions = pending.flatMap((j) => questionsOf(app, j).map((q) => ({ agent_id: j.id, ...q })));
+      // The teams' running members may be the ones asking.
+      const asking = [...pending, ...app.teams.activeMembers(teamIds).map((id) => app.jobs.get(id)!)];
+      const questions = asking.flatMap((j) => questionsOf(app, j).map((q) => ({ agent_id: j.id, ...q })));
+      const teamsPending = teams.filter((t) => t.state === 'running').length;
+      const done = finished.length + teams.length - teamsPending;
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),
         pending: pending.map((j) => summarize(app, j)),
+        ...(teams.length ? { teams: teams.map((t) => teamResult(app, t, (id) => app.jobs.get(id))) } : {}),
         ...(questions.length ? { questions } : {}),
-        timed_out: questions.length === 0 && pending.length > 0 && (return_when !== 'any' || finished.length === 0),
+        timed_out: questions.length === 0 && pending.length + teamsPending > 0 && (return_when !== 'any' || done === 0),
       });
     },
   );

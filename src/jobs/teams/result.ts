@@ -1,0 +1,99 @@
+// How a team looks to whoever asked for it (run_team, result, wait_for_agents, list): one shape
+// with its zod schema, the members' own results beside the team's answer when it has finished.
+import { z } from 'zod';
+import { isFinished, JOB_STATES, type JobRecord } from '../table.js';
+import { fullResult, jobResultSchema, jobSummarySchema, redactedTask, type ResultContext } from '../result.js';
+import { teamTotals, TEAM_STATES, type TeamRecord } from './record.js';
+import { TOPOLOGIES } from './spec.js';
+
+export const teamSummarySchema = z.object({
+  team_id: z.string(),
+  topology: z.enum(TOPOLOGIES),
+  state: z.enum(TEAM_STATES),
+  task: z.string(),
+  preset: z.string().optional(),
+  members: z.array(z.object({ agent_id: z.string(), member: z.string(), role: z.string(), state: z.enum(JOB_STATES) })),
+  created_at: z.string(),
+  ended_at: z.string().optional(),
+  elapsed_s: z.number(),
+  cost_usd: z.number().optional(),
+  usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }),
+  parent_team_id: z.string().optional(),
+  child_team_ids: z.array(z.string()).optional(),
+});
+
+export const teamResultSchema = teamSummarySchema.extend({
+  answer: z.string().optional().describe("The team's answer"),
+  error: z.string().optional(),
+  note: z.string().optional(),
+  budget_reached: z.boolean().optional(),
+  events: z.array(z.object({ at: z.string(), kind: z.string(), text: z.string(), agent_id: z.string().optional() })),
+  member_results: z.array(jobResultSchema).optional().describe("Each member's own result, once the team has finished"),
+});
+
+export type TeamSummary = z.infer<typeof teamSummarySchema>;
+export type TeamResult = z.infer<typeof teamResultSchema>;
+
+export function summarizeTeam(ctx: Pick<ResultContext, 'secrets'>, team: TeamRecord, now = Date.now()): TeamSummary {
+  const totals = teamTotals(team);
+  const end = team.endedAt ? Date.parse(team.endedAt) : now;
+  return {
+    team_id: team.id,
+    topology: team.spec.topology,
+    state: team.state,
+    task: redactedTask(ctx, team.spec.task),
+    ...(team.spec.preset ? { preset: team.spec.preset } : {}),
+    members: team.members.map((m) => ({ agent_id: m.jobId, member: m.member, role: m.role, state: m.state })),
+    created_at: team.createdAt,
+    ...(team.endedAt ? { ended_at: team.endedAt } : {}),
+    elapsed_s: Math.round((end - Date.parse(team.createdAt)) / 100) / 10,
+    ...(totals.costUsd !== undefined ? { cost_usd: totals.costUsd } : {}),
+    usage: {
+      input_tokens: totals.inputTokens,
+      output_tokens: totals.outputTokens,
+      cached_input_tokens: totals.cachedInputTokens,
+    },
+    ...(team.spec.parent ? { parent_team_id: team.spec.parent.teamId } : {}),
+    ...(team.children?.length ? { child_team_ids: team.children } : {}),
+  };
+}
+
+export function teamResult(
+  ctx: ResultContext,
+  team: TeamRecord,
+  getJob: (id: string) => JobRecord | undefined,
+): TeamResult {
+  const members = team.state === 'running' ? [] : team.members.flatMap((m) => getJob(m.jobId) ?? []);
+  return ctx.secrets.deep({
+    ...summarizeTeam(ctx, team),
+    ...(team.answer ? { answer: team.answer } : {}),
+    ...(team.error ? { error: team.error } : {}),
+    ...(team.note ? { note: team.note } : {}),
+    ...(team.budgetReached ? { budget_reached: true } : {}),
+    events: team.events.map((e) => ({
+      at: e.at,
+      kind: e.kind,
+      text: e.text,
+      ...(e.jobId ? { agent_id: e.jobId } : {}),
+    })),
+    ...(members.length
+      ? { member_results: members.filter((j) => isFinished(j.state)).map((j) => fullResult(ctx, j)) }
+      : {}),
+  });
+}
+
+/** Fields a job's and a team's shapes share (with compatible types): the job's stand for both. */
+const SHARED = {
+  state: true,
+  task: true,
+  created_at: true,
+  ended_at: true,
+  elapsed_s: true,
+  cost_usd: true,
+  usage: true,
+} as const;
+
+/** result's output: a job's result, or a team's (a team id was passed). */
+export const jobOrTeamResultSchema = jobResultSchema.partial().extend(teamResultSchema.omit(SHARED).partial().shape);
+/** cancel's output: a job's summary, or a team's. */
+export const jobOrTeamSummarySchema = jobSummarySchema.partial().extend(teamSummarySchema.omit(SHARED).partial().shape);

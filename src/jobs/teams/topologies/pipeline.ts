@@ -1,0 +1,38 @@
+// pipeline: stages in order, each given the task and the previous stage's answer. A failed stage
+// ends the team (on_failure "continue": the next stage gets the last answer that came through).
+import type { TeamRun, TopologyOutcome } from '../table.js';
+import { answerText, failureLine, succeeded, type MemberAnswer } from './answers.js';
+
+export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
+  const { spec } = run;
+  const n = spec.members.length;
+  let previous: MemberAnswer | undefined;
+  let failures = 0;
+  for (const [i, member] of spec.members.entries()) {
+    const role = `stage ${i + 1}`;
+    const handOn = previous
+      ? `You are stage ${i + 1} of ${n} of a pipeline. ${previous.role} (${previous.member}) answered:\n\n${answerText(previous.job).trim()}`
+      : `You are stage 1 of ${n} of a pipeline: your answer goes to the next stage.`;
+    const job = await run.finished(run.start(member, role, `${run.brief()}\n\n---\n\n${handOn}`));
+    const answer: MemberAnswer = { role, member, job };
+    if (succeeded(answer)) {
+      run.event('answer', `${role} (${member}) answered`, job.id);
+      previous = answer;
+      continue;
+    }
+    failures++;
+    run.event('failed', failureLine(answer), job.id);
+    if (spec.onFailure !== 'continue')
+      return {
+        ok: false,
+        answer: previous ? answerText(previous.job) : '',
+        error: `the pipeline stopped at ${failureLine(answer)}`,
+      };
+  }
+  if (!previous) return { ok: false, answer: '', error: 'every stage failed' };
+  return {
+    ok: true,
+    answer: answerText(previous.job),
+    ...(failures ? { note: `${failures} stage(s) failed and were passed over (on_failure: continue)` } : {}),
+  };
+}

@@ -1,0 +1,203 @@
+// What the members of one team share over the channel: a task list (leader_teammate), messages,
+// and a key/value board (blackboard). Every change is one synchronous step on the event loop, so
+// two members claiming one task at once cannot both win.
+import { EventEmitter } from 'node:events';
+import { InputError } from '../../lib/errors.js';
+import type { TeamEvent } from './record.js';
+
+export type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
+
+export type TeamTask = {
+  id: string;
+  subject: string;
+  description?: string;
+  status: TaskStatus;
+  /** The agent_id of the member that claimed it. */
+  owner?: string;
+  blockedBy: string[];
+  result?: string;
+  createdBy: string;
+  updatedAt: string;
+};
+
+export type TeamMessage = { id: number; from: string; to?: string; text: string; at: string };
+
+export type BoardEntry = { key: string; value: string; author: string; at: string };
+
+export const WORKSPACE_LIMITS = {
+  tasks: 200,
+  messages: 1000,
+  boardKeys: 200,
+  textChars: 20_000,
+  subjectChars: 300,
+} as const;
+
+/** The key a blackboard member writes to end the team: its value is the team's answer. */
+export const DONE_KEY = 'done';
+
+type Report = (kind: TeamEvent['kind'], text: string, jobId?: string) => void;
+
+const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
+export class TeamWorkspace {
+  private readonly tasks: TeamTask[] = [];
+  private readonly messages: TeamMessage[] = [];
+  private readonly board = new Map<string, BoardEntry>();
+  /** Per member: how many messages it has read. */
+  private readonly cursors = new Map<string, number>();
+  private readonly changes = new EventEmitter();
+
+  constructor(private readonly report: Report) {
+    this.changes.setMaxListeners(0);
+  }
+
+  createTask(by: string, subject: string, description?: string, blockedBy: string[] = []): TeamTask {
+    if (this.tasks.length >= WORKSPACE_LIMITS.tasks)
+      throw new InputError(`the task list holds ${WORKSPACE_LIMITS.tasks} tasks, the most it may: finish some first`);
+    const unknown = blockedBy.filter((id) => !this.tasks.some((t) => t.id === id));
+    if (unknown.length) throw new InputError(`blocked_by names no task: ${unknown.join(', ')} (see task_list)`);
+    const task: TeamTask = {
+      id: `t${this.tasks.length + 1}`,
+      subject,
+      ...(description ? { description } : {}),
+      status: 'open',
+      blockedBy,
+      createdBy: by,
+      updatedAt: new Date().toISOString(),
+    };
+    this.tasks.push(task);
+    this.report('task', `${by} created ${task.id}: ${clip(subject)}`, by);
+    this.changed();
+    return task;
+  }
+
+  listTasks(): TeamTask[] {
+    return this.tasks.map((t) => ({ ...t, blockedBy: [...t.blockedBy] }));
+  }
+
+  /** Open tasks whose blockers are all done. */
+  private unblocked(): TeamTask[] {
+    const done = new Set(this.tasks.filter((t) => t.status === 'done').map((t) => t.id));
+    return this.tasks.filter((t) => t.status === 'open' && t.blockedBy.every((b) => done.has(b)));
+  }
+
+  /**
+   * Claims a task for `by`: the one named, or the next unblocked one. Undefined when there is
+   * none to take. Atomic: the check and the claim are one synchronous step.
+   */
+  claim(by: string, taskId?: string): TeamTask | undefined {
+    let task: TeamTask | undefined;
+    if (taskId) {
+      task = this.task(taskId);
+      if (task.status !== 'open')
+        throw new InputError(
+          `task ${taskId} is ${task.status}${task.owner ? ` by ${task.owner}` : ''}: claim another (task_list)`,
+        );
+      if (!this.unblocked().includes(task))
+        throw new InputError(`task ${taskId} waits for ${task.blockedBy.join(', ')} to be done first`);
+    } else task = this.unblocked()[0];
+    if (!task) return undefined;
+    task.status = 'claimed';
+    task.owner = by;
+    task.updatedAt = new Date().toISOString();
+    this.report('task', `${by} claimed ${task.id}: ${clip(task.subject)}`, by);
+    this.changed();
+    return { ...task };
+  }
+
+  update(by: string, taskId: string, status: 'done' | 'failed' | 'open', result?: string): TeamTask {
+    const task = this.task(taskId);
+    if (task.owner && task.owner !== by)
+      throw new InputError(`task ${taskId} is claimed by ${task.owner}: only it updates the task`);
+    task.status = status;
+    if (status === 'open') delete task.owner;
+    if (result !== undefined) task.result = result;
+    task.updatedAt = new Date().toISOString();
+    this.report('task', `${by} marked ${task.id} ${status}${result ? `: ${clip(result)}` : ''}`, by);
+    this.changed();
+    return { ...task };
+  }
+
+  private task(id: string): TeamTask {
+    const task = this.tasks.find((t) => t.id === id);
+    if (!task) throw new InputError(`no task "${id}": task_list shows the ids`);
+    return task;
+  }
+
+  /** A message to one member (`to`, its agent_id) or, without `to`, to every member. */
+  send(from: string, text: string, to?: string): TeamMessage {
+    if (this.messages.length >= WORKSPACE_LIMITS.messages)
+      throw new InputError(`this team has sent ${WORKSPACE_LIMITS.messages} messages, the most it may`);
+    const message: TeamMessage = {
+      id: this.messages.length + 1,
+      from,
+      ...(to ? { to } : {}),
+      text,
+      at: new Date().toISOString(),
+    };
+    this.messages.push(message);
+    this.report('message', `${from} → ${to ?? 'everyone'}: ${clip(text)}`, from);
+    this.changed();
+    return message;
+  }
+
+  /**
+   * The messages for `reader` it has not read yet; when there are none, waits up to timeoutMs
+   * for one (or for a change of the task list or board, which may be what it waits for).
+   */
+  async read(reader: string, timeoutMs: number, signal?: AbortSignal): Promise<TeamMessage[]> {
+    const unread = () => {
+      const from = this.cursors.get(reader) ?? 0;
+      return this.messages.slice(from).filter((m) => m.from !== reader && (!m.to || m.to === reader));
+    };
+    if (unread().length === 0) await this.nextChange(timeoutMs, signal);
+    const messages = unread();
+    this.cursors.set(reader, this.messages.length);
+    return messages;
+  }
+
+  boardRead(key?: string): BoardEntry[] {
+    if (key !== undefined) {
+      const entry = this.board.get(key);
+      return entry ? [{ ...entry }] : [];
+    }
+    return [...this.board.values()].map((e) => ({ ...e }));
+  }
+
+  boardWrite(author: string, key: string, value: string): BoardEntry {
+    if (!this.board.has(key) && this.board.size >= WORKSPACE_LIMITS.boardKeys)
+      throw new InputError(
+        `the board holds ${WORKSPACE_LIMITS.boardKeys} keys, the most it may: write to existing ones`,
+      );
+    const entry: BoardEntry = { key, value, author, at: new Date().toISOString() };
+    this.board.set(key, entry);
+    this.report('board', `${author} wrote ${key}: ${clip(value)}`, author);
+    this.changed();
+    if (key === DONE_KEY) this.changes.emit('done', entry);
+    return { ...entry };
+  }
+
+  /** Called once a member writes the `done` key. */
+  onDone(listener: (entry: BoardEntry) => void): () => void {
+    this.changes.on('done', listener);
+    return () => this.changes.off('done', listener);
+  }
+
+  private nextChange(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', finish);
+        this.changes.off('change', finish);
+        resolve();
+      };
+      const timer = setTimeout(finish, timeoutMs);
+      signal?.addEventListener('abort', finish, { once: true });
+      this.changes.on('change', finish);
+    });
+  }
+
+  private changed(): void {
+    this.changes.emit('change');
+  }
+}

@@ -45,6 +45,9 @@ export class TeamWorkspace {
   private readonly board = new Map<string, BoardEntry>();
   /** Per member: how many messages it has read. */
   private readonly cursors = new Map<string, number>();
+  /** Changes so far, and per member the count it last saw (read or listed): what it has not seen wakes it at once. */
+  private version = 0;
+  private readonly seen = new Map<string, number>();
   private readonly changes = new EventEmitter();
 
   constructor(private readonly report: Report) {
@@ -71,7 +74,9 @@ export class TeamWorkspace {
     return task;
   }
 
-  listTasks(): TeamTask[] {
+  /** The task list; `reader` has now seen every change so far. */
+  listTasks(reader?: string): TeamTask[] {
+    if (reader) this.seen.set(reader, this.version);
     return this.tasks.map((t) => ({ ...t, blockedBy: [...t.blockedBy] }));
   }
 
@@ -142,17 +147,20 @@ export class TeamWorkspace {
   }
 
   /**
-   * The messages for `reader` it has not read yet; when there are none, waits up to timeoutMs
-   * for one (or for a change of the task list or board, which may be what it waits for).
+   * The messages for `reader` it has not read yet; when there are none and nothing changed since
+   * it last looked, waits up to timeoutMs for one (or for a change of the task list or board,
+   * which may be what it waits for).
    */
   async read(reader: string, timeoutMs: number, signal?: AbortSignal): Promise<TeamMessage[]> {
     const unread = () => {
       const from = this.cursors.get(reader) ?? 0;
       return this.messages.slice(from).filter((m) => m.from !== reader && (!m.to || m.to === reader));
     };
-    if (unread().length === 0) await this.nextChange(timeoutMs, signal);
+    if (unread().length === 0 && this.version === (this.seen.get(reader) ?? 0))
+      await this.nextChange(timeoutMs, signal);
     const messages = unread();
     this.cursors.set(reader, this.messages.length);
+    this.seen.set(reader, this.version);
     return messages;
   }
 
@@ -198,6 +206,7 @@ export class TeamWorkspace {
   }
 
   private changed(): void {
+    this.version++;
     this.changes.emit('change');
   }
 }

@@ -42,7 +42,7 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
     server.registerTool(
       'task_list',
       { description: "The team's tasks and members.", inputSchema: {}, annotations },
-      async () => toolResult({ tasks: workspace.listTasks(), members: members(), you: jobId }),
+      async () => toolResult({ tasks: workspace.listTasks(jobId), members: members(), you: jobId }),
     );
     server.registerTool(
       'task_claim',

@@ -1,7 +1,7 @@
 // Teams (run_team) through the built server with the fake CLIs: every topology's flow as
 // `result` returns it and IAC.md shows it, bad input, a failing member, cancel, the budget stop,
 // a member's question waking the orchestrator's wait, and a restart after SIGKILL.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
@@ -232,6 +232,29 @@ describe('run_team', () => {
     expect(deeper.answer).toMatch(/^SUPERVISE ERROR run_team: .*past the nesting limit of 1/);
     expect(deeper.child_team_ids).toBeUndefined();
   });
+
+  test(
+    'a preset (.polyspawn/teams/<name>.md) gives topology, members and options; its body leads every prompt',
+    { timeout: 60_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-preset-'));
+      mkdirSync(join(projectDir, '.polyspawn', 'teams'), { recursive: true });
+      writeFileSync(
+        join(projectDir, '.polyspawn', 'teams', 'review.md'),
+        '---\ntopology: map_reduce\nmembers: [codex, copilot]\nreduce_with: claude\n---\n\nSecurity first.\n',
+      );
+      const s = await server({}, projectDir);
+      const team = await runTeam(s, { team: 'review', task: 'Review the diff' });
+      expect(team.state).toBe('succeeded');
+      expect(team.members.map((m) => `${m.role}:${m.member}`)).toEqual([
+        'member 1:codex',
+        'member 2:copilot',
+        'reduce:claude',
+      ]);
+      expect(team.answer).toMatch(/^FAKE claude: Security first\.\n\n---\n\nReview the diff/);
+      expect(team.answer).toContain('FAKE codex: Security first.\n\n---\n\nReview the diff');
+    },
+  );
 
   test('bad input is refused with what to change, and nothing starts', async () => {
     const s = await server();

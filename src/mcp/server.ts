@@ -15,7 +15,7 @@ import { registerReplyTool } from './tools/reply.js';
 import { registerResultTool } from './tools/result.js';
 import { modelsText, registerSpawnTools } from './tools/spawn.js';
 import { registerWaitTool } from './tools/wait.js';
-import { registerRunTeamTool } from './tools/run-team.js';
+import { registerRunTeamTool, teamOptionNames } from './tools/run-team.js';
 import { VERSION } from '../lib/version.js';
 
 export function instructions(app: App): string {
@@ -67,14 +67,14 @@ function kinds(app: App): string[] {
 function teamInstructions(app: App): string[] {
   if (!app.nesting.canSpawn) return [];
   return [
-    'run_team(topology, members, task, options) runs one task with several agents (members: backends or named agents, "claude:opus" for a model); its team_id works with wait_for_agents, result, cancel and list. Topologies: ' +
+    'run_team(topology, members, task, options) runs one task with several agents (members: backends or named agents, "<name>:<model>" for a model); its team_id works with wait_for_agents, result, cancel and list. Topologies: ' +
       'map_reduce (every member gets the task, or one of options.items each; options.reduce_with writes the answer from all of them), ' +
       'pipeline (stages in order, each given the previous answer; options.on_failure "continue" passes over a failed stage), ' +
       'peer_ring (a debate of options.rounds rounds, default 2; options.judge gives the verdict), ' +
       'leader_teammate (CLI members: the first leads and writes tasks on a shared list, the others take them), ' +
       'blackboard (CLI members share a key/value board in rounds until one writes "done"), ' +
       'supervisor_tree (one CLI supervisor that may run a team of its own). ' +
-      'options.max_budget_usd: no member starts once the team has spent it; max_turns and timeout_s apply to each member. team: a preset in .polyspawn/teams/<name>.md.',
+      `options: ${teamOptionNames.join(', ')}; max_budget_usd: no member starts once the team has spent it; max_turns and timeout_s apply to each member. team: a preset in .polyspawn/teams/<name>.md.`,
   ];
 }
 

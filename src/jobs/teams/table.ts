@@ -8,6 +8,7 @@ import { isFinished, type JobRecord, type JobTable } from '../table.js';
 import { isTeamFinished, MAX_EVENTS, teamTotals, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
 import type { TeamSpec, Topology } from './spec.js';
 import { TeamWorkspace } from './workspace.js';
+import { BudgetReached, type TeamRun, type TopologyOutcome } from './run.js';
 import { runMapReduce } from './topologies/map-reduce.js';
 import { runPipeline } from './topologies/pipeline.js';
 import { runPeerRing } from './topologies/peer-ring.js';
@@ -47,30 +48,6 @@ export type TeamStore = {
   /** The newest stored teams, newest first. */
   recent(n: number): TeamRecord[];
 };
-
-/** Thrown by TeamRun.start once the members' cost has reached the team's max_budget_usd. */
-export class BudgetReached extends Error {}
-
-/** What a topology is given: start members, wait for them, say what happened. */
-export type TeamRun = {
-  readonly id: string;
-  readonly spec: TeamSpec;
-  readonly signal: AbortSignal;
-  /** The shared task list, messages and board (leader_teammate, blackboard). */
-  readonly workspace: TeamWorkspace;
-  /** Starts one member job. Throws BudgetReached once the budget is spent, InputError/SetupError for a bad member. */
-  start(member: string, role: string, prompt: string, options?: { needsChannel?: boolean }): JobRecord;
-  /** The job once it has finished (or as it is when the team is cancelled). */
-  finished(job: JobRecord): Promise<JobRecord>;
-  event(kind: TeamEvent['kind'], text: string, jobId?: string): void;
-  /** The task as every member gets it: the preset's instructions first. */
-  brief(): string;
-  /** Ends the members still running (the leader finished; a debate member is no longer needed). */
-  cancelMembers(jobIds?: string[]): Promise<void>;
-};
-
-/** `note`: what the caller should know of a team that still succeeded (a member dropped out). */
-export type TopologyOutcome = { ok: boolean; answer: string; error?: string; note?: string };
 
 const TOPOLOGY_RUNNERS: Record<Topology, (run: TeamRun) => Promise<TopologyOutcome>> = {
   map_reduce: runMapReduce,

@@ -125,7 +125,7 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
       'run_team',
       {
         description: 'Run a team of agents on a part of your task; returns its team_id (then wait_team).',
-        inputSchema: runTeamInput.omit({ wait_s: true }).shape,
+        inputSchema: runTeamInput.shape,
         annotations: { readOnlyHint: false, openWorldHint: true },
       },
       async (args) => {

@@ -12,7 +12,7 @@ export function registerCancelTool(server: McpServer, app: App): void {
     'cancel',
     {
       title: 'Cancel agent',
-      description: 'Stop a queued or running agent and all its processes (a team: every member).',
+      description: 'Stop a queued or running agent and all its processes.',
       inputSchema: z.object({ agent_id: z.string().min(1).max(64) }).strict(),
       outputSchema: jobOrTeamSummarySchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },

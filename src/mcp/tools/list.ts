@@ -18,8 +18,7 @@ export function registerListTool(server: McpServer, app: App): void {
     'list',
     {
       title: 'List agents',
-      description:
-        'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost; and teams.',
+      description: 'Agents running or queued, then the newest finished: agent_id, state, elapsed time, cost.',
       inputSchema: z
         .object({
           recent: brief(

@@ -14,7 +14,7 @@ export function registerResultTool(server: McpServer, app: App): void {
     {
       title: 'Agent result',
       description:
-        "One agent's answer, error, session_id, tokens and cost (or a team's answer and members'); while it runs, its state and newest output. Does not wait.",
+        "One agent's answer, error, session_id, tokens and cost; while it runs, its state and newest output. Does not wait.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),

@@ -17,9 +17,8 @@ import {
 import type { TeamRecord } from '../../jobs/teams/record.js';
 import { brief } from '../tool-list.js';
 import { toolResult } from '../views.js';
-import { waitWithProgress, type Extra } from './wait.js';
 
-const optionKeys = teamOptionsSchema.keyof().options.filter((k) => k !== 'topology' && k !== 'members');
+export const teamOptionNames = teamOptionsSchema.keyof().options.filter((k) => k !== 'topology' && k !== 'members');
 
 export const runTeamInput = z
   .object({
@@ -31,21 +30,17 @@ export const runTeamInput = z
         .min(1)
         .max(TEAM_LIMITS.members)
         .optional()
-        .describe('Backends or named agents, optionally with a model: ["codex", "reviewer", "claude:opus"]'),
-      { type: 'array', items: { type: 'string' }, description: 'Backends or named agents ("claude:opus")' },
+        .describe('Backends or named agents, each optionally with a model: "<name>:<model>"'),
+      { type: 'array', items: { type: 'string' } },
     ),
-    team: brief(z.string().min(1).max(48).optional().describe('A preset: .polyspawn/teams/<name>.md'), 'A preset'),
+    team: brief(z.string().min(1).max(48).optional().describe('A preset: .polyspawn/teams/<name>.md'), ''),
     options: brief(
       teamOptionsSchema
         .omit({ topology: true, members: true })
         .partial()
         .optional()
-        .describe(`The topology's options: ${optionKeys.join(', ')}`),
-      { type: 'object', description: optionKeys.join(', ') },
-    ),
-    wait_s: brief(
-      z.number().min(0).max(3600).optional().describe('Wait up to this long and return the result if done'),
-      '',
+        .describe(`The topology's options: ${teamOptionNames.join(', ')}`),
+      { type: 'object' },
     ),
   })
   .strict();
@@ -68,23 +63,16 @@ export function startTeam(app: App, args: RunTeamArgs, parent?: { teamId: string
   );
 }
 
-export async function teamAnswer(app: App, team: TeamRecord, waitS: number | undefined, extra: Extra) {
-  // It returns early if a member asks the orchestrator something.
-  if (waitS && team.state === 'running') await waitWithProgress(app, [], waitS, 'all', extra, [team.id]);
-  return toolResult(teamResult(app, app.teams.get(team.id)!, (id) => app.jobs.get(id)));
-}
-
 export function registerRunTeamTool(server: McpServer, app: App): void {
   server.registerTool(
     'run_team',
     {
       title: 'Run a team of agents',
-      description:
-        'Runs several agents on one task in a topology (the instructions say each); returns a team_id at once. wait_for_agents, result and cancel take it.',
+      description: 'Runs a team of agents on one task (see the instructions); returns a team_id at once.',
       inputSchema: runTeamInput,
       outputSchema: teamResultSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     },
-    async (args, extra) => teamAnswer(app, startTeam(app, args), args.wait_s, extra),
+    async (args) => toolResult(teamResult(app, startTeam(app, args), (id) => app.jobs.get(id))),
   );
 }

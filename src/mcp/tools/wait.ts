@@ -73,14 +73,10 @@ export function registerWaitTool(server: McpServer, app: App): void {
     'wait_for_agents',
     {
       title: 'Wait for agents',
-      description: `Waits for agents or teams to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
+      description: `Waits for agents to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
       inputSchema: z
         .object({
-          agent_ids: z
-            .array(z.string().min(1).max(64))
-            .max(1000)
-            .optional()
-            .describe('Agent or team ids. Default: all unfinished'),
+          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
           timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
           return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
         })

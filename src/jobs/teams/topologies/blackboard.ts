@@ -3,7 +3,7 @@
 // the team's answer) or the rounds run out.
 import { PARENT_SERVER } from '../../conversation.js';
 import { DEFAULT_ROUNDS } from '../spec.js';
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { DONE_KEY, type BoardEntry } from '../workspace.js';
 import { failureLine, succeeded } from './answers.js';
 

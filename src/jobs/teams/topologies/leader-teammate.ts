@@ -3,7 +3,7 @@
 // tools. The team ends when the leader finishes: its answer is the team's, and teammates still
 // running then are ended.
 import { PARENT_SERVER } from '../../conversation.js';
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { answerText, failureLine, succeeded } from './answers.js';
 
 const LEADER_BRIEF =

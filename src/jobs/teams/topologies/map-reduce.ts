@@ -1,6 +1,6 @@
 // map_reduce: the task to every member at once (or one item of a list to each), then an optional
 // reducer that gets every answer, labelled, and writes the team's answer.
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { failureLine, labelled, succeeded, answerText, type MemberAnswer } from './answers.js';
 
 export async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {

@@ -2,7 +2,7 @@
 // and revises its own. A member that fails drops out and the debate goes on without it. The
 // team's answer is the last round's answers, or a judge's verdict on them.
 import { DEFAULT_ROUNDS } from '../spec.js';
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { answerText, failureLine, labelled, succeeded, type MemberAnswer } from './answers.js';
 
 export async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {

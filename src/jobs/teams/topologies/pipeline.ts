@@ -1,6 +1,6 @@
 // pipeline: stages in order, each given the task and the previous stage's answer. A failed stage
 // ends the team (on_failure "continue": the next stage gets the last answer that came through).
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { answerText, failureLine, succeeded, type MemberAnswer } from './answers.js';
 
 export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {

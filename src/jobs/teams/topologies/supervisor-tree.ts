@@ -2,7 +2,7 @@
 // own over the channel (run_team, wait_team), one level deeper and inside the nesting limit.
 // Its answer is the team's; teams it started and left running end with it.
 import { PARENT_SERVER } from '../../conversation.js';
-import type { TeamRun, TopologyOutcome } from '../table.js';
+import type { TeamRun, TopologyOutcome } from '../run.js';
 import { answerText, failureLine, succeeded } from './answers.js';
 
 const SUPERVISOR_BRIEF =

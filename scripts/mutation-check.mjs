@@ -173,6 +173,27 @@ const MUTATIONS = [
     replace: ``,
     tests: ['test/reliability/stdout.test.ts'],
   },
+  {
+    name: 'two members can claim one task',
+    file: 'src/jobs/teams/workspace.ts',
+    find: `      if (task.status !== 'open')`,
+    replace: `      if (false)`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'a team starts members past its budget',
+    file: 'src/jobs/teams/table.ts',
+    find: `if (spec.maxBudgetUsd !== undefined && spent >= spec.maxBudgetUsd) {`,
+    replace: `if (spec.maxBudgetUsd !== undefined && spent > 1e9) {`,
+    tests: ['test/e2e/teams.test.ts'],
+  },
+  {
+    name: 'cancelling a team leaves its members running',
+    file: 'src/jobs/teams/table.ts',
+    find: `    await run.cancelMembers();`,
+    replace: `    await Promise.resolve();`,
+    tests: ['test/e2e/teams.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -177,7 +177,7 @@ const MUTATIONS = [
     name: 'two members can claim one task',
     file: 'src/jobs/teams/workspace.ts',
     find: `      if (task.status !== 'open')`,
-    replace: `      if (false)`,
+    replace: `      if ((task.status as string) === 'never')`,
     tests: ['test/unit/teams.test.ts'],
   },
   {

@@ -9,6 +9,7 @@ import { sep } from 'node:path';
 import { backends as registry } from '../../backends/registry.js';
 import type { Backend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
+import { loadPresets, presetsDir, type PresetProblem } from '../jobs/teams/presets.js';
 import { checkBackend } from '../config/availability.js';
 import { loadConfig, projectConfigNote, type Config, type ProjectConfig } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
@@ -59,6 +60,9 @@ export type DoctorReport = {
   usable: number;
   /** Agent definition files (agents/<name>/agent.md) that are skipped, and why. */
   agentProblems: AgentProblem[];
+  /** Team presets (teams/<name>.md): the usable ones' names, and the files that fail the checks. */
+  teamPresets: string[];
+  presetProblems: PresetProblem[];
 };
 
 /**
@@ -194,6 +198,7 @@ export async function collectDoctor(
     allBackends.map((b) => checkOne(b, config, models, env, options.versionTimeoutMs ?? VERSION_TIMEOUT_MS)),
   );
   const iac = iacTarget(config.iacFile);
+  const presets = loadPresets(presetsDir(config.agentsDir));
   let runs = 0;
   try {
     runs = readdirSync(`${config.stateDir}${sep}runs`).length;
@@ -218,6 +223,8 @@ export async function collectDoctor(
     backends,
     usable: backends.filter((b) => b.usable).length,
     agentProblems: agentProblems({ config, models, backends: allBackends }),
+    teamPresets: presets.presets.map((p) => p.name),
+    presetProblems: presets.problems,
   };
 }
 
@@ -259,6 +266,8 @@ export function formatDoctor(r: DoctorReport): string {
     out.push(`${r.usable} of ${r.backends.length} backends usable.`);
   }
   for (const p of r.agentProblems) out.push(`agent file skipped: ${home(p.file)}: ${p.problem}`);
+  if (r.teamPresets.length) out.push(`team presets: ${r.teamPresets.join(', ')}`);
+  for (const p of r.presetProblems) out.push(`team preset refused: ${home(p.file)}: ${p.problem}`);
   return `${out.join('\n')}\n`;
 }
 

@@ -174,6 +174,17 @@ describe('doctor', () => {
     );
   });
 
+  test('team presets: the usable ones named, a broken one refused by file and reason', async () => {
+    const p = project();
+    const teams = join(p.dir, '.polyspawn', 'teams');
+    mkdirSync(teams, { recursive: true });
+    writeFileSync(join(teams, 'review.md'), '---\ntopology: map_reduce\nmembers: [codex]\n---\nCheck it.\n');
+    writeFileSync(join(teams, 'odd.md'), '---\ntopology: pipeline\nmembers: [codex]\nrounds: 99\n---\n');
+    const text = formatDoctor(await collectDoctor(p.withoutClis, p.dir));
+    expect(text).toContain('team presets: review\n');
+    expect(text).toMatch(new RegExp(`team preset refused: ${join(teams, 'odd.md')}: rounds: `));
+  });
+
   test('a broken config: exit 1 and the reason, on stderr', async () => {
     const p = project();
     writeFileSync(join(p.dir, 'polyspawn.config.json'), '{"concurrency": "many"}');

@@ -88,6 +88,12 @@ export const copilot: CliBackend = {
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
   },
 
+  // Each model request begins with assistant.turn_start; tokens are only in the usage file,
+  // written at exit, so a cost budget is seen only at the end.
+  liveSpend(record) {
+    return record.type === 'assistant.turn_start' ? { turn: true } : undefined;
+  },
+
   parse(run) {
     const { records } = jsonLines(run.stdout);
     const result = records.findLast((r) => r.type === 'result');

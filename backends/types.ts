@@ -34,7 +34,20 @@ export type Outcome = {
   structuredOutput?: unknown;
   /** The answer as a JSON value, validated by the server against the job's output schema. */
   structured?: unknown;
+  /** The job's budget it passed (Budget): the CLI stopped for it, or polyspawn did, or saw it once the run ended. */
+  budgetExceeded?: BudgetKind;
 };
+
+/** A job's limits: `turns` (model requests, max_turns) and `cost` (USD, max_budget_usd). */
+export type BudgetKind = 'turns' | 'cost';
+
+export type Budget = { maxTurns?: number; maxBudgetUsd?: number };
+
+/**
+ * What one line of a CLI's live output says it spent: a model request begun (a turn), and/or
+ * tokens (`usage`, or the session's running totals where the CLI reports those).
+ */
+export type LiveSpend = { turn?: boolean; usage?: Usage; sessionTotals?: Usage };
 
 export type ModelPrice = {
   /** USD per million tokens. */
@@ -62,6 +75,8 @@ export type SpawnInput = {
   outputSchema?: Record<string, unknown>;
   /** MCP servers to give the agent (from an agent definition), by name. */
   mcpServers?: Record<string, McpServerSpec>;
+  /** The job's budget: a backend passes on to its CLI the kinds in its `budgetFlags`. */
+  budget?: Budget;
   /** Backend-specific extra fields, already validated by the backend's own schema. */
   extra: Record<string, unknown>;
 };
@@ -131,6 +146,11 @@ type BackendBase = {
    * command-line argument; unset: it reads it from a file, or over HTTP, and only the tools' cap holds.
    */
   maxSystemPromptBytes?: number;
+  /**
+   * The budgets it enforces itself, given SpawnInput.budget (a CLI's flags); polyspawn follows
+   * the others from what the run reports (CliBackend.liveSpend, the outcome's cost).
+   */
+  budgetFlags?: readonly BudgetKind[];
 };
 
 export type CliBackend = BackendBase & {
@@ -168,6 +188,11 @@ export type CliBackend = BackendBase & {
   removeEnv?: readonly string[];
   command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
+  /**
+   * What one JSON line of its stdout, as it is written, says the run spent: how polyspawn stops
+   * a run mid-way that passes a budget the CLI does not enforce itself. Undefined: nothing.
+   */
+  liveSpend?(record: Record<string, unknown>): LiveSpend | undefined;
 };
 
 /** Environment variables, as the child process or the API call sees them. */

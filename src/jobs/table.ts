@@ -61,6 +61,9 @@ export type JobRequest = {
   outputSchema?: Record<string, unknown>;
   /** false: the agent gets no channel to ask the orchestrator (src/jobs/conversation.ts). */
   askParent?: boolean;
+  /** Its budget (src/jobs/budget.ts): the most model requests, and the most USD, it may spend. */
+  maxTurns?: number;
+  maxBudgetUsd?: number;
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */

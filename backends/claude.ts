@@ -29,7 +29,8 @@ const BUDGET_SUBTYPES: Record<string, { kind: BudgetKind; flag: string }> = {
 function budgetError(flag: string, result: Record<string, unknown>, cost: number | undefined): string {
   const message = (Array.isArray(result.errors) ? result.errors : []).map(asString).find(Boolean) ?? '';
   const limit = /\(([^()]*)\)\s*$/.exec(message)?.[1];
-  const turns = typeof result.num_turns === 'number' ? `${result.num_turns} turns` : undefined;
+  const n = result.num_turns;
+  const turns = typeof n === 'number' ? `${n} turn${n === 1 ? '' : 's'}` : undefined;
   const spent = [turns, cost !== undefined ? `$${cost}` : undefined].filter(Boolean).join(', ');
   return `stopped: it reached ${flag}${limit ? ` (${limit})` : ''}${spent ? ` after ${spent}` : ''}`;
 }

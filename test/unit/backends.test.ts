@@ -506,6 +506,64 @@ describe('real failure and retry outputs recorded against the fake model API', (
 
 // Last in the file (vitest runs a file's tests in order; with -t it sees only the chosen ones):
 // every file in the samples folder was read by a test above.
+describe('budgets', () => {
+  test('claude enforces both itself: --max-turns and --max-budget-usd, each only when given', () => {
+    expect(claude.budgetFlags).toEqual(['turns', 'cost']);
+    const { args } = claude.command(input({ budget: { maxTurns: 3, maxBudgetUsd: 0.25 } }), settings(claude), ctx);
+    expect(args.slice(args.indexOf('--max-turns'), args.indexOf('--max-turns') + 2)).toEqual(['--max-turns', '3']);
+    expect(args.slice(args.indexOf('--max-budget-usd'), args.indexOf('--max-budget-usd') + 2)).toEqual([
+      '--max-budget-usd',
+      '0.25',
+    ]);
+    const plain = claude.command(input(), settings(claude), ctx).args;
+    expect(plain).not.toContain('--max-turns');
+    expect(plain).not.toContain('--max-budget-usd');
+    // The others take no budget flag: polyspawn follows theirs.
+    for (const backend of [codex, copilot]) {
+      expect(backend.budgetFlags ?? []).toEqual([]);
+      const budgeted = backend.command(input({ budget: { maxTurns: 3, maxBudgetUsd: 0.25 } }), settings(backend), ctx);
+      expect(budgeted.args).toEqual(backend.command(input(), settings(backend), ctx).args);
+    }
+  });
+
+  test.each([
+    ['claude-stream-json-max-turns.jsonl', 'turns', 'stopped: it reached max_turns (1) after 2 turns, $0.000188'],
+    [
+      'claude-stream-json-max-budget.jsonl',
+      'cost',
+      'stopped: it reached max_budget_usd ($1e-7) after 1 turn, $0.000188',
+    ],
+  ])('claude, the real CLI at a limit (%s): a failure that names the budget', (file, kind, error) => {
+    const o = claude.parse(run(sample(file), { exitCode: 1 }));
+    expect(o).toMatchObject({ ok: false, budgetExceeded: kind, error, costUsd: 0.000188, costSource: 'reported' });
+    expect(o.sessionId).toBeTruthy();
+  });
+
+  const spends = (backend: CliBackend, file: string) =>
+    sample(file)
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => backend.liveSpend!(JSON.parse(line) as Record<string, unknown>))
+      .filter(Boolean);
+
+  test('codex: the first request, one more after each tool call, and the running totals at the end', () => {
+    expect(spends(codex, 'codex-exec-json.jsonl')).toEqual([
+      { turn: true },
+      { sessionTotals: { inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 } },
+    ]);
+    expect(spends(codex, 'codex-exec-json-tool.jsonl')).toEqual([
+      { turn: true },
+      { turn: true },
+      { sessionTotals: { inputTokens: 24, outputTokens: 14, cachedInputTokens: 0 } },
+    ]);
+  });
+
+  test('copilot: one turn per assistant.turn_start, no tokens until the usage file', () => {
+    expect(spends(copilot, 'copilot-json.jsonl')).toEqual([{ turn: true }]);
+    expect(spends(copilot, 'copilot-json-tool.jsonl')).toEqual([{ turn: true }, { turn: true }]);
+  });
+});
+
 test('every sample file is read by a test above', () => {
   expect([...read].sort()).toEqual(readdirSync(samples).sort());
 });

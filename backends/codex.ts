@@ -135,17 +135,10 @@ export const codex: CliBackend = {
   },
 
   // A model request has no event of its own in `exec --json`: the first begins with turn.started,
-  // and every tool call the model makes is followed by another. Tokens come once, in
-  // turn.completed (the thread's running totals), so a cost budget is seen only at the end.
-  liveSpend(record) {
-    if (record.type === 'turn.started') return { turn: true };
-    if (record.type === 'item.started' && !NOT_TOOL_CALLS.includes(asString(field(record, 'item', 'type')) ?? ''))
-      return { turn: true };
-    if (record.type === 'turn.completed') {
-      const totals = usageOf(field(record, 'usage'));
-      return totals ? { sessionTotals: totals } : undefined;
-    }
-    return undefined;
+  // and every tool call the model makes is followed by another. (Tokens come once, at the end.)
+  liveTurn(record) {
+    if (record.type === 'turn.started') return true;
+    return record.type === 'item.started' && !NOT_TOOL_CALLS.includes(asString(field(record, 'item', 'type')) ?? '');
   },
 
   parse(run) {

@@ -88,11 +88,8 @@ export const copilot: CliBackend = {
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
   },
 
-  // Each model request begins with assistant.turn_start; tokens are only in the usage file,
-  // written at exit, so a cost budget is seen only at the end.
-  liveSpend(record) {
-    return record.type === 'assistant.turn_start' ? { turn: true } : undefined;
-  },
+  // Each model request begins with assistant.turn_start (tokens: only in the usage file, at exit).
+  liveTurn: (record) => record.type === 'assistant.turn_start',
 
   parse(run) {
     const { records } = jsonLines(run.stdout);

@@ -43,12 +43,6 @@ export type BudgetKind = 'turns' | 'cost';
 
 export type Budget = { maxTurns?: number; maxBudgetUsd?: number };
 
-/**
- * What one line of a CLI's live output says it spent: a model request begun (a turn), and/or
- * tokens (`usage`, or the session's running totals where the CLI reports those).
- */
-export type LiveSpend = { turn?: boolean; usage?: Usage; sessionTotals?: Usage };
-
 export type ModelPrice = {
   /** USD per million tokens. */
   input: number;
@@ -148,7 +142,7 @@ type BackendBase = {
   maxSystemPromptBytes?: number;
   /**
    * The budgets it enforces itself, given SpawnInput.budget (a CLI's flags); polyspawn follows
-   * the others from what the run reports (CliBackend.liveSpend, the outcome's cost).
+   * the others from what the run reports (CliBackend.liveTurn, the outcome's cost).
    */
   budgetFlags?: readonly BudgetKind[];
 };
@@ -189,10 +183,11 @@ export type CliBackend = BackendBase & {
   command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
   /**
-   * What one JSON line of its stdout, as it is written, says the run spent: how polyspawn stops
-   * a run mid-way that passes a budget the CLI does not enforce itself. Undefined: nothing.
+   * Whether one JSON line of its stdout, as it is written, begins a model request (a turn): how
+   * polyspawn stops a run mid-way that passes a max_turns the CLI does not enforce itself. (No
+   * CLI here reports its tokens before the end, so a cost budget is checked once the run ends.)
    */
-  liveSpend?(record: Record<string, unknown>): LiveSpend | undefined;
+  liveTurn?(record: Record<string, unknown>): boolean;
 };
 
 /** Environment variables, as the child process or the API call sees them. */

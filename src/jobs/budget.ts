@@ -1,11 +1,11 @@
 // Budgets: max_turns and max_budget_usd on a job. A backend that enforces one itself gets it
-// (Backend.budgetFlags: its CLI's flags); for the others polyspawn follows what the run reports
-// while it runs (CliBackend.liveSpend, read from the log as the child writes it) and stops the
-// run that passes its budget, or, where the spend is known only at the end (a CLI that reports
-// tokens once, an HTTP request), says so in the result.
+// (Backend.budgetFlags: its CLI's flags); for the others polyspawn counts a CLI's turns in its
+// live output (CliBackend.liveTurn, read from the log as the child writes it) and stops the run
+// as a turn past max_turns begins; a cost, known only once the run ends (the CLIs report tokens
+// at the end, an HTTP request is one turn), is checked then and reported in the result.
 import { z } from 'zod';
 import type { Backend, Budget, BudgetKind, CliBackend, Outcome, Usage } from '../../backends/types.js';
-import { estimateCost, type ModelsTable } from '../config/models.js';
+import type { ModelsTable } from '../config/models.js';
 import { InputError } from '../lib/errors.js';
 import type { JobRecord, JobRequest } from './table.js';
 
@@ -50,58 +50,31 @@ export function spawnBudget(
   };
 }
 
-/** The part of the job's budget polyspawn must follow itself: what the backend does not enforce. */
-export function followedBudget(backend: Backend, job: Pick<JobRequest, 'maxTurns' | 'maxBudgetUsd'>): Budget {
-  const own = backend.budgetFlags ?? [];
-  return {
-    ...(job.maxTurns !== undefined && !own.includes('turns') ? { maxTurns: job.maxTurns } : {}),
-    ...(job.maxBudgetUsd !== undefined && !own.includes('cost') ? { maxBudgetUsd: job.maxBudgetUsd } : {}),
-  };
+/**
+ * Why max_budget_usd cannot be followed for this model, or undefined: where the backend does not
+ * enforce it itself, polyspawn prices the tokens from the models table, which may not know it.
+ */
+export function costBudgetProblem(backend: Backend, models: ModelsTable, model: string): string | undefined {
+  if ((backend.budgetFlags ?? []).includes('cost') || models[backend.name]?.prices[model]) return undefined;
+  return (
+    `max_budget_usd: polyspawn knows no price for ${backend.name}'s model ${model}, so it cannot follow its cost: ` +
+    'add its prices to a models.json override (README, "Models"), or leave max_budget_usd out'
+  );
 }
 
-const addUsage = (a: Usage, b: Usage): Usage => ({
-  inputTokens: a.inputTokens + b.inputTokens,
-  outputTokens: a.outputTokens + b.outputTokens,
-  cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
-});
-const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 };
-const usd = (n: number) => `$${n.toFixed(n < 0.01 ? 6 : 4)}`;
-
 /**
- * Follows a CLI run's live output against `budget`: add() takes each JSON line of its stdout
- * and returns the hit once the run passes its budget (a turn past max_turns begins; the cost
- * estimated from its tokens passes max_budget_usd), else undefined.
+ * Counts a CLI run's turns from its live output against max_turns: add() takes each JSON line of
+ * its stdout and returns the hit once a turn past the budget begins, else undefined.
  */
-export function spendMeter(
+export function turnMeter(
   backend: CliBackend,
-  job: Pick<JobRecord, 'backend' | 'model' | 'previousSessionTotals'>,
-  budget: Budget,
-  models: ModelsTable,
+  maxTurns: number,
 ): { add(record: Record<string, unknown>): BudgetHit | undefined } {
   let turns = 0;
-  let usage = NO_USAGE;
-  let sessionUsage = NO_USAGE;
   return {
     add(record) {
-      const spend = backend.liveSpend?.(record);
-      if (!spend) return undefined;
-      if (spend.turn) turns++;
-      if (budget.maxTurns !== undefined && turns > budget.maxTurns)
-        return {
-          kind: 'turns',
-          error: `stopped by polyspawn: it began turn ${turns}, past max_turns (${budget.maxTurns})`,
-        };
-      if (spend.usage) usage = addUsage(usage, spend.usage);
-      if (spend.sessionTotals) sessionUsage = thisRunsShare(spend.sessionTotals, job.previousSessionTotals);
-      const cost =
-        budget.maxBudgetUsd !== undefined &&
-        estimateCost(models, job.backend, job.model, addUsage(usage, sessionUsage));
-      if (cost && cost > budget.maxBudgetUsd!)
-        return {
-          kind: 'cost',
-          error: `stopped by polyspawn: it spent about ${usd(cost)} (estimated from its tokens), past max_budget_usd (${budget.maxBudgetUsd})`,
-        };
-      return undefined;
+      if (!backend.liveTurn?.(record) || ++turns <= maxTurns) return undefined;
+      return { kind: 'turns', error: `stopped by polyspawn: it began turn ${turns}, past max_turns (${maxTurns})` };
     },
   };
 }

@@ -12,7 +12,7 @@ import { estimateCost, type ModelsTable } from '../config/models.js';
 import { runProcess } from './process/runner.js';
 import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
-import { budgetOf, followedBudget, markCostOverrun, spendMeter, thisRunsShare, type BudgetHit } from './budget.js';
+import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
 import {
   ANSWER_WAIT_S,
@@ -49,7 +49,6 @@ export function createExecutor(
             control,
             nesting,
             parentChannel(),
-            models,
           )
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
@@ -123,12 +122,11 @@ async function executeCli(
   control: Parameters<Executor>[1],
   nesting: Nesting,
   channel: ParentChannel | undefined,
-  models: ModelsTable,
 ): Promise<ExecutionResult> {
   const lease = await openChannel(backend, job, channel, ctx.log);
   let files: string[] = [];
   try {
-    return await runCli(backend, job, ctx, control, nesting, lease, models, (written) => (files = written));
+    return await runCli(backend, job, ctx, control, nesting, lease, (written) => (files = written));
   } finally {
     // The token stops working before anyone hears the job ended; the files the command was
     // given (an agent's MCP servers may hold secrets) go too.
@@ -147,7 +145,6 @@ async function runCli(
   control: Parameters<Executor>[1],
   nesting: Nesting,
   lease: ChannelLease | undefined,
-  models: ModelsTable,
   onFilesWritten: (paths: string[]) => void,
 ): Promise<ExecutionResult> {
   const dir = scratchDirFor(runFolder(config.stateDir, job.id).dir, job.id);
@@ -191,12 +188,12 @@ async function runCli(
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
-  // A budget the CLI does not enforce itself: its live output is followed, and the run stopped
-  // (its whole group, as a cancel does) once it passes.
+  // A max_turns the CLI does not enforce itself: its live output is followed, and the run
+  // stopped (its whole group, as a cancel does) as a turn past it begins.
   const overBudget = new AbortController();
   let hit: BudgetHit | undefined;
-  const followed = followedBudget(backend, job);
-  const meter = backend.liveSpend && budgetOf(followed) && spendMeter(backend, job, followed, models);
+  const maxTurns = backend.budgetFlags?.includes('turns') ? undefined : job.maxTurns;
+  const meter = backend.liveTurn && maxTurns !== undefined ? turnMeter(backend, maxTurns) : undefined;
   const running = runProcess({
     file: spec.file,
     args: spec.args,

@@ -12,7 +12,7 @@ import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
 import { namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
-import { spawnBudget } from './budget.js';
+import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
 
@@ -80,6 +80,9 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const systemPrompt = definition ? definition.systemPrompt : request.systemPrompt;
   const tooLarge = request.systemPrompt && systemPromptProblem(request.systemPrompt, backend);
   if (tooLarge) throw new InputError(`system_prompt is ${tooLarge}`);
+  const budget = spawnBudget(request, definition);
+  const costProblem = budget.maxBudgetUsd !== undefined && costBudgetProblem(backend, ctx.models, model.model);
+  if (costProblem) throw new InputError(costProblem);
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -90,7 +93,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
     ...(outputSchema ? { outputSchema } : {}),
     ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
-    ...spawnBudget(request, definition),
+    ...budget,
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.

@@ -49,7 +49,7 @@ function budgetInstructions(app: App): string {
   const followed = names((b) => b.kind === 'cli' && (b.budgetFlags ?? []).length < 2);
   return [
     "budget: {max_turns, max_budget_usd} on a spawn caps the model requests and the USD one agent may spend (a named agent's own budget is a ceiling you may lower). An agent stopped at its budget ends failed, and its result's budget says exceeded.",
-    own && `${own} stop themselves at it.`,
+    own && `${own}: the CLI stops itself at it.`,
     followed &&
       `${followed}: polyspawn stops the run as a turn past max_turns begins; their cost is known only at the end (reported, not stopped).`,
     'API agents make one request: their cost is checked after it.',

@@ -1,5 +1,5 @@
 // Claude Code: `claude -p`, prompt on stdin, stream-json so the log shows progress while it runs.
-import type { CliBackend, McpServerSpec } from './types.js';
+import type { BudgetKind, CliBackend, McpServerSpec } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
@@ -14,6 +14,25 @@ function runCost(result: Record<string, unknown>): number | undefined {
   }
   const total = field(result, 'total_cost_usd');
   return typeof total === 'number' ? total : undefined;
+}
+
+/**
+ * The result subtypes of a run claude ended at a budget; its `errors` say the limit, e.g.
+ * "Reached maximum number of turns (3)", "Reached maximum budget ($0.5)".
+ */
+const BUDGET_SUBTYPES: Record<string, { kind: BudgetKind; flag: string }> = {
+  error_max_turns: { kind: 'turns', flag: 'max_turns' },
+  error_max_budget_usd: { kind: 'cost', flag: 'max_budget_usd' },
+};
+
+/** "stopped: it reached max_turns (3) after 4 turns, $0.0120": the limit as claude's message names it, and what was spent. */
+function budgetError(flag: string, result: Record<string, unknown>, cost: number | undefined): string {
+  const message = (Array.isArray(result.errors) ? result.errors : []).map(asString).find(Boolean) ?? '';
+  const limit = /\(([^()]*)\)\s*$/.exec(message)?.[1];
+  const n = result.num_turns;
+  const turns = typeof n === 'number' ? `${n} turn${n === 1 ? '' : 's'}` : undefined;
+  const spent = [turns, cost !== undefined ? `$${cost}` : undefined].filter(Boolean).join(', ');
+  return `stopped: it reached ${flag}${limit ? ` (${limit})` : ''}${spent ? ` after ${spent}` : ''}`;
 }
 
 /** Set inside a running Claude Code: a claude started with it refuses to run (nested). */
@@ -41,6 +60,8 @@ export const claude: CliBackend = {
   removeEnv: REMOVED_ENV,
   // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB (with room to spare).
   maxOutputSchemaBytes: 120 * 1024,
+  // --max-turns is not in `claude --help` (2.1.332) but works: measured on the real CLI (FINDINGS.md).
+  budgetFlags: ['turns', 'cost'],
 
   command(input, settings, { scratchDir, parent }) {
     const args = ['-p', '--output-format', 'stream-json', '--verbose', '--model', input.model];
@@ -53,6 +74,8 @@ export const claude: CliBackend = {
     }
     // Joined with `=`: the id is --resume's value, never an option of its own.
     if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
+    if (input.budget?.maxTurns) args.push('--max-turns', String(input.budget.maxTurns));
+    if (input.budget?.maxBudgetUsd) args.push('--max-budget-usd', String(input.budget.maxBudgetUsd));
     const env: Record<string, string | undefined> = Object.fromEntries(REMOVED_ENV.map((name) => [name, undefined]));
     if (settings.permission === 'bypassPermissions') {
       args.push('--dangerously-skip-permissions');
@@ -102,16 +125,19 @@ export const claude: CliBackend = {
     const usage = field(result, 'usage');
     const cacheRead = asNumber(field(usage, 'cache_read_input_tokens'));
     const cost = runCost(result);
+    const budgetHit = BUDGET_SUBTYPES[asString(result.subtype) ?? ''];
     return {
       ok: !isError && run.exitCode === 0,
       text,
-      ...(isError
-        ? {
-            error: `claude reported an error${result.api_error_status ? ` (API status ${result.api_error_status})` : ''}: ${text || asString(result.subtype) || 'no message'}`,
-          }
-        : run.exitCode !== 0
-          ? { error: `claude exited with code ${run.exitCode}` }
-          : {}),
+      ...(budgetHit
+        ? { error: budgetError(budgetHit.flag, result, cost), budgetExceeded: budgetHit.kind }
+        : isError
+          ? {
+              error: `claude reported an error${result.api_error_status ? ` (API status ${result.api_error_status})` : ''}: ${text || asString(result.subtype) || 'no message'}`,
+            }
+          : run.exitCode !== 0
+            ? { error: `claude exited with code ${run.exitCode}` }
+            : {}),
       sessionId: asString(result.session_id),
       usage: {
         inputTokens:

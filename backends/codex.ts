@@ -1,5 +1,5 @@
 // OpenAI Codex: `codex exec --json -`, prompt on stdin (an open stdin hangs it forever).
-import type { CliBackend } from './types.js';
+import type { CliBackend, Usage } from './types.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
 /** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
@@ -19,6 +19,19 @@ const tomlList = (items: readonly string[]) => `[${items.map(tomlString).join(',
  */
 const headerVariable = (server: string, n: number) =>
   `POLYSPAWN_MCP_${server.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_SECRET_${n}`;
+
+/** The items of a model request that are not tool calls (no request follows them). */
+const NOT_TOOL_CALLS = ['agent_message', 'reasoning', 'todo_list'];
+
+/** A turn.completed event's usage: the thread's running totals. */
+function usageOf(usage: unknown): Usage | undefined {
+  if (!usage || typeof usage !== 'object') return undefined;
+  return {
+    inputTokens: asNumber(field(usage, 'input_tokens')),
+    outputTokens: asNumber(field(usage, 'output_tokens')),
+    cachedInputTokens: asNumber(field(usage, 'cached_input_tokens')),
+  };
+}
 
 const LOGIN_ENV = ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'];
 /** Variables codex itself runs by: an MCP server's env may not set them (see mcpServersProblem). */
@@ -121,6 +134,13 @@ export const codex: CliBackend = {
     return { file: settings.bin ?? 'codex', args, env, stdin: input.prompt, files };
   },
 
+  // A model request has no event of its own in `exec --json`: the first begins with turn.started,
+  // and every tool call the model makes is followed by another. (Tokens come once, at the end.)
+  liveTurn(record) {
+    if (record.type === 'turn.started') return true;
+    return record.type === 'item.started' && !NOT_TOOL_CALLS.includes(asString(field(record, 'item', 'type')) ?? '');
+  },
+
   parse(run) {
     const { records } = jsonLines(run.stdout);
     const threadId = asString(records.find((r) => r.type === 'thread.started')?.thread_id);
@@ -132,19 +152,12 @@ export const codex: CliBackend = {
     const completed = records.findLast((r) => r.type === 'turn.completed');
     // Running totals for the thread: a resumed turn reports the earlier turns' tokens too.
     const usage = field(completed, 'usage');
+    const totals = usageOf(usage);
     const text = asString(field(answer, 'item', 'text')) ?? '';
     const common = {
       text,
       ...(threadId ? { sessionId: threadId } : {}),
-      ...(usage
-        ? {
-            sessionTotals: {
-              inputTokens: asNumber(field(usage, 'input_tokens')),
-              outputTokens: asNumber(field(usage, 'output_tokens')),
-              cachedInputTokens: asNumber(field(usage, 'cached_input_tokens')),
-            },
-          }
-        : {}),
+      ...(totals ? { sessionTotals: totals } : {}),
       costSource: 'unknown' as const,
       raw: { thread_id: threadId, last_message: answer, failure, usage },
     };

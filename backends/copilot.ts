@@ -88,6 +88,9 @@ export const copilot: CliBackend = {
     return { file: settings.bin ?? 'copilot', args, env, stdin: input.prompt, files, artifacts: { usage: usageFile } };
   },
 
+  // Each model request begins with assistant.turn_start (tokens: only in the usage file, at exit).
+  liveTurn: (record) => record.type === 'assistant.turn_start',
+
   parse(run) {
     const { records } = jsonLines(run.stdout);
     const result = records.findLast((r) => r.type === 'result');

@@ -34,7 +34,14 @@ export type Outcome = {
   structuredOutput?: unknown;
   /** The answer as a JSON value, validated by the server against the job's output schema. */
   structured?: unknown;
+  /** The job's budget it passed (Budget): the CLI stopped for it, or polyspawn did, or saw it once the run ended. */
+  budgetExceeded?: BudgetKind;
 };
+
+/** A job's limits: `turns` (model requests, max_turns) and `cost` (USD, max_budget_usd). */
+export type BudgetKind = 'turns' | 'cost';
+
+export type Budget = { maxTurns?: number; maxBudgetUsd?: number };
 
 export type ModelPrice = {
   /** USD per million tokens. */
@@ -62,6 +69,8 @@ export type SpawnInput = {
   outputSchema?: Record<string, unknown>;
   /** MCP servers to give the agent (from an agent definition), by name. */
   mcpServers?: Record<string, McpServerSpec>;
+  /** The job's budget: a backend passes on to its CLI the kinds in its `budgetFlags`. */
+  budget?: Budget;
   /** Backend-specific extra fields, already validated by the backend's own schema. */
   extra: Record<string, unknown>;
 };
@@ -131,6 +140,11 @@ type BackendBase = {
    * command-line argument; unset: it reads it from a file, or over HTTP, and only the tools' cap holds.
    */
   maxSystemPromptBytes?: number;
+  /**
+   * The budgets it enforces itself, given SpawnInput.budget (a CLI's flags); polyspawn follows
+   * the others from what the run reports (CliBackend.liveTurn, the outcome's cost).
+   */
+  budgetFlags?: readonly BudgetKind[];
 };
 
 export type CliBackend = BackendBase & {
@@ -168,6 +182,12 @@ export type CliBackend = BackendBase & {
   removeEnv?: readonly string[];
   command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
+  /**
+   * Whether one JSON line of its stdout, as it is written, begins a model request (a turn): how
+   * polyspawn stops a run mid-way that passes a max_turns the CLI does not enforce itself. (No
+   * CLI here reports its tokens before the end, so a cost budget is checked once the run ends.)
+   */
+  liveTurn?(record: Record<string, unknown>): boolean;
 };
 
 /** Environment variables, as the child process or the API call sees them. */

@@ -112,6 +112,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   );
   out.push('');
   out.push(`**Task:** ${inline(taskLine(r.prompt)) || '—'}`);
+  out.push(...budgetLines(r));
   out.push('');
   if (r.team) out.push(`**Team:** \`${inline(r.team.id)}\` · ${inline(r.team.role)} · ${inline(r.team.member)}`, '');
   const prompt = shorten(r.prompt, PROMPT_CHARS);
@@ -147,6 +148,15 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
     );
   }
   return out.join('\n');
+}
+
+/** A job that passed its budget says so under its task: which limit, and whether it was stopped for it. */
+function budgetLines(r: StoredRecord): string[] {
+  const kind = r.outcome?.budgetExceeded;
+  if (!kind) return [];
+  const limit = kind === 'turns' ? `max_turns (${r.maxTurns ?? '?'})` : `max_budget_usd (${r.maxBudgetUsd ?? '?'})`;
+  const how = r.state === 'succeeded' ? 'seen once it had finished' : 'stopped';
+  return ['', `**Budget:** passed ${limit}: ${how}`];
 }
 
 export type ActiveRow = Pick<IndexRow, 'id' | 'state' | 'backend' | 'model' | 'task' | 'createdAt' | 'startedAt'> & {

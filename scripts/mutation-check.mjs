@@ -62,6 +62,20 @@ const MUTATIONS = [
     tests: ['test/integration/runner.test.ts'],
   },
   {
+    name: 'a run past its max_turns is not stopped',
+    file: 'src/jobs/execute.ts',
+    find: `if (hit) overBudget.abort();`,
+    replace: ``,
+    tests: ['test/e2e/budgets.test.ts'],
+  },
+  {
+    name: 'max_turns lets one turn too many begin',
+    file: 'src/jobs/budget.ts',
+    find: `++turns <= maxTurns`,
+    replace: `++turns <= maxTurns + 1`,
+    tests: ['test/unit/budget.test.ts'],
+  },
+  {
     name: 'configured keys are not redacted',
     file: 'src/lib/redact.ts',
     find: `if (value.length >= MIN_VALUE_LENGTH) this.values.add(value);`,

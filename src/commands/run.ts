@@ -6,6 +6,8 @@
 import { resolve } from 'node:path';
 import { backends as registry } from '../../backends/registry.js';
 import { createApp, type App } from '../app.js';
+import type { z } from 'zod';
+import { maxBudgetUsdSchema, maxTurnsSchema } from '../jobs/budget.js';
 import { spawnJob } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
@@ -104,11 +106,22 @@ Options:
       --timeout <seconds>  stop it after this long (default: the configured timeout_s)
       --system-prompt <t>  extra system instructions
       --resume <id>        continue an earlier agent (its agent id or session id)
+      --max-turns <n>      stop it past this many model requests (README, "Budgets")
+      --max-budget-usd <x> stop it past this many US dollars (README, "Budgets")
       --json               print the whole result as JSON on stdout instead
   -h, --help
 
 Exit code: 0 succeeded, 1 failed, 124 timed out, 130 cancelled, 2 wrong usage.
 `;
+
+/** A budget flag's value, checked as the spawn tools check it. */
+function budgetFlag(flag: string, raw: string | undefined, schema: z.ZodNumber, takes: string): number | undefined {
+  if (raw === undefined) return undefined;
+  const parsed = schema.safeParse(Number(raw));
+  if (raw.trim() === '' || !parsed.success)
+    throw new InputError(`${flag} takes ${takes} ${schema.maxValue}, not "${raw}"`);
+  return parsed.data;
+}
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
   const chunks: Buffer[] = [];
@@ -123,6 +136,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     timeout: { type: 'string' },
     'system-prompt': { type: 'string' },
     resume: { type: 'string' },
+    'max-turns': { type: 'string' },
+    'max-budget-usd': { type: 'string' },
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -140,6 +155,14 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1))
     throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
+
+  const maxTurns = budgetFlag('--max-turns', values['max-turns'], maxTurnsSchema(), 'a whole number from 1 to');
+  const maxBudgetUsd = budgetFlag(
+    '--max-budget-usd',
+    values['max-budget-usd'],
+    maxBudgetUsdSchema(),
+    'an amount above 0, at most',
+  );
 
   let progress: ProgressLine | undefined;
   const log = (message: string): boolean => {
@@ -166,6 +189,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     systemPrompt: values['system-prompt'],
     resume: values.resume,
     timeoutS,
+    maxTurns,
+    maxBudgetUsd,
   });
   // After the checks: a mistaken command line leaves the run store alone.
   app.iac.start();

@@ -2,15 +2,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type {
-  Backend,
-  BackendSettings,
-  CliBackend,
-  CliResult,
-  Outcome,
-  ParentEndpoint,
-  Usage,
-} from '../../backends/types.js';
+import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
 import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
@@ -18,6 +10,9 @@ import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
 import { runProcess } from './process/runner.js';
+import { followLines } from './process/log-reader.js';
+import { jsonLines } from '../../backends/jsonl.js';
+import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
 import {
   ANSWER_WAIT_S,
@@ -57,15 +52,13 @@ export function createExecutor(
           )
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
-    if (outcome.sessionTotals && !outcome.usage) {
-      outcome.usage = job.previousSessionTotals
-        ? subtractUsage(outcome.sessionTotals, job.previousSessionTotals)
-        : outcome.sessionTotals;
-    }
+    if (outcome.sessionTotals && !outcome.usage)
+      outcome.usage = thisRunsShare(outcome.sessionTotals, job.previousSessionTotals);
     if (outcome.costSource === 'unknown' && outcome.usage) {
       const cost = estimateCost(models, job.backend, job.model, outcome.usage);
       if (cost !== undefined) Object.assign(outcome, { costUsd: cost, costSource: 'estimated' });
     }
+    markCostOverrun(job, outcome);
     return result;
   };
 }
@@ -103,16 +96,6 @@ function agentSettings(settings: BackendSettings, job: Readonly<JobRecord>): Bac
     ...(agent.permission ? { permission: agent.permission } : {}),
     ...(agent.allowTools ? { allowTools: agent.allowTools } : {}),
     ...(agent.denyTools ? { denyTools: [...new Set([...settings.denyTools, ...agent.denyTools])] } : {}),
-  };
-}
-
-/** This turn's share of a session's running totals (never negative: totals can be reset). */
-function subtractUsage(total: Usage, before: Usage): Usage {
-  const less = (a: number, b: number) => (a >= b ? a - b : a);
-  return {
-    inputTokens: less(total.inputTokens, before.inputTokens),
-    outputTokens: less(total.outputTokens, before.outputTokens),
-    cachedInputTokens: less(total.cachedInputTokens, before.cachedInputTokens),
   };
 }
 
@@ -174,6 +157,7 @@ async function runCli(
     toolCallS: ANSWER_WAIT_S,
   };
   const systemPrompt = [job.systemPrompt, parent && PARENT_PROMPT].filter(Boolean).join('\n\n');
+  const budget = budgetOf(job);
   const spec = backend.command(
     {
       prompt: job.prompt,
@@ -183,6 +167,7 @@ async function runCli(
       ...(job.resumeSessionId ? { resumeSessionId: job.resumeSessionId } : {}),
       ...(job.outputSchema ? { outputSchema: job.outputSchema } : {}),
       ...(job.agent?.mcpServers ? { mcpServers: job.agent.mcpServers } : {}),
+      ...(budget ? { budget } : {}),
       extra: job.extra,
     },
     settings,
@@ -203,6 +188,12 @@ async function runCli(
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
+  // A max_turns the CLI does not enforce itself: its live output is followed, and the run
+  // stopped (its whole group, as a cancel does) as a turn past it begins.
+  const overBudget = new AbortController();
+  let hit: BudgetHit | undefined;
+  const maxTurns = backend.budgetFlags?.includes('turns') ? undefined : job.maxTurns;
+  const meter = backend.liveTurn && maxTurns !== undefined ? turnMeter(backend, maxTurns) : undefined;
   const running = runProcess({
     file: spec.file,
     args: spec.args,
@@ -214,11 +205,23 @@ async function runCli(
     stderrLog: logs.stderr,
     timeoutMs: job.timeoutS * 1000,
     graceMs: config.killGraceMs,
-    signal: control.signal,
+    signal: meter ? AbortSignal.any([control.signal, overBudget.signal]) : control.signal,
   });
+  const watch =
+    meter &&
+    followLines(
+      logs.stdout,
+      (line) => {
+        if (hit) return;
+        hit = meter.add(jsonLines(line).records[0] ?? {});
+        if (hit) overBudget.abort();
+      },
+      BUDGET_WATCH_MS,
+    );
   control.onOutputTail(running.tail);
   if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
   const run = await running.done;
+  watch?.stop();
 
   const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
   if (run.end === 'spawn_error') {
@@ -247,12 +250,22 @@ async function runCli(
       },
     };
   }
+  if (run.end === 'cancelled' && hit && !control.signal.aborted) {
+    return {
+      state: 'failed',
+      exitCode: run.exitCode,
+      outcome: { ...outcome, ok: false, error: `${hit.error} (log: ${logs.stdout})`, budgetExceeded: hit.kind },
+    };
+  }
   if (run.end === 'cancelled') {
     return { state: 'cancelled', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: 'cancelled' } };
   }
   if (!outcome.ok) outcome.error = `${outcome.error ?? 'failed'} (log: ${logs.stdout})`;
   return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
 }
+
+/** How often a followed budget reads the run's new output. */
+const BUDGET_WATCH_MS = 200;
 
 function readIfPresent(path: string): string | undefined {
   try {

@@ -61,6 +61,14 @@ export const jobResultSchema = jobSummarySchema.extend({
     )
     .optional()
     .describe('Its questions, your answers and its progress lines, in order'),
+  budget: z
+    .object({
+      max_turns: z.number().optional(),
+      max_budget_usd: z.number().optional(),
+      exceeded: z.enum(['turns', 'cost']).optional(),
+    })
+    .optional()
+    .describe('Its budget, and the limit it passed (exceeded)'),
   raw: z.unknown().optional(),
 });
 
@@ -162,6 +170,15 @@ export function fullResult(ctx: ResultContext, job: JobRecord, options: { includ
     ...(job.state !== 'queued' ? { log: runFolder(ctx.config.stateDir, job.id).stdout } : {}),
     ...(tail ? { output_tail: tail } : {}),
     ...(job.conversation?.length ? { conversation: conversationView(ctx, job.conversation) } : {}),
+    ...(job.maxTurns !== undefined || job.maxBudgetUsd !== undefined || o?.budgetExceeded
+      ? {
+          budget: {
+            ...(job.maxTurns !== undefined ? { max_turns: job.maxTurns } : {}),
+            ...(job.maxBudgetUsd !== undefined ? { max_budget_usd: job.maxBudgetUsd } : {}),
+            ...(o?.budgetExceeded ? { exceeded: o.budgetExceeded } : {}),
+          },
+        }
+      : {}),
     ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
   };
 }

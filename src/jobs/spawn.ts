@@ -12,6 +12,7 @@ import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
 import { namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
+import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
 
@@ -52,6 +53,9 @@ export type SpawnRequest = {
   extra?: Record<string, unknown>;
   /** false: the agent gets no channel to ask the orchestrator (a definition's false holds). */
   askParent?: boolean;
+  /** The budget (src/jobs/budget.ts); a named agent's definition sets a ceiling on each. */
+  maxTurns?: number;
+  maxBudgetUsd?: number;
   /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
@@ -78,6 +82,9 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const systemPrompt = definition ? definition.systemPrompt : request.systemPrompt;
   const tooLarge = request.systemPrompt && systemPromptProblem(request.systemPrompt, backend);
   if (tooLarge) throw new InputError(`system_prompt is ${tooLarge}`);
+  const budget = spawnBudget(request, definition);
+  const costProblem = budget.maxBudgetUsd !== undefined && costBudgetProblem(backend, ctx.models, model.model);
+  if (costProblem) throw new InputError(costProblem);
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -89,6 +96,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(outputSchema ? { outputSchema } : {}),
     ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
     ...(request.team ? { team: request.team } : {}),
+    ...budget,
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.

@@ -63,6 +63,9 @@ export type JobRequest = {
   askParent?: boolean;
   /** Set when a team (src/jobs/teams/) started the job: the team, the member as named, its part. */
   team?: { id: string; member: string; role: string };
+  /** Its budget (src/jobs/budget.ts): the most model requests, and the most USD, it may spend. */
+  maxTurns?: number;
+  maxBudgetUsd?: number;
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */

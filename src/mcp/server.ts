@@ -30,6 +30,7 @@ export function instructions(app: App): string {
     // Said once here rather than in each spawn tool's schema (tools/list is paid for per tool).
     'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
     ...channelInstructions(app),
+    budgetInstructions(app),
     `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in${app.config.allowCwdOutsideProject ? '' : ', inside the project'}), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
     'Backends:',
     ...backends,
@@ -37,6 +38,26 @@ export function instructions(app: App): string {
     ...teamInstructions(app),
     ...app.iac.problems.map((p) => `WARNING: ${p}`),
   ].join('\n');
+}
+
+/** What a spawn's budget does on each kind of backend, said once (the field is listed bare). */
+function budgetInstructions(app: App): string {
+  const names = (test: (b: App['backends'][number]) => boolean) =>
+    app.backends
+      .filter(test)
+      .map((b) => b.name)
+      .join(', ');
+  const own = names((b) => (b.budgetFlags ?? []).length === 2);
+  const followed = names((b) => b.kind === 'cli' && (b.budgetFlags ?? []).length < 2);
+  return [
+    "budget: {max_turns, max_budget_usd} on a spawn caps the model requests and the USD one agent may spend (a named agent's own budget is a ceiling you may lower). An agent stopped at its budget ends failed, and its result's budget says exceeded.",
+    own && `${own}: the CLI stops itself at it.`,
+    followed &&
+      `${followed}: polyspawn stops the run as a turn past max_turns begins; their cost is known only at the end (reported, not stopped).`,
+    'API agents make one request: their cost is checked after it.',
+  ]
+    .filter(Boolean)
+    .join(' ');
 }
 
 /** How agents reach back, said once: the channel's tools are the agents', reply_subagent is the orchestrator's. */

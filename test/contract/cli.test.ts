@@ -151,6 +151,24 @@ test('claude: a system prompt over the 128 KiB a command-line argument may hold 
   expect(requestsWith(`${mark} hi`).some((r) => r.system.includes(instruction.trim()))).toBe(true);
 });
 
+// Budgets: claude enforces both itself (--max-turns, which its --help does not list, and
+// --max-budget-usd); the tool call makes a second turn, the first request's cost passes the budget.
+describe('claude budgets, the real CLI', () => {
+  test.each([
+    [{ max_turns: 1 }, 'turns', /^stopped: it reached max_turns \(1\) after 2 turns, \$[\d.]+ \(log: /],
+    [
+      { max_budget_usd: 0.0000001 },
+      'cost',
+      /^stopped: it reached max_budget_usd \(\$1e-7\) after 1 turn, \$[\d.]+ \(log: /,
+    ],
+  ])('claude budget %j: it stops itself and the job fails naming the budget', async (budget, kind, error) => {
+    const mark = `budget-${kind}-${Date.now()}`;
+    const job = await spawn('claude', { prompt: `${mark} [[fake:tool:echo ${mark}]]`, budget, wait_s: 120 });
+    expect(job, JSON.stringify(job)).toMatchObject({ state: 'failed', error: expect.stringMatching(error) });
+    expect((job as Job & { budget?: unknown }).budget).toEqual({ ...budget, exceeded: kind });
+  });
+});
+
 describe('structured output through the real CLIs', () => {
   const schema = {
     type: 'object',

@@ -64,6 +64,8 @@ describe('polyspawn --help and wrong usage', () => {
       [['run', 'nope', 'hi'], /no backend "nope": use one of claude, codex, copilot, grok, gemini, mistral/],
       [['run', 'codex', '--model', 'gpt 0', 'hi'], /unknown model "gpt 0" for codex, and not a plain model name/],
       [['run', 'codex', '--timeout', 'soon', 'hi'], /--timeout takes whole seconds, not "soon"/],
+      [['run', 'codex', '--max-turns', '0', 'hi'], /--max-turns takes a whole number from 1 to 1000, not "0"/],
+      [['run', 'codex', '--max-budget-usd', 'lots', 'hi'], /--max-budget-usd takes an amount above 0, at most 10000/],
       [['run', 'codex', '--cwd', 'missing-dir', 'hi'], /cwd ".*missing-dir" is not an existing folder/],
       [['status', '--limit=-3'], /--limit must be a whole number/],
       [['doctor', '--verbose'], /Unknown option '--verbose'/],
@@ -147,6 +149,26 @@ describe('polyspawn run', () => {
     expect(failed.stdout).toBe('');
     expect(failed.stderr).toMatch(/polyspawn: copilot .*401/);
     expect(failed.stderr).toMatch(/agent \w+ \(copilot, \S+\) failed after/);
+  });
+
+  test('--max-turns: a run past it is stopped, exit 1, and the result names the budget', () => {
+    const p = project();
+    const r = p.cli([
+      'run',
+      'codex',
+      '--json',
+      '--max-turns',
+      '1',
+      '--max-budget-usd',
+      '5',
+      'many [[cli:turns:30:200]]',
+    ]);
+    expect(r.status).toBe(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      state: 'failed',
+      error: expect.stringMatching(/^stopped by polyspawn: it began turn 2, past max_turns \(1\)/),
+      budget: { max_turns: 1, max_budget_usd: 5, exceeded: 'turns' },
+    });
   });
 
   test("--resume in a later process: the turn is billed its own tokens, not the whole session's", () => {

@@ -30,6 +30,10 @@
 //   [[cli:exit:N]]          exit code N after the normal output
 //   [[cli:usage:IN:OUT]]    codex: report IN input and OUT output tokens (codex reports the
 //                           thread's running totals, so a resumed turn's include the turns before)
+//   [[cli:turns:N:MS]]      before the answer, N tool-call turns MS ms apart, each written as it
+//                           happens (codex: a command_execution item; copilot: an
+//                           assistant.turn_start ... turn_end; claude: a tool_use message with
+//                           usage), so a budget followed live can stop the run mid-way
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
@@ -126,6 +130,19 @@ async function main() {
     const last = lines[lines.length - 1];
     out = [...lines.slice(0, -1), ''].join('\n') + last.slice(0, Math.floor(last.length / 2));
   }
+  const turns = valueOf('turns');
+  if (turns !== undefined && lines.length > 0) {
+    // After the stream's opening lines (codex's thread and turn start, copilot's session
+    // events, claude's init), before the answer.
+    const [count, ms] = turns.split(':').map(Number);
+    const split = { codex: 2, copilot: 2, claude: 1 }[name];
+    await write(process.stdout, lines.slice(0, split).join('\n') + '\n');
+    for (let i = 1; i <= count; i++) {
+      await new Promise((r) => setTimeout(r, ms));
+      await write(process.stdout, toolTurn(i).join('\n') + '\n');
+    }
+    out = out.slice(lines.slice(0, split).join('\n').length + 1);
+  }
   const flood = valueOf('flood');
   if (flood !== undefined) {
     // The noise goes after the first line (codex's thread.started, claude's init) when there
@@ -141,6 +158,32 @@ async function main() {
   // Let the event loop end on its own: process.exit() could cut off output still queued
   // for the pipe.
   process.exitCode = exit !== undefined ? Number(exit) : has('malformed') || has('truncated') ? 0 : exitCode;
+}
+
+/** One tool-call turn in the CLI's own stream shape (for [[cli:turns:N:MS]]). */
+function toolTurn(i) {
+  const command = `echo turn ${i}`;
+  if (name === 'codex') {
+    const item = { id: `item_t${i}`, type: 'command_execution', command, aggregated_output: '', exit_code: null };
+    return [
+      JSON.stringify({ type: 'item.started', item: { ...item, status: 'in_progress' } }),
+      JSON.stringify({ type: 'item.completed', item: { ...item, aggregated_output: `turn ${i}\n`, exit_code: 0 } }),
+    ];
+  }
+  if (name === 'copilot') {
+    const turnId = `t${i}`;
+    return [
+      JSON.stringify({ type: 'assistant.turn_start', data: { turnId }, id: randomUUID() }),
+      JSON.stringify({
+        type: 'tool.execution_start',
+        data: { toolCallId: `call_${i}`, toolName: 'bash', arguments: { command }, turnId },
+      }),
+      JSON.stringify({ type: 'assistant.turn_end', data: { turnId }, id: randomUUID() }),
+    ];
+  }
+  const usage = { input_tokens: 12, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  const content = [{ type: 'tool_use', id: `toolu_${i}`, name: 'Bash', input: { command } }];
+  return [JSON.stringify({ type: 'assistant', message: { id: `msg_t${i}`, role: 'assistant', content, usage } })];
 }
 
 // --- claude -------------------------------------------------------------------------------

@@ -506,6 +506,56 @@ describe('real failure and retry outputs recorded against the fake model API', (
 
 // Last in the file (vitest runs a file's tests in order; with -t it sees only the chosen ones):
 // every file in the samples folder was read by a test above.
+describe('budgets', () => {
+  test('claude enforces both itself: --max-turns and --max-budget-usd, each only when given', () => {
+    expect(claude.budgetFlags).toEqual(['turns', 'cost']);
+    const { args } = claude.command(input({ budget: { maxTurns: 3, maxBudgetUsd: 0.25 } }), settings(claude), ctx);
+    expect(args.slice(args.indexOf('--max-turns'), args.indexOf('--max-turns') + 2)).toEqual(['--max-turns', '3']);
+    expect(args.slice(args.indexOf('--max-budget-usd'), args.indexOf('--max-budget-usd') + 2)).toEqual([
+      '--max-budget-usd',
+      '0.25',
+    ]);
+    const plain = claude.command(input(), settings(claude), ctx).args;
+    expect(plain).not.toContain('--max-turns');
+    expect(plain).not.toContain('--max-budget-usd');
+    // The others take no budget flag: polyspawn follows theirs.
+    for (const backend of [codex, copilot]) {
+      expect(backend.budgetFlags ?? []).toEqual([]);
+      const budgeted = backend.command(input({ budget: { maxTurns: 3, maxBudgetUsd: 0.25 } }), settings(backend), ctx);
+      expect(budgeted.args).toEqual(backend.command(input(), settings(backend), ctx).args);
+    }
+  });
+
+  test.each([
+    ['claude-stream-json-max-turns.jsonl', 'turns', 'stopped: it reached max_turns (1) after 2 turns, $0.000188'],
+    [
+      'claude-stream-json-max-budget.jsonl',
+      'cost',
+      'stopped: it reached max_budget_usd ($1e-7) after 1 turn, $0.000188',
+    ],
+  ])('claude, the real CLI at a limit (%s): a failure that names the budget', (file, kind, error) => {
+    const o = claude.parse(run(sample(file), { exitCode: 1 }));
+    expect(o).toMatchObject({ ok: false, budgetExceeded: kind, error, costUsd: 0.000188, costSource: 'reported' });
+    expect(o.sessionId).toBeTruthy();
+  });
+
+  const turns = (backend: CliBackend, file: string) =>
+    sample(file)
+      .split('\n')
+      .filter(Boolean)
+      .filter((line) => backend.liveTurn!(JSON.parse(line) as Record<string, unknown>)).length;
+
+  test('codex: the first request begins with turn.started, and one more follows each tool call', () => {
+    expect(turns(codex, 'codex-exec-json.jsonl')).toBe(1);
+    expect(turns(codex, 'codex-exec-json-tool.jsonl')).toBe(2);
+  });
+
+  test('copilot: one turn per assistant.turn_start', () => {
+    expect(turns(copilot, 'copilot-json.jsonl')).toBe(1);
+    expect(turns(copilot, 'copilot-json-tool.jsonl')).toBe(2);
+  });
+});
+
 test('every sample file is read by a test above', () => {
   expect([...read].sort()).toEqual(readdirSync(samples).sort());
 });

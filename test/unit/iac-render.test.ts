@@ -283,3 +283,31 @@ function expectedFence(s: string): string {
   const c = clean(s);
   return c === '' || c.endsWith('\n') ? c : `${c}\n`;
 }
+
+describe('budgets', () => {
+  test('an entry says which budget its job passed, and whether it was stopped; one within its budget says nothing', () => {
+    const stopped = renderEntry(
+      record({
+        state: 'failed',
+        maxTurns: 3,
+        outcome: { ok: false, text: '', error: 'stopped', costSource: 'unknown', budgetExceeded: 'turns' },
+      }),
+      ctx,
+    );
+    expect(stopped).toContain('**Budget:** passed max_turns (3): stopped');
+    const finished = renderEntry(
+      record({
+        state: 'succeeded',
+        maxBudgetUsd: 0.5,
+        outcome: { ok: true, text: 'a', costSource: 'estimated', costUsd: 0.7, budgetExceeded: 'cost' },
+      }),
+      ctx,
+    );
+    expect(finished).toContain('**Budget:** passed max_budget_usd (0.5): seen once it had finished');
+    const within = renderEntry(
+      record({ state: 'succeeded', maxTurns: 3, outcome: { ok: true, text: 'a', costSource: 'unknown' } }),
+      ctx,
+    );
+    expect(within).not.toContain('Budget');
+  });
+});

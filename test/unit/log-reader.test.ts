@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
+import { waitFor } from '../helpers/processes.js';
+import { followLines, readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
 
 const NL = 0x0a;
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-log-reader-'));
@@ -128,5 +129,32 @@ describe('readNewest', () => {
     expect(readNewest(log('aé'), 1)).toBe(''); // only the second byte of é fits
     expect(readNewest(log('x🎉'), 3)).toBe('');
     expect(readNewest(log('x🎉'), 4)).toBe('🎉');
+  });
+});
+
+describe('followLines', () => {
+  it('hands over each complete line once, as the file grows; a line still being written waits for its end', async () => {
+    const path = log('');
+    const lines: string[] = [];
+    const watch = followLines(path, (line) => lines.push(line), 10);
+    appendFileSync(path, 'one\ntw');
+    await waitFor('the first line', () => lines.length === 1);
+    appendFileSync(path, 'o\nthree ünï\n');
+    await waitFor('the next two lines', () => lines.length === 3);
+    watch.stop();
+    expect(lines).toEqual(['one', 'two', 'three ünï']);
+  });
+
+  it('skips a line over 1 MiB whole, and goes on with the next', () => {
+    const path = log(`first\n${'x'.repeat(3 << 20)}\nafter\n`);
+    const lines: string[] = [];
+    followLines(path, (line) => lines.push(line), 1 << 30).stop();
+    expect(lines).toEqual(['first', 'after']);
+  });
+
+  it('a file not there yet is nothing, not an error', () => {
+    const lines: string[] = [];
+    followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
+    expect(lines).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import { parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
 import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { timeoutSeconds, type Config } from '../../config/config.js';
+import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { ENV_NAME, jsonBytes } from '../../lib/text.js';
@@ -25,6 +26,9 @@ export type AgentDefinition = {
   model?: string;
   systemPrompt: string;
   timeoutS?: number;
+  /** Its budget: a ceiling its spawns may lower, never raise (src/jobs/spawn.ts). */
+  maxTurns?: number;
+  maxBudgetUsd?: number;
   permission?: string;
   allow?: string[];
   deny?: string[];
@@ -101,6 +105,8 @@ export const frontmatterSchema = z
     backend: z.string({ error: (i) => (i.input === undefined ? undefined : 'must be text') }),
     model: z.string().min(1).max(200).optional(),
     timeout_s: timeoutSeconds().optional(),
+    max_turns: maxTurnsSchema().optional(),
+    max_budget_usd: maxBudgetUsdSchema().optional(),
     permission: z.string().min(1).max(100).optional(),
     allow: stringList.optional(),
     deny: stringList.optional(),
@@ -222,6 +228,8 @@ export function checkDefinition(
       ...(fm.model !== undefined ? { model: fm.model } : {}),
       systemPrompt: body.trim(),
       ...(fm.timeout_s !== undefined ? { timeoutS: fm.timeout_s } : {}),
+      ...(fm.max_turns !== undefined ? { maxTurns: fm.max_turns } : {}),
+      ...(fm.max_budget_usd !== undefined ? { maxBudgetUsd: fm.max_budget_usd } : {}),
       ...(fm.permission !== undefined ? { permission: fm.permission } : {}),
       ...(fm.allow ? { allow: fm.allow } : {}),
       ...(fm.deny ? { deny: fm.deny } : {}),

@@ -66,3 +66,43 @@ export function readNewest(path: string, maxBytes: number): string {
       .replace(/^\uFFFD+/, '');
   });
 }
+
+/** A line longer than this is skipped whole by followLines: no JSON event a budget reads is that long. */
+const MAX_FOLLOWED_LINE = 1 << 20;
+
+/**
+ * Calls `onLine` with each complete line a growing file gains, reading every `intervalMs` from
+ * where the last read ended, so a run's output can be watched while its child writes it.
+ * stop() reads what is left once more and ends the watch.
+ */
+export function followLines(path: string, onLine: (line: string) => void, intervalMs: number): { stop(): void } {
+  let offset = 0;
+  let pending = Buffer.alloc(0);
+  let skipping = false;
+  const readNew = () =>
+    withFile(path, undefined, (fd, size) => {
+      while (offset < size) {
+        const chunk = readAt(fd, offset, Math.min(size - offset, 1 << 20));
+        if (chunk.length === 0) break;
+        offset += chunk.length;
+        let data = Buffer.concat([pending, chunk]);
+        for (let end = data.indexOf(NEWLINE); end >= 0; end = data.indexOf(NEWLINE)) {
+          if (!skipping) onLine(data.subarray(0, end).toString('utf8'));
+          skipping = false;
+          data = data.subarray(end + 1);
+        }
+        if (data.length > MAX_FOLLOWED_LINE) {
+          skipping = true;
+          data = Buffer.alloc(0);
+        }
+        pending = Buffer.from(data);
+      }
+    });
+  const timer = setInterval(readNew, intervalMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      readNew();
+    },
+  };
+}

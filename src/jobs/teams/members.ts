@@ -54,6 +54,7 @@ export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | '
         prompt: request.prompt,
         team: request.team,
         ...(request.timeoutS ? { timeoutS: request.timeoutS } : {}),
+        ...(request.maxTurns ? { maxTurns: request.maxTurns } : {}),
       }),
   };
 }

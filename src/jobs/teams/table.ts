@@ -22,7 +22,6 @@ export type MemberRequest = {
   team: { id: string; member: string; role: string };
   timeoutS?: number;
   maxTurns?: number;
-  maxBudgetUsd?: number;
   /** The member talks to its team over the channel: it must be a CLI agent with the channel on. */
   needsChannel?: boolean;
 };
@@ -160,7 +159,6 @@ export class TeamTable {
           team: { id: record.id, member, role },
           ...(spec.timeoutS ? { timeoutS: spec.timeoutS } : {}),
           ...(spec.maxTurns ? { maxTurns: spec.maxTurns } : {}),
-          ...(spec.maxBudgetUsd !== undefined ? { maxBudgetUsd: spec.maxBudgetUsd - spent } : {}),
           ...(options.needsChannel ? { needsChannel: true } : {}),
         });
         running.add(job.id);

@@ -16,6 +16,9 @@ import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
 import {
   askParentField,
+  budgetField,
+  budgetRequest,
+  type BudgetArg,
   cwdField,
   extraFields,
   modelField,
@@ -76,6 +79,7 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
       ),
       wait_s: brief(waitField().describe('Wait up to this long and return the result if done'), ''),
       ...(definition.outputSchema ? {} : { output_schema: outputSchemaField() }),
+      budget: budgetField(),
       ...(definition.askParent === false ? {} : askParentField(app, backend)),
       ...extraFields(backend),
     })
@@ -109,6 +113,7 @@ type AgentArgs = {
   wait_s?: number;
   output_schema?: Record<string, unknown>;
   ask_parent?: boolean;
+  budget?: BudgetArg;
   [extra: string]: unknown;
 };
 
@@ -123,7 +128,7 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
       annotations: spawnAnnotations(backend),
     },
     async (args, extra) => {
-      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ask_parent, ...rest } =
+      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ask_parent, budget, ...rest } =
         args as AgentArgs;
       const client = server.server.getClientVersion()?.name;
       if (!callerAllowed(definition, client)) throw new InputError(callerRefusal(definition, client));
@@ -137,6 +142,7 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
         timeoutS: timeout_s,
         outputSchema: output_schema,
         askParent: ask_parent,
+        ...budgetRequest(budget),
         extra: rest,
         agent: { definition, newSession: new_session },
       });

@@ -170,7 +170,8 @@ function defineInput(backends: readonly Backend[]) {
         z.string().max(2000).describe('When the orchestrator should use this agent'),
         'When to use it',
       ),
-      backend: brief(z.string().describe(listed), names.join('|')),
+      // The backends' names are in the server's instructions (spawn_<backend>), and a wrong one is refused naming them.
+      backend: brief(z.string().describe(listed), ''),
       system_prompt: brief(z.string().max(200_000).describe("The agent's instructions (the body of its agent.md)"), ''),
       model: brief(
         z.string().max(200).optional().describe('Fixes the model (an alias or a name); unset, callers may choose one'),
@@ -178,8 +179,8 @@ function defineInput(backends: readonly Backend[]) {
       ),
       timeout_s: timeoutSeconds().optional(),
       permission: brief(z.string().optional().describe("One of the backend's permission modes"), ''),
-      allow: brief(z.array(z.string()).optional().describe(`Tools it may use${which}`), ''),
-      deny: brief(z.array(z.string()).optional().describe(`Tools it may not use${which}`), ''),
+      allow: brief(z.array(z.string()).optional().describe(`Tools it may use${which}`), { type: 'array' }),
+      deny: brief(z.array(z.string()).optional().describe(`Tools it may not use${which}`), { type: 'array' }),
       mcp_servers: brief(
         z
           .record(z.string(), mcpServerInput)
@@ -190,13 +191,10 @@ function defineInput(backends: readonly Backend[]) {
           description: '{name: {command,args,env}|{url,headers}}',
         },
       ),
-      session: brief(
-        z.boolean().optional().describe('Continue its previous conversation on every call'),
-        'Each call continues the last conversation',
-      ),
+      session: brief(z.boolean().optional().describe('Continue its previous conversation on every call'), ''),
       allowed_callers: brief(
         z.array(z.string()).optional().describe('MCP client names (from their initialize) that may use it; unset: any'),
-        '',
+        { type: 'array' },
       ),
       output_schema: brief(
         z.record(z.string(), z.unknown()).optional().describe('A JSON Schema its answers must match'),
@@ -232,7 +230,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
     {
       title: 'Define a named agent',
       description:
-        'Save a reusable agent for a role you delegate often (a backend with its own prompt, model and rules): it becomes the tool spawn_<name>. replace: true changes one.',
+        'Save a reusable agent (a backend with its own prompt, model and rules; session: true continues one conversation) as the tool spawn_<name>. replace: true changes one.',
       inputSchema: defineInput(app.agents.ctx.backends),
       outputSchema: z.object({
         name: z.string(),

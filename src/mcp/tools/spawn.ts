@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { timeoutSeconds } from '../../config/config.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
+import { maxBudgetUsdSchema, maxTurnsSchema } from '../../jobs/budget.js';
 import { spawnJob } from '../../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
@@ -50,6 +51,26 @@ export const outputSchemaField = () =>
 // The instructions name each backend's models (src/mcp/server.ts).
 export const modelField = (models: BackendModels) =>
   brief(z.string().max(200).optional().describe(modelsText(models)), '');
+/**
+ * One object, not two fields: listed as {"type":"object"}, it costs each spawn tool a third of
+ * what max_turns and max_budget_usd would apiece (the instructions say what it holds), and it
+ * mirrors the result's `budget`.
+ */
+export const budgetField = () =>
+  brief(
+    z
+      .object({ max_turns: maxTurnsSchema().optional(), max_budget_usd: maxBudgetUsdSchema().optional() })
+      .strict()
+      .optional()
+      .describe('max_turns: the most model requests; max_budget_usd: the most USD it may spend'),
+    { type: 'object' },
+  );
+export type BudgetArg = { max_turns?: number; max_budget_usd?: number };
+/** A spawn's budget argument as the spawn use case takes it. */
+export const budgetRequest = (budget: BudgetArg | undefined) => ({
+  maxTurns: budget?.max_turns,
+  maxBudgetUsd: budget?.max_budget_usd,
+});
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 export const timeoutField = () => timeoutSeconds().optional();
@@ -79,6 +100,7 @@ function inputSchema(backend: Backend, app: App) {
       timeout_s: brief(timeoutField().describe(`Default ${app.config.timeoutS}`), ''),
       wait_s: waitField(),
       output_schema: outputSchemaField(),
+      budget: budgetField(),
       ...askParentField(app, backend),
       ...extraFields(backend),
     })
@@ -101,6 +123,7 @@ type SpawnArgs = {
   wait_s?: number;
   output_schema?: Record<string, unknown>;
   ask_parent?: boolean;
+  budget?: BudgetArg;
   [extra: string]: unknown;
 };
 
@@ -126,8 +149,19 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
-        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ask_parent, ...rest } =
-          args as SpawnArgs;
+        const {
+          prompt,
+          model,
+          cwd,
+          system_prompt,
+          resume,
+          timeout_s,
+          wait_s,
+          output_schema,
+          ask_parent,
+          budget,
+          ...rest
+        } = args as SpawnArgs;
         const job = spawnJob(app, {
           backend,
           label: `spawn_${backend.name}`,
@@ -139,6 +173,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           timeoutS: timeout_s,
           outputSchema: output_schema,
           askParent: ask_parent,
+          ...budgetRequest(budget),
           extra: rest,
         });
         return spawnedResult(app, job, wait_s, extra);

@@ -73,6 +73,7 @@ function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsi
       timeoutS: 600,
       allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
       userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
+      isolation: 'none',
     },
     models,
     jobs,

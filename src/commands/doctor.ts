@@ -16,6 +16,10 @@ import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type Mo
 import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
 import { InputError } from '../lib/errors.js';
+import { RunStore } from '../../iac/store.js';
+import { selfIdentity } from '../lib/proc.js';
+import { Redactor } from '../lib/redact.js';
+import { keptWorktrees, worktreeLines, type KeptWorktree } from './status.js';
 import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
 
 export const VERSION_TIMEOUT_MS = 5000;
@@ -59,6 +63,9 @@ export type DoctorReport = {
   usable: number;
   /** Agent definition files (agents/<name>/agent.md) that are skipped, and why. */
   agentProblems: AgentProblem[];
+  /** Where CLI agents work unless told (config `isolation`), and the worktrees left in the project. */
+  isolation: Config['isolation'];
+  worktrees: KeptWorktree[];
 };
 
 /**
@@ -218,6 +225,11 @@ export async function collectDoctor(
     backends,
     usable: backends.filter((b) => b.usable).length,
     agentProblems: agentProblems({ config, models, backends: allBackends }),
+    isolation: config.isolation,
+    // It only reads: nothing is written through this store.
+    worktrees: keptWorktrees(
+      new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() }),
+    ),
   };
 }
 
@@ -249,6 +261,8 @@ export function formatDoctor(r: DoctorReport): string {
     `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
     `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,
+    `isolation   ${r.isolation}${r.worktrees.length ? `; ${r.worktrees.length} worktree${r.worktrees.length === 1 ? '' : 's'} kept (integrate or discard each):` : ''}`,
+    ...worktreeLines(r.worktrees).map((line) => `            ${line}`),
     '',
   ];
   if (r.usable === 0) {

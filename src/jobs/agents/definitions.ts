@@ -192,7 +192,16 @@ export function checkDefinition(
     if (fm.session && fm.isolation === 'worktree')
       problems.push('isolation: a session agent keeps one conversation in one folder; worktrees are for one-off runs');
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent', 'env', 'isolation'] as const) {
+      for (const key of [
+        'permission',
+        'allow',
+        'deny',
+        'mcp_servers',
+        'allow_nesting',
+        'ask_parent',
+        'env',
+        'isolation',
+      ] as const) {
         if (fm[key] !== undefined && fm[key] !== false && fm[key] !== 'none')
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }

@@ -30,7 +30,7 @@
 //   [[cli:usage:IN:OUT]]    codex: report IN input and OUT output tokens (codex reports the
 //                           thread's running totals, so a resumed turn's include the turns before)
 //   [[cli:write:FILE=TEXT]] write TEXT (and a newline) to FILE, relative to the working folder
-//                           (folders made), before answering; several may be given
+//                           (folders made), first thing (before a hang); several may be given
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
 //                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
@@ -86,6 +86,8 @@ const valueOf = (key) => directives.find((d) => d.key === key)?.value;
 if (has('ignore-term')) process.on('SIGTERM', () => {});
 
 record();
+// Before anything else (a hang included): a test can wait for the file, then kill.
+writeFiles();
 
 const stderrText = valueOf('stderr');
 if (stderrText !== undefined) process.stderr.write(stderrText + '\n');
@@ -109,7 +111,6 @@ if (has('hang') || has('ignore-term') || (grandchildFile !== undefined && !has('
 async function main() {
   const sleepMs = valueOf('sleep');
   if (sleepMs !== undefined) await new Promise((r) => setTimeout(r, Number(sleepMs)));
-  writeFiles();
 
   const echoName = valueOf('echo-env');
   const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token'].some(has);

@@ -87,20 +87,23 @@ function tokens(r: StoredRecord): string {
 /** Files listed in an entry's worktree section; the rest are counted (`result` lists them all). */
 export const WORKTREE_FILES = 20;
 
-/** Where an isolated agent worked, and what its branch changes. */
+/**
+ * Where an isolated agent worked, and what its branch changes. File names are the agent's: escaped
+ * as text, never in a code span (a backtick in one would close it).
+ */
 function worktreeLines(w: JobWorktree): string[] {
   const c = w.changes;
   const where = !c
-    ? `in \`${inline(w.path)}\``
+    ? `in ${inline(w.path)}`
     : c.removed
       ? 'no changes: worktree and branch removed'
-      : `${inline(c.diffStat)}; kept in \`${inline(w.path)}\` until integrated or discarded`;
-  const out = [`**Worktree:** branch \`${inline(w.branch)}\` from \`${w.base.slice(0, 10)}\` · ${where}`];
+      : `${inline(c.diffStat)}; kept in ${inline(w.path)} until integrated or discarded`;
+  const out = [`**Worktree:** branch ${inline(w.branch)} from \`${w.base.slice(0, 10)}\` · ${where}`];
   if (c?.files.length) {
     const left = new Set(c.uncommitted);
     out.push('');
     for (const file of c.files.slice(0, WORKTREE_FILES))
-      out.push(`- \`${inline(file)}\`${left.has(file) ? ' (left uncommitted; committed by polyspawn)' : ''}`);
+      out.push(`- ${inline(file)}${left.has(file) ? ' (left uncommitted; committed by polyspawn)' : ''}`);
     if (c.files.length > WORKTREE_FILES) out.push(`- … and ${c.files.length - WORKTREE_FILES} more (\`result\` tool)`);
   }
   for (const note of w.notes ?? []) out.push('', `_${said(note)}_`);

@@ -120,8 +120,8 @@ describe('agents in worktrees, through the server', () => {
     expect(after.worktree!.kept).toBe(false);
 
     const iac = readFileSync(join(project, 'IAC.md'), 'utf8');
-    expect(iac).toContain(`**Worktree:** branch \`polyspawn/${ids[1]}\``);
-    expect(iac).toContain('- `notes.txt` (left uncommitted; committed by polyspawn)');
+    expect(iac).toContain(`**Worktree:** branch polyspawn/${ids[1]} from`);
+    expect(iac).toContain('- notes.txt (left uncommitted; committed by polyspawn)');
 
     // `polyspawn status` lists the worktree still kept.
     const status = execFileSync(process.execPath, [serverEntry, 'status'], { cwd: project, encoding: 'utf8' });

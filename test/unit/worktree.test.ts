@@ -5,7 +5,7 @@ import { renderDocument, renderEntry, WORKTREE_FILES } from '../../iac/render.js
 import type { StoredRecord } from '../../iac/store.js';
 import { summarize } from '../../src/jobs/result.js';
 import { statusPaths } from '../../src/jobs/worktree/git.js';
-import { overlapsAmong, siblingOverlaps, type OverlapJob } from '../../src/jobs/worktree/report.js';
+import { overlapsAmong, overlapsOfIds, siblingOverlaps, type OverlapJob } from '../../src/jobs/worktree/report.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { parseIac } from '../helpers/iac.js';
 
@@ -41,6 +41,9 @@ describe('overlaps', () => {
       { file: 'y', agentIds: ['a', 'b', 'c'] },
     ]);
     expect(overlapsAmong([job('a', 0, 1, ['x'])])).toEqual([]);
+    // By ids (what a team calls with its members): unknown ids change nothing.
+    const byId = new Map(jobs.map((j) => [j.id, j]));
+    expect(overlapsOfIds((id) => byId.get(id), ['b', 'c', 'nosuch'])).toEqual([{ file: 'y', agentIds: ['b', 'c'] }]);
   });
 
   test("a job's siblings are those whose runs overlapped its own in time; a running one counts", () => {

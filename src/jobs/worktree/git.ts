@@ -65,9 +65,13 @@ export async function trackedChanges(dir: string): Promise<string[]> {
   return statusPaths(await gitOk(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=no']));
 }
 
-/** Every change in a tree, untracked files included (each file, not its folder). */
-export async function allChanges(dir: string): Promise<string[]> {
-  return statusPaths(await gitOk(dir, ['status', '--porcelain=v1', '-z', '--untracked-files=all']));
+/**
+ * Every change in a tree, untracked files included: each file (`perFile`), or an untracked
+ * folder as one entry (the user's checkout: its untracked run store may hold thousands of files).
+ */
+export async function allChanges(dir: string, perFile = true): Promise<string[]> {
+  const untracked = perFile ? '--untracked-files=all' : '--untracked-files=normal';
+  return statusPaths(await gitOk(dir, ['status', '--porcelain=v1', '-z', untracked]));
 }
 
 /** The commit a ref names, or undefined. */

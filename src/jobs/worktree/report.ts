@@ -60,6 +60,14 @@ export function overlapsAmong(jobs: readonly OverlapJob[]): Overlap[] {
 }
 
 /**
+ * The overlaps among the jobs `ids` names (a team's members, a batch), looked up with `get` (a
+ * JobTable's); a job unknown, or without a worktree, changes nothing.
+ */
+export function overlapsOfIds(get: (id: string) => OverlapJob | undefined, ids: readonly string[]): Overlap[] {
+  return overlapsAmong(ids.flatMap((id) => get(id) ?? []));
+}
+
+/**
  * A job's siblings: the other isolated jobs whose runs overlapped in time with its own (each
  * started before the other ended), so each started from the project as it was while the other
  * worked and neither saw the other's changes. Returns the overlaps of `job` with them.

@@ -106,7 +106,7 @@ export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord
       );
     }
     base = head;
-    const dirty = withoutOwnFiles(top, config, await allChanges(top));
+    const dirty = withoutOwnFiles(top, config, await allChanges(top, false));
     if (dirty.length)
       notes.push(
         `your checkout has ${dirty.length} uncommitted change${dirty.length === 1 ? '' : 's'} (${listed(dirty)}): the agent started from ${short(base)} without them`,

@@ -88,6 +88,8 @@ describe('agents in worktrees, through the server', () => {
       expect(git(project, 'show', `polyspawn/${job.agent_id}:notes.txt`)).toBe(
         `from ${['claude', 'codex', 'copilot'][i]}\n`,
       );
+      // The run store (untracked here) is polyspawn's own: it makes no note of a dirty checkout.
+      expect(job.worktree).not.toHaveProperty('notes');
       expect(job.worktree!.overlaps).toEqual([
         { file: 'notes.txt', agent_ids: [job.agent_id, ...ids.filter((id) => id !== job.agent_id)] },
       ]);

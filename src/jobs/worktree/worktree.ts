@@ -54,21 +54,16 @@ function ignoreWorktrees(stateDir: string): void {
   if (!existsSync(file)) writeFileSync(file, "# polyspawn: agents' worktrees, never part of the project\n*\n");
 }
 
-/** polyspawn's own files (the run store, IAC.md), which never make the user's tree dirty. */
+/** polyspawn's own files (the run store, IAC.md), which never make the user's tree dirty (links resolved). */
 export function withoutOwnFiles(top: string, config: WorktreeContext['config'], paths: readonly string[]): string[] {
-  const realTop = realpathSync(top);
-  const own = (path: string) => {
-    const full = join(realTop, path);
-    return (
-      isInside(config.stateDir, full) ||
-      isInside(realPathOr(config.stateDir), full) ||
-      full === realPathOr(config.iacFile)
-    );
-  };
-  return paths.filter((p) => !own(p));
+  const iac = realpathOr(config.iacFile);
+  return paths.filter((p) => {
+    const full = join(top, p);
+    return !isInside(config.stateDir, full) && realpathOr(full) !== iac;
+  });
 }
 
-function realPathOr(path: string): string {
+function realpathOr(path: string): string {
   try {
     return realpathSync(path);
   } catch {

@@ -278,4 +278,63 @@ describe('agents in worktrees', () => {
     const merged = await integrate({ ...ctx(), jobs: table }, second!.id, 'merge');
     expect(merged.files).toEqual(['one.txt', 'two.txt']);
   });
+
+  test('two resumes of one worktree at once: the second fails and names the agent in it', async () => {
+    makeRepo();
+    const [first] = await finish(submit('write one.txt 1'));
+    const again = { worktreeOf: first!.id, base: first!.worktree!.base };
+    const holder = submit('write two.txt 2\nhold', again);
+    await expect.poll(() => existsSync(join(first!.worktree!.path, 'two.txt')), { timeout: 30_000 }).toBe(true);
+    const [second] = await finish(submit('write three.txt 3', again));
+    expect(second!.outcome!.error).toBe(
+      `isolation "worktree": agent ${holder.id} is running in the worktree ${first!.worktree!.path}: wait for it, then resume`,
+    );
+    await table.cancel(holder.id);
+  });
+
+  test('submodules are not checked out, and the result says so', async () => {
+    makeRepo();
+    const lib = join(root, 'lib repo');
+    mkdirSync(lib);
+    sh(lib, 'init', '-q', '-b', 'main');
+    writeFileSync(join(lib, 'lib.txt'), 'lib\n');
+    sh(lib, 'add', '.');
+    sh(lib, 'commit', '-q', '-m', 'lib');
+    sh(project, '-c', 'protocol.file.allow=always', 'submodule', 'add', '-q', lib, 'vendor/lib');
+    sh(project, 'commit', '-q', '-m', 'a submodule');
+    const [job] = await finish(submit('write x.txt x'));
+    expect(job!.state).toBe('succeeded');
+    expect(job!.worktree!.notes).toEqual([
+      expect.stringMatching(/^the repository has submodules: they are not checked out/),
+    ]);
+    expect(job!.worktree!.changes!.files).toEqual(['x.txt']);
+  });
+
+  test('git missing: the job fails and says to install git', async () => {
+    makeRepo();
+    const path = process.env.PATH;
+    process.env.PATH = join(root, 'no-bin-here');
+    try {
+      const [job] = await finish(submit('write x.txt x'));
+      expect(job!.outcome!.error).toBe(
+        'isolation "worktree": git is not installed (or not on PATH): install git to run agents in worktrees',
+      );
+    } finally {
+      process.env.PATH = path;
+    }
+  });
+
+  test("no hook of the user's runs for what polyspawn does (worktree add, commit, merge)", async () => {
+    makeRepo();
+    const marker = join(root, 'hooks ran');
+    const hooks = join(project, '.git', 'hooks');
+    for (const hook of ['post-checkout', 'pre-commit', 'commit-msg', 'post-commit', 'pre-merge-commit', 'post-merge']) {
+      writeFileSync(join(hooks, hook), `#!/bin/sh\necho ${hook} >> "${marker}"\nexit 1\n`, { mode: 0o755 });
+    }
+    const [job] = await finish(submit('write hooked.txt x'));
+    expect(job!.state).toBe('succeeded');
+    await integrate({ ...ctx(), jobs: table }, job!.id, 'merge');
+    expect(readFileSync(join(project, 'hooked.txt'), 'utf8')).toBe('x\n');
+    expect(existsSync(marker)).toBe(false);
+  });
 });

@@ -6,6 +6,7 @@
 import { resolve } from 'node:path';
 import { backends as registry } from '../../backends/registry.js';
 import { createApp, type App } from '../app.js';
+import { ISOLATION_MODES, type Isolation } from '../config/config.js';
 import { spawnJob } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
@@ -104,6 +105,9 @@ Options:
       --timeout <seconds>  stop it after this long (default: the configured timeout_s)
       --system-prompt <t>  extra system instructions
       --resume <id>        continue an earlier agent (its agent id or session id)
+      --isolation <mode>   worktree: work in a git worktree of its own, on branch polyspawn/<id>
+                           (CLI backends; default: the configured isolation, none)
+      --base <ref>         the commit or ref that worktree starts from (default: HEAD)
       --json               print the whole result as JSON on stdout instead
   -h, --help
 
@@ -123,6 +127,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     timeout: { type: 'string' },
     'system-prompt': { type: 'string' },
     resume: { type: 'string' },
+    isolation: { type: 'string' },
+    base: { type: 'string' },
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -140,6 +146,9 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1))
     throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
+  const isolation = values.isolation;
+  if (isolation !== undefined && !(ISOLATION_MODES as readonly string[]).includes(isolation))
+    throw new InputError(`--isolation takes ${ISOLATION_MODES.join(' or ')}, not "${isolation}"`);
 
   let progress: ProgressLine | undefined;
   const log = (message: string): boolean => {
@@ -166,6 +175,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     systemPrompt: values['system-prompt'],
     resume: values.resume,
     timeoutS,
+    ...(isolation ? { isolation: isolation as Isolation } : {}),
+    ...(values.base !== undefined ? { base: values.base } : {}),
   });
   // After the checks: a mistaken command line leaves the run store alone.
   app.iac.start();
@@ -205,6 +216,9 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error)
       io.stderr.write(`polyspawn: ${result.error}\n`);
     io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
+    const changes = job.worktree?.changes;
+    if (changes && !changes.removed)
+      io.stderr.write(`polyspawn: ${job.worktree!.branch}: ${changes.diffStat} (${job.worktree!.path})\n`);
   }
   await app.iac.closeBeforeExit();
   return EXIT_CODES[job.state] ?? 1;

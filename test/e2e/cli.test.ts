@@ -65,6 +65,8 @@ describe('polyspawn --help and wrong usage', () => {
       [['run', 'codex', '--model', 'gpt 0', 'hi'], /unknown model "gpt 0" for codex, and not a plain model name/],
       [['run', 'codex', '--timeout', 'soon', 'hi'], /--timeout takes whole seconds, not "soon"/],
       [['run', 'codex', '--cwd', 'missing-dir', 'hi'], /cwd ".*missing-dir" is not an existing folder/],
+      [['run', 'codex', '--isolation', 'box', 'hi'], /--isolation takes none or worktree, not "box"/],
+      [['run', 'codex', '--base', 'main', 'hi'], /base applies only with isolation "worktree"/],
       [['status', '--limit=-3'], /--limit must be a whole number/],
       [['doctor', '--verbose'], /Unknown option '--verbose'/],
     ];

@@ -2,12 +2,12 @@
 // with spaces: three agents write one file name at once; result, list and IAC.md report their
 // changes and the overlap; integrate merges one, refuses the conflicting second (nothing changed),
 // discards the third; a resumed agent continues in its worktree; one that changes nothing leaves none.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
-import { serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
+import { fakeBinDir, serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -150,6 +150,29 @@ describe('agents in worktrees, through the server', () => {
     expect(idle!.worktree).toMatchObject({ kept: false, files: [] });
     expect(idle!.changed_files).toBe(0);
     expect(git(project, 'branch', '--list', `polyspawn/${idle!.agent_id}`)).toBe('');
+  });
+
+  test('`polyspawn run --isolation worktree --base <ref>` from a terminal', () => {
+    const first = git(project, 'rev-list', '--max-parents=0', 'HEAD').trim();
+    const run = spawnSync(
+      process.execPath,
+      [
+        serverEntry,
+        'run',
+        'codex',
+        '--isolation',
+        'worktree',
+        '--base',
+        first,
+        '--json',
+        'ran [[cli:write:ran.txt=ran]]',
+      ],
+      { cwd: project, env: { ...process.env, PATH: `${fakeBinDir}${delimiter}${process.env.PATH}` }, encoding: 'utf8' },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const job = JSON.parse(run.stdout) as Job;
+    expect(job.worktree).toMatchObject({ base: first, files: ['ran.txt'], kept: true });
+    expect(git(project, 'show', `polyspawn/${job.agent_id}:ran.txt`)).toBe('ran\n');
   });
 
   test('an API backend takes no isolation', async () => {

@@ -274,9 +274,20 @@ describe('agents in worktrees', () => {
     expect(second!.worktree).toMatchObject({ path: first!.worktree!.path, branch: `polyspawn/${first!.id}` });
     expect(second!.worktree!.changes!.files).toEqual(['one.txt', 'two.txt']);
     expect(sh(project, 'log', '--format=%s', `polyspawn/${first!.id}`).split('\n')).toHaveLength(4);
+    // Its folder removed by hand, its branch kept: the branch is checked out there again.
+    sh(project, 'worktree', 'remove', '--force', first!.worktree!.path);
+    const [third] = await finish(submit('write three.txt 3', { worktreeOf: first!.id, base: first!.worktree!.base }));
+    expect(third!.worktree!.notes).toEqual([
+      `its worktree was gone: polyspawn/${first!.id} is checked out again in its place`,
+    ]);
+    expect(third!.worktree!.changes!.files).toEqual(['one.txt', 'three.txt', 'two.txt']);
     // Integrating the resumed job brings the whole branch.
-    const merged = await integrate({ ...ctx(), jobs: table }, second!.id, 'merge');
-    expect(merged.files).toEqual(['one.txt', 'two.txt']);
+    const merged = await integrate({ ...ctx(), jobs: table }, third!.id, 'merge');
+    expect(merged.files).toEqual(['one.txt', 'three.txt', 'two.txt']);
+    // Integrated and gone: resuming makes a new one in its place, from the earlier base.
+    const [fourth] = await finish(submit('write four.txt 4', { worktreeOf: first!.id, base: first!.worktree!.base }));
+    expect(fourth!.worktree!.notes![0]).toMatch(/^its worktree and branch were gone: made anew from /);
+    expect(fourth!.worktree!.changes!.files).toEqual(['four.txt']);
   });
 
   test('two resumes of one worktree at once: the second fails and names the agent in it', async () => {

@@ -17,7 +17,7 @@ import { WORKTREES_DIR, worktreePlace, type JobWorktree, type WorktreeChanges } 
 export type WorktreeContext = { config: Pick<Config, 'projectDir' | 'stateDir' | 'iacFile'>; secrets: Redactor };
 
 /** A worktree ready for a run: where the CLI works in it, and the commit it had when the run began. */
-type OpenWorktree = JobWorktree & { top: string; cwd: string; startHead: string; resumed: boolean };
+type OpenWorktree = JobWorktree & { top: string; cwd: string; startHead: string };
 
 /** The worktrees in use by this server's running jobs: a resumed job may not share one with a running one. */
 const inUse = new Map<string, string>();
@@ -107,11 +107,8 @@ export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord
         `your checkout has ${dirty.length} uncommitted change${dirty.length === 1 ? '' : 's'} (${listed(dirty)}): the agent started from ${short(base)} without them`,
       );
     await serially(top, async () => {
-      if (job.worktreeOf !== undefined) {
-        // Resuming an agent whose worktree was removed (no changes, integrated, discarded): made anew in its place.
-        if (await branchExists(top, branch)) await gitOk(top, ['branch', '-D', branch]);
-        notes.push(`its earlier worktree was gone: made anew from ${short(base)}`);
-      } else if (await branchExists(top, branch)) {
+      const taken = await branchExists(top, branch);
+      if (taken && job.worktreeOf === undefined) {
         throw new InputError(
           `the branch ${branch} exists already: rename or delete it (git branch -m ${branch} <new name>), then spawn again`,
         );
@@ -123,7 +120,15 @@ export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord
             `the folder ${path} is left from an earlier run (a crash?): remove it (git worktree remove --force "${path}", or delete the folder), then spawn again`,
           );
       }
-      await gitOk(top, ['worktree', 'add', '--quiet', '-b', branch, path, base]);
+      // Resuming an agent whose worktree was removed: its branch checked out again in its place,
+      // or (integrated, discarded, or no changes) a new one made there.
+      if (job.worktreeOf !== undefined)
+        notes.push(
+          taken
+            ? `its worktree was gone: ${branch} is checked out again in its place`
+            : `its worktree and branch were gone: made anew from ${short(base)}`,
+        );
+      await gitOk(top, ['worktree', 'add', '--quiet', ...(taken ? [path, branch] : ['-b', branch, path, base])]);
     });
     if (existsSync(join(path, '.gitmodules')))
       notes.push(
@@ -134,7 +139,7 @@ export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord
   // A folder the user's checkout has but git does not track (ignored, untracked) is made, empty.
   if (!existsSync(cwd)) mkdirSync(cwd, { recursive: true });
   const startHead = (await gitOk(path, ['rev-parse', 'HEAD'])).trim();
-  return { path, branch, base, ...(notes.length ? { notes } : {}), top, cwd, startHead, resumed };
+  return { path, branch, base, ...(notes.length ? { notes } : {}), top, cwd, startHead };
 }
 
 /**

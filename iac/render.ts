@@ -2,6 +2,7 @@
 // finished interactions. Entries do not depend on the clock, so the writer renders each one
 // once and keeps it; only the header and the active table are rendered on every write.
 import type { JobState } from '../src/jobs/table.js';
+import type { JobWorktree } from '../src/jobs/worktree/report.js';
 import { answerTo, type ConversationEntry, type Question } from '../src/jobs/conversation.js';
 import { taskLine } from '../src/lib/text.js';
 import { fence, inline, shorten, table } from './markdown.js';
@@ -83,6 +84,32 @@ function tokens(r: StoredRecord): string {
   return u ? `${u.inputTokens} in / ${u.outputTokens} out / ${u.cachedInputTokens} cached` : '—';
 }
 
+/** Files listed in an entry's worktree section; the rest are counted (`result` lists them all). */
+export const WORKTREE_FILES = 20;
+
+/**
+ * Where an isolated agent worked, and what its branch changes. File names are the agent's: escaped
+ * as text, never in a code span (a backtick in one would close it).
+ */
+function worktreeLines(w: JobWorktree): string[] {
+  const c = w.changes;
+  const where = !c
+    ? `in ${inline(w.path)}`
+    : c.removed
+      ? 'no changes: worktree and branch removed'
+      : `${inline(c.diffStat)}; kept in ${inline(w.path)} until integrated or discarded`;
+  const out = [`**Worktree:** branch ${inline(w.branch)} from \`${w.base.slice(0, 10)}\` · ${where}`];
+  if (c?.files.length) {
+    const left = new Set(c.uncommitted);
+    out.push('');
+    for (const file of c.files.slice(0, WORKTREE_FILES))
+      out.push(`- ${inline(file)}${left.has(file) ? ' (left uncommitted; committed by polyspawn)' : ''}`);
+    if (c.files.length > WORKTREE_FILES) out.push(`- … and ${c.files.length - WORKTREE_FILES} more (\`result\` tool)`);
+  }
+  for (const note of w.notes ?? []) out.push('', `_${said(note)}_`);
+  return out;
+}
+
 export type EntryContext = {
   /** How to point at the run's folder from IAC.md, e.g. ".polyspawn/runs/abc123". */
   runPath: (id: string) => string;
@@ -135,6 +162,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
       );
     }
   }
+  if (r.worktree) out.push('', ...worktreeLines(r.worktree));
   if (r.conversation?.length) {
     out.push('', '**Conversation with the orchestrator:**', '', ...conversationLines(r.conversation));
   }

@@ -6,6 +6,7 @@ import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { worktreePlace } from '../src/jobs/worktree/report.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib/proc.js';
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
@@ -413,7 +414,9 @@ export class RunStore implements JobHistory {
         ...(record.outcome ?? {}),
         ok: false,
         text: record.outcome?.text ?? '',
-        error: `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}`,
+        error:
+          `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}` +
+          keptWorktree(this.dir, record),
         costSource: record.outcome?.costSource ?? 'unknown',
       };
       makeDirs(this.runDir(line.id));
@@ -425,6 +428,13 @@ export class RunStore implements JobHistory {
     if (recovered.length) this.refresh();
     return recovered;
   }
+}
+
+/** An interrupted isolated job's worktree stays where it was, as it was: said in its error. */
+function keptWorktree(stateDir: string, record: JobRecord): string {
+  if (record.isolation !== 'worktree') return '';
+  const { path, branch } = worktreePlace(stateDir, record.worktreeOf ?? record.id);
+  return `. Its worktree ${path} (branch ${branch}) is kept as it was: integrate commits what it left, or discard it`;
 }
 
 /** An index line as loaded: id and state read at once, the rest parsed on demand. */

@@ -208,6 +208,20 @@ const MUTATIONS = [
     replace: `    await Promise.resolve();`,
     tests: ['test/e2e/teams.test.ts'],
   },
+  {
+    name: 'an isolated agent runs in the checkout, not its worktree',
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `const result = await execute({ ...job, cwd: wt.cwd }, control);`,
+    replace: `const result = await execute(job, control);`,
+    tests: ['test/integration/worktree.test.ts'],
+  },
+  {
+    name: 'a merge that conflicts is left half-done',
+    file: 'src/jobs/worktree/integrate.ts',
+    find: `if (await commitOf(top, marker)) await gitOk(top, abort);`,
+    replace: ``,
+    tests: ['test/integration/worktree.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

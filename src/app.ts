@@ -18,6 +18,7 @@ import { JobTable } from './jobs/table.js';
 import { terminateGroup } from './jobs/process/runner.js';
 import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
+import { withWorktree } from './jobs/worktree/worktree.js';
 import type { ParentChannel } from './jobs/conversation.js';
 import { TeamTable } from './jobs/teams/table.js';
 import { memberHost } from './jobs/teams/members.js';
@@ -84,7 +85,7 @@ export function createApp(
   const executor = createExecutor(backends, context, models, nesting, () => parentChannel);
   const jobs = new JobTable({
     concurrency: config.concurrency,
-    execute: iac.guard(withStructuredOutput(executor, backends, config)),
+    execute: iac.guard(withWorktree(withStructuredOutput(executor, backends, config), context)),
     idTaken: (id) => iac.store.claimId(id),
     history: iac.store,
   });

@@ -17,6 +17,10 @@ import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type Mo
 import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
 import { InputError } from '../lib/errors.js';
+import { RunStore } from '../../iac/store.js';
+import { selfIdentity } from '../lib/proc.js';
+import { Redactor } from '../lib/redact.js';
+import { keptWorktrees, worktreeLines, type KeptWorktree } from './status.js';
 import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
 
 export const VERSION_TIMEOUT_MS = 5000;
@@ -63,6 +67,9 @@ export type DoctorReport = {
   /** Team presets (teams/<name>.md): the usable ones' names, and the files that fail the checks. */
   teamPresets: string[];
   presetProblems: PresetProblem[];
+  /** Where CLI agents work unless told (config `isolation`), and the worktrees left in the project. */
+  isolation: Config['isolation'];
+  worktrees: KeptWorktree[];
 };
 
 /**
@@ -225,6 +232,11 @@ export async function collectDoctor(
     agentProblems: agentProblems({ config, models, backends: allBackends }),
     teamPresets: presets.presets.map((p) => p.name),
     presetProblems: presets.problems,
+    isolation: config.isolation,
+    // It only reads: nothing is written through this store.
+    worktrees: keptWorktrees(
+      new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() }),
+    ),
   };
 }
 
@@ -256,6 +268,8 @@ export function formatDoctor(r: DoctorReport): string {
     `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
     `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,
+    `isolation   ${r.isolation}${r.worktrees.length ? `; ${r.worktrees.length} worktree${r.worktrees.length === 1 ? '' : 's'} kept (integrate or discard each):` : ''}`,
+    ...worktreeLines(r.worktrees).map((line) => `            ${line}`),
     '',
   ];
   if (r.usable === 0) {

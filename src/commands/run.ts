@@ -8,6 +8,7 @@ import { backends as registry } from '../../backends/registry.js';
 import { createApp, type App } from '../app.js';
 import type { z } from 'zod';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../jobs/budget.js';
+import { ISOLATION_MODES, type Isolation } from '../config/config.js';
 import { spawnJob } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
@@ -108,6 +109,9 @@ Options:
       --resume <id>        continue an earlier agent (its agent id or session id)
       --max-turns <n>      stop it past this many model requests (README, "Budgets")
       --max-budget-usd <x> stop it past this many US dollars (README, "Budgets")
+      --isolation <mode>   worktree: work in a git worktree of its own, on branch polyspawn/<id>
+                           (CLI backends; default: the configured isolation, none)
+      --base <ref>         the commit or ref that worktree starts from (default: HEAD)
       --json               print the whole result as JSON on stdout instead
   -h, --help
 
@@ -138,6 +142,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     resume: { type: 'string' },
     'max-turns': { type: 'string' },
     'max-budget-usd': { type: 'string' },
+    isolation: { type: 'string' },
+    base: { type: 'string' },
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
@@ -155,6 +161,9 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
   const timeoutS = values.timeout === undefined ? undefined : Number(values.timeout);
   if (timeoutS !== undefined && !(Number.isInteger(timeoutS) && timeoutS >= 1))
     throw new InputError(`--timeout takes whole seconds, not "${values.timeout}"`);
+  const isolation = values.isolation;
+  if (isolation !== undefined && !(ISOLATION_MODES as readonly string[]).includes(isolation))
+    throw new InputError(`--isolation takes ${ISOLATION_MODES.join(' or ')}, not "${isolation}"`);
 
   const maxTurns = budgetFlag('--max-turns', values['max-turns'], maxTurnsSchema(), 'a whole number from 1 to');
   const maxBudgetUsd = budgetFlag(
@@ -191,6 +200,8 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     timeoutS,
     maxTurns,
     maxBudgetUsd,
+    ...(isolation ? { isolation: isolation as Isolation } : {}),
+    ...(values.base !== undefined ? { base: values.base } : {}),
   });
   // After the checks: a mistaken command line leaves the run store alone.
   app.iac.start();
@@ -230,6 +241,9 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error)
       io.stderr.write(`polyspawn: ${result.error}\n`);
     io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
+    const changes = job.worktree?.changes;
+    if (changes && !changes.removed)
+      io.stderr.write(`polyspawn: ${job.worktree!.branch}: ${changes.diffStat} (${job.worktree!.path})\n`);
   }
   await app.iac.closeBeforeExit();
   return EXIT_CODES[job.state] ?? 1;

@@ -6,6 +6,8 @@ import { Redactor } from '../lib/redact.js';
 import { duration, time } from '../../iac/render.js';
 import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
 import { loadConfig } from '../config/config.js';
+import type { JobState } from '../jobs/table.js';
+import { leftoverWorktrees, type LeftoverWorktree } from '../jobs/worktree/worktree.js';
 import { InputError } from '../lib/errors.js';
 import { cell, parseCommandArgs, textTable, type CommandIo } from './io.js';
 
@@ -16,7 +18,43 @@ export type StatusRow = IndexRow & {
   orphaned?: boolean;
 };
 
-export type Status = { stateDir: string; active: StatusRow[]; history: StatusRow[]; finished: number };
+/** A worktree polyspawn left in the project (kept for its changes, or by a run that was interrupted). */
+export type KeptWorktree = LeftoverWorktree & {
+  /** Its job's state, when the store knows the job. */
+  state?: JobState;
+  /** How many files its branch changes, once its job ended. */
+  changedFiles?: number;
+};
+
+export type Status = {
+  stateDir: string;
+  active: StatusRow[];
+  history: StatusRow[];
+  finished: number;
+  worktrees: KeptWorktree[];
+};
+
+/** The worktrees left in the project, each with what the store says of its job. */
+export function keptWorktrees(store: RunStore): KeptWorktree[] {
+  return leftoverWorktrees(store.dir).map((w) => {
+    const record = store.get(w.id);
+    const files = record?.worktree?.changes?.files.length;
+    return {
+      ...w,
+      ...(record ? { state: record.state } : {}),
+      ...(files !== undefined ? { changedFiles: files } : {}),
+    };
+  });
+}
+
+/** One line per kept worktree, for a terminal. */
+export function worktreeLines(worktrees: readonly KeptWorktree[]): string[] {
+  return worktrees.map(
+    (w) =>
+      `${w.id}  ${w.state ?? 'unknown agent'}${w.changedFiles !== undefined ? `, ${w.changedFiles} files changed` : ''}  ${w.branch}  ${w.path}` +
+      (w.state === 'interrupted' ? '  (interrupted: its work may be uncommitted; integrate commits it first)' : ''),
+  );
+}
 
 export function collectStatus(store: RunStore, limit: number): Status {
   store.refresh();
@@ -24,7 +62,7 @@ export function collectStatus(store: RunStore, limit: number): Status {
     .active()
     .map((l) => ({ ...indexRow(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
   const history = store.newestFinished(limit).map((id) => indexRow(store.line(id)!));
-  return { stateDir: store.dir, active, history, finished: store.finishedCount };
+  return { stateDir: store.dir, active, history, finished: store.finishedCount, worktrees: keptWorktrees(store) };
 }
 
 const cost = (r: StatusRow) =>
@@ -68,6 +106,10 @@ export function formatStatus(s: Status, now: number): string {
     out.push(
       indent(textTable(['agent', 'state', 'backend', 'model', 'ended', 'took', 'tokens in/out', 'cost', 'task'], rows)),
     );
+  }
+  if (s.worktrees.length) {
+    out.push('', `Worktrees kept (${s.worktrees.length}): integrate (merge, cherry-pick, patch) or discard each`);
+    out.push(...worktreeLines(s.worktrees).map((line) => `  ${line}`));
   }
   out.push(
     '',

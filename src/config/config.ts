@@ -28,6 +28,8 @@ export type Config = {
   channel: boolean;
   /** Whether a job's cwd may lie outside the project folder (only the user's config or the environment says so). */
   allowCwdOutsideProject: boolean;
+  /** Whether CLI jobs run in a git worktree of their own unless a spawn or an agent says (default none). */
+  isolation: Isolation;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
 };
@@ -74,6 +76,10 @@ const backendFileSchema = z
   .partial()
   .strict();
 
+/** Where a CLI job works: the project's folder, or a git worktree of its own (src/jobs/worktree/). */
+export const ISOLATION_MODES = ['none', 'worktree'] as const;
+export type Isolation = (typeof ISOLATION_MODES)[number];
+
 /** The longest a job may run: a week. */
 export const MAX_TIMEOUT_S = 7 * 86400;
 /** A job's time-out in whole seconds, wherever one is given (config, tool, agent definition). */
@@ -90,6 +96,7 @@ const fileSchema = z
     agents_dir: z.string().min(1),
     channel: z.boolean(),
     allow_cwd_outside_project: z.boolean(),
+    isolation: z.enum(ISOLATION_MODES),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -151,6 +158,14 @@ function baseUrl(raw: string, from: string): string {
 function envFlag(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
   const raw = env[name];
   return raw ? !/^(0|false|no|off)$/i.test(raw) : undefined;
+}
+
+function isolationFrom(env: NodeJS.ProcessEnv): Isolation | undefined {
+  const raw = env.POLYSPAWN_ISOLATION;
+  if (!raw) return undefined;
+  if (!(ISOLATION_MODES as readonly string[]).includes(raw))
+    throw new ConfigError(`POLYSPAWN_ISOLATION=${raw} is not one of ${ISOLATION_MODES.join(', ')}`);
+  return raw as Isolation;
 }
 
 function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
@@ -271,6 +286,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     channel: envFlag(env, 'POLYSPAWN_CHANNEL') ?? merged.channel ?? true,
     allowCwdOutsideProject:
       envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
+    isolation: isolationFrom(env) ?? merged.isolation ?? 'none',
     ...(projectConfig ? { projectConfig } : {}),
   };
 

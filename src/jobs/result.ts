@@ -1,5 +1,6 @@
 // How a job looks to whoever asked for it: one summary shape and one full shape, shared by every
 // MCP tool and `polyspawn run --json`, with the zod schemas the tools declare as output schemas.
+import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { Config } from '../config/config.js';
 import { isKnownModel, type ModelsTable } from '../config/models.js';
@@ -8,6 +9,7 @@ import { runFolder } from '../lib/run-folder.js';
 import { taskLine } from '../lib/text.js';
 import { isFinished, JOB_STATES, type JobRecord, type JobTable } from './table.js';
 import { openQuestions, type ConversationEntry } from './conversation.js';
+import { ranTogether, siblingOverlaps, type JobWorktree } from './worktree/report.js';
 
 export const questionSchema = z.object({
   message_id: z.string(),
@@ -33,6 +35,27 @@ export const jobSummarySchema = z.object({
   waiting_for_parent: z.boolean().optional().describe('It asked you something: answer with reply_subagent'),
   questions: z.array(questionSchema).optional().describe('Its questions still unanswered'),
   progress: z.string().optional().describe('Its newest progress line'),
+  changed_files: z
+    .number()
+    .optional()
+    .describe('Isolated in a worktree: how many files its branch changes (`result` lists them)'),
+});
+
+export const worktreeSchema = z.object({
+  path: z.string(),
+  branch: z.string(),
+  base: z.string().describe('The commit it started from'),
+  kept: z.boolean().describe('The worktree is still there (until integrate merges, picks or discards it)'),
+  files: z.array(z.string()).optional().describe('Every file its branch changes from the base'),
+  committed: z.array(z.string()).optional().describe('Files the agent changed in commits of its own'),
+  uncommitted: z.array(z.string()).optional().describe('Files it left uncommitted, which polyspawn committed'),
+  agent_committed: z.boolean().optional(),
+  diff_stat: z.string().optional(),
+  notes: z.array(z.string()).optional(),
+  overlaps: z
+    .array(z.object({ file: z.string(), agent_ids: z.array(z.string()) }))
+    .optional()
+    .describe('Files that isolated agents whose runs overlapped in time with this one changed too'),
 });
 
 export const jobResultSchema = jobSummarySchema.extend({
@@ -69,6 +92,7 @@ export const jobResultSchema = jobSummarySchema.extend({
     })
     .optional()
     .describe('Its budget, and the limit it passed (exceeded)'),
+  worktree: worktreeSchema.optional().describe('Where it worked (isolation "worktree") and what it changed'),
   raw: z.unknown().optional(),
 });
 
@@ -82,7 +106,7 @@ const TAIL_CHARS = 2000;
 export type ResultContext = {
   secrets: Redactor;
   config: Pick<Config, 'stateDir'>;
-  jobs: Pick<JobTable, 'outputTail'>;
+  jobs: Pick<JobTable, 'outputTail' | 'all' | 'get'>;
   models: ModelsTable;
 };
 
@@ -118,6 +142,38 @@ export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, n
     ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
     ...(questions.length ? { waiting_for_parent: true, questions } : {}),
     ...(job.progress ? { progress: ctx.secrets.text(job.progress.text) } : {}),
+    ...(job.worktree?.changes ? { changed_files: job.worktree.changes.files.length } : {}),
+  };
+}
+
+/** An isolated job's worktree as a caller sees it, with the files its siblings changed too. */
+function worktreeView(ctx: ResultContext, job: JobRecord, worktree: JobWorktree): z.infer<typeof worktreeSchema> {
+  const c = worktree.changes;
+  // Its siblings: read whole only when their runs overlapped its own (a stored summary has no worktree).
+  const others = c?.files.length
+    ? ctx.jobs
+        .all()
+        .filter((o) => o.id !== job.id && ranTogether(job, o))
+        .map((o) => (o.worktree ? o : ctx.jobs.get(o.id)))
+        .filter((o): o is JobRecord => !!o?.worktree?.changes)
+    : [];
+  const overlaps = siblingOverlaps(job, others);
+  return {
+    path: worktree.path,
+    branch: worktree.branch,
+    base: worktree.base,
+    kept: existsSync(worktree.path),
+    ...(c
+      ? {
+          files: c.files,
+          committed: c.committed,
+          uncommitted: c.uncommitted,
+          agent_committed: c.agentCommitted,
+          diff_stat: c.diffStat,
+        }
+      : {}),
+    ...(worktree.notes?.length ? { notes: worktree.notes } : {}),
+    ...(overlaps.length ? { overlaps: overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) } : {}),
   };
 }
 
@@ -179,6 +235,7 @@ export function fullResult(ctx: ResultContext, job: JobRecord, options: { includ
           },
         }
       : {}),
+    ...(job.worktree ? { worktree: worktreeView(ctx, job, job.worktree) } : {}),
     ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
   };
 }

@@ -6,7 +6,7 @@ import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
-import type { Config } from '../config/config.js';
+import type { Config, Isolation } from '../config/config.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
@@ -27,7 +27,7 @@ const RESUME_SHAPE =
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
-  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir'>;
+  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir' | 'isolation'>;
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -56,6 +56,10 @@ export type SpawnRequest = {
   /** The budget (src/jobs/budget.ts); a named agent's definition sets a ceiling on each. */
   maxTurns?: number;
   maxBudgetUsd?: number;
+  /** "worktree": a CLI agent works in a git worktree of its own (default: the definition's, then the config's). */
+  isolation?: Isolation;
+  /** The commit or ref its worktree starts from (default HEAD). */
+  base?: string;
   /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
@@ -97,11 +101,31 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
     ...(request.team ? { team: request.team } : {}),
     ...budget,
+    ...isolationOf(ctx, request),
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.
   if (definition?.session) return ctx.sessions.submit({ ...job, agent: job.agent! }, agent!.newSession === true);
   return ctx.jobs.submit({ ...job, ...resumeOf(ctx.jobs, backend, request.resume) });
+}
+
+/**
+ * Where a CLI job works: the call's isolation, else its definition's, else the config's (a session
+ * agent's turns stay in the project: one conversation, one folder). An API backend has no folder.
+ */
+function isolationOf(ctx: SpawnContext, request: SpawnRequest): Pick<JobRequest, 'isolation' | 'base'> {
+  const definition = request.agent?.definition;
+  const asked = request.isolation ?? definition?.isolation;
+  if (request.backend.kind === 'api') {
+    if (asked === 'worktree' || request.base)
+      throw new InputError(`isolation: ${request.label} answers from the prompt alone and works in no folder`);
+    return {};
+  }
+  const isolation = asked ?? (definition?.session ? 'none' : ctx.config.isolation);
+  if (request.base !== undefined && isolation !== 'worktree')
+    throw new InputError('base applies only with isolation "worktree": pass both, or neither');
+  if (request.base?.startsWith('-')) throw new InputError(`base "${request.base}" must name a branch, tag or commit`);
+  return isolation === 'worktree' ? { isolation, ...(request.base ? { base: request.base } : {}) } : {};
 }
 
 /** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */
@@ -144,7 +168,7 @@ function resumeOf(
   jobs: SpawnContext['jobs'],
   backend: Backend,
   resume: string | undefined,
-): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals'> {
+): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals' | 'isolation' | 'base' | 'worktreeOf'> {
   if (resume === undefined) return {};
   const earlier = jobs.get(resume);
   let sessionId = resume;
@@ -166,6 +190,17 @@ function resumeOf(
     throw new InputError(
       earlier ? `${RESUME_SHAPE} (agent ${resume} reported a session id of another shape)` : RESUME_SHAPE,
     );
-  const totals = (jobs.latestInSession(backend.name, sessionId) ?? earlier)?.outcome?.sessionTotals;
-  return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}) };
+  const latest = jobs.latestInSession(backend.name, sessionId);
+  const totals = (latest ?? earlier)?.outcome?.sessionTotals;
+  // The session goes on where it ran: a job isolated in a worktree, in that worktree and on its branch.
+  const before = earlier ?? (latest && jobs.get(latest.id));
+  const worktree: Pick<JobRequest, 'isolation' | 'base' | 'worktreeOf'> =
+    before?.isolation === 'worktree'
+      ? {
+          isolation: 'worktree',
+          worktreeOf: before.worktreeOf ?? before.id,
+          ...(before.worktree ? { base: before.worktree.base } : {}),
+        }
+      : {};
+  return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}), ...worktree };
 }

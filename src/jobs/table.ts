@@ -15,6 +15,8 @@ import {
   type ConversationEntry,
   type Question,
 } from './conversation.js';
+import type { Isolation } from '../config/config.js';
+import type { JobWorktree } from './worktree/report.js';
 
 export const JOB_STATES = [
   'queued',
@@ -66,6 +68,12 @@ export type JobRequest = {
   /** Its budget (src/jobs/budget.ts): the most model requests, and the most USD, it may spend. */
   maxTurns?: number;
   maxBudgetUsd?: number;
+  /** "worktree": a CLI job runs in a git worktree of its own (src/jobs/worktree/). */
+  isolation?: Isolation;
+  /** The commit or ref its worktree starts from (default: HEAD); a resumed job's, its earlier base. */
+  base?: string;
+  /** A resumed job continues in the worktree of this earlier job (that job's id names it). */
+  worktreeOf?: string;
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */
@@ -90,6 +98,8 @@ export type JobRecord = JobRequest & {
   conversation?: ConversationEntry[];
   /** The agent's newest progress line (report_progress). */
   progress?: { text: string; at: string };
+  /** An isolated job's worktree and branch, and its changes once it ended. */
+  worktree?: JobWorktree;
 };
 
 export type ExecutionResult = { state: Exclude<FinalState, 'interrupted'>; outcome: Outcome; exitCode?: number | null };
@@ -101,6 +111,8 @@ export type Executor = (
     onOutputTail: (tail: (maxChars: number) => string) => void;
     /** A CLI executor reports its child's process group once started. */
     onProcessGroup?: (pgid: number) => void;
+    /** An isolated job reports its worktree once made, and again with its changes. */
+    onWorktree?: (worktree: JobWorktree) => void;
   },
 ) => Promise<ExecutionResult>;
 
@@ -209,6 +221,10 @@ export class JobTable {
         onOutputTail: (tail) => (entry.tail = tail),
         onProcessGroup: (pgid) => {
           record.pgid = pgid;
+          this.changed(record);
+        },
+        onWorktree: (worktree) => {
+          record.worktree = worktree;
           this.changed(record);
         },
       });

@@ -9,6 +9,7 @@ import { registerJobNotifications, registerResources } from './resources.js';
 import { lazyJsonSchemaValidator } from './lazy-validator.js';
 import { compactToolList } from './tool-list.js';
 import { registerCancelTool } from './tools/cancel.js';
+import { registerIntegrateTool } from './tools/integrate.js';
 import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
 import { registerReplyTool } from './tools/reply.js';
@@ -32,6 +33,7 @@ export function instructions(app: App): string {
     ...channelInstructions(app),
     budgetInstructions(app),
     `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in${app.config.allowCwdOutsideProject ? '' : ', inside the project'}), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
+    ...worktreeInstructions(app),
     'Backends:',
     ...backends,
     ...agentInstructions(app),
@@ -65,6 +67,14 @@ function channelInstructions(app: App): string[] {
   if (!app.parentChannel || !app.nesting.canSpawn) return [];
   return [
     'A running CLI agent can ask you a question (ask_parent): wait_for_agents then returns at once with `questions`, and list and result show them; answer each with reply_subagent(agent_id, message_id, answer) and the agent carries on in the same run. ask_parent: false on a spawn turns this off for that agent. API agents make one request and cannot ask.',
+  ];
+}
+
+/** isolation and integrate, said once for every CLI spawn tool. */
+function worktreeInstructions(app: App): string[] {
+  if (!app.nesting.canSpawn || !app.backends.some((b) => b.kind === 'cli')) return [];
+  return [
+    `isolation (CLI agents; default "${app.config.isolation}"): "worktree" runs the agent in a git worktree of its own, on a new branch polyspawn/<agent_id> from HEAD, so parallel agents never touch your checkout or each other; what it leaves uncommitted is committed on its branch when it ends. Its result's \`worktree\` lists the files it changed and \`overlaps\` (files that agents running at the same time changed too). Resuming it continues in the same worktree. integrate(agent_id, how) then merges the branch into your current branch or cherry-picks it (refused while your tracked files have uncommitted changes; on a conflict nothing is changed and the files are named), returns the patch, or discards it. A worktree with no changes is removed when its agent ends.`,
   ];
 }
 
@@ -160,6 +170,7 @@ export function createServer(app: App): McpServer {
     registerRunTeamTool(server, app);
     registerDefineAgentTool(server, app);
     registerRemoveAgentTool(server, app);
+    registerIntegrateTool(server, app);
     if (app.parentChannel) registerReplyTool(server, app);
   } else {
     refuseSpawnCalls(server, app.nesting.reason!);

@@ -67,6 +67,8 @@ describe('polyspawn --help and wrong usage', () => {
       [['run', 'codex', '--max-turns', '0', 'hi'], /--max-turns takes a whole number from 1 to 1000, not "0"/],
       [['run', 'codex', '--max-budget-usd', 'lots', 'hi'], /--max-budget-usd takes an amount above 0, at most 10000/],
       [['run', 'codex', '--cwd', 'missing-dir', 'hi'], /cwd ".*missing-dir" is not an existing folder/],
+      [['run', 'codex', '--isolation', 'box', 'hi'], /--isolation takes none or worktree, not "box"/],
+      [['run', 'codex', '--base', 'main', 'hi'], /base applies only with isolation "worktree"/],
       [['status', '--limit=-3'], /--limit must be a whole number/],
       [['doctor', '--verbose'], /Unknown option '--verbose'/],
     ];

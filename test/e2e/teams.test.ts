@@ -1,6 +1,7 @@
 // Teams (run_team) through the built server with the fake CLIs: every topology's flow as
 // `result` returns it and IAC.md shows it, bad input, a failing member, cancel, the budget stop,
 // a member's question waking the orchestrator's wait, and a restart after SIGKILL.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +22,7 @@ type Team = {
   events: { kind: string; text: string }[];
   member_results?: { agent_id: string; team_id?: string; text?: string }[];
   child_team_ids?: string[];
+  overlaps?: { file: string; agent_ids: string[] }[];
   parent_team_id?: string;
 };
 
@@ -253,6 +255,35 @@ describe('run_team', () => {
       ]);
       expect(team.answer).toMatch(/^FAKE claude: Security first\.\n\n---\n\nReview the diff/);
       expect(team.answer).toContain('FAKE codex: Security first.\n\n---\n\nReview the diff');
+    },
+  );
+
+  test(
+    'isolation "worktree": each CLI member in its own worktree; files two members changed are reported as overlaps',
+    { timeout: 60_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-worktree-'));
+      const git = (...args: string[]) =>
+        execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
+          cwd: projectDir,
+        });
+      git('init', '-q', '-b', 'main');
+      writeFileSync(join(projectDir, 'README.md'), 'a project\n');
+      git('add', '.');
+      git('commit', '-q', '-m', 'first');
+      const s = await server({}, projectDir);
+      const team = await runTeam(s, {
+        topology: 'map_reduce',
+        members: ['codex', 'claude'],
+        task: 'Fix the config [[cli:write:src/config.ts=export const port = 1;]]',
+        options: { isolation: 'worktree' },
+      });
+      expect(team.state).toBe('succeeded');
+      const [a, b] = team.members.map((m) => m.agent_id);
+      expect(team.overlaps).toEqual([{ file: 'src/config.ts', agent_ids: expect.arrayContaining([a, b]) }]);
+      expect(execFileSync('git', ['status', '--porcelain'], { cwd: projectDir, encoding: 'utf8' })).not.toMatch(
+        /config/,
+      );
     },
   );
 

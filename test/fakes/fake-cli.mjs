@@ -34,16 +34,20 @@
 //                           happens (codex: a command_execution item; copilot: an
 //                           assistant.turn_start ... turn_end; claude: a tool_use message with
 //                           usage), so a budget followed live can stop the run mid-way
+//   [[cli:write:FILE=TEXT]] write TEXT (and a newline) to FILE, relative to the working folder
+//                           (folders made), first thing (before a hang); several may be given
+//   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
+//                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
 // when unset. The record is written once the prompt is read and the SIGTERM handler (if any)
 // is installed, so a test can wait for it as a "ready" signal.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 
 const NAMES = ['claude', 'codex', 'copilot'];
 
@@ -87,6 +91,8 @@ const valueOf = (key) => directives.find((d) => d.key === key)?.value;
 if (has('ignore-term')) process.on('SIGTERM', () => {});
 
 record();
+// Before anything else (a hang included): a test can wait for the file, then kill.
+writeFiles();
 
 const stderrText = valueOf('stderr');
 if (stderrText !== undefined) process.stderr.write(stderrText + '\n');
@@ -475,6 +481,21 @@ function record() {
     join(dir, `${process.pid}.json`),
     JSON.stringify({ name, argv: args, cwd: process.cwd(), env, prompt, files }),
   );
+}
+
+/** [[cli:write:FILE=TEXT]] and [[cli:commit:MESSAGE]]: an agent's edits, in its working folder. */
+function writeFiles() {
+  for (const d of directives.filter((d) => d.key === 'write')) {
+    const at = d.value.indexOf('=');
+    const file = join(process.cwd(), d.value.slice(0, at));
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, d.value.slice(at + 1) + '\n');
+  }
+  const message = valueOf('commit');
+  if (message === undefined) return;
+  const identity = ['-c', 'user.name=fake agent', '-c', 'user.email=agent@example.com'];
+  execFileSync('git', ['add', '--all'], { stdio: 'ignore' });
+  execFileSync('git', [...identity, 'commit', '--no-verify', '-q', '-m', message], { stdio: 'ignore' });
 }
 
 function writeAtomically(path, text) {

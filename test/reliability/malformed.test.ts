@@ -66,6 +66,7 @@ function generate(count: number, seed: number): Case[] {
     cancel: { agent_id: 'string' },
     logs: { agent_id: 'string', offset: 'integer', limit: 'integer', tail: 'integer' },
     reply_subagent: { agent_id: 'string', message_id: 'string', answer: 'string' },
+    integrate: { agent_id: 'string', how: 'string' },
   };
   const required: Record<string, Record<string, unknown>> = {
     spawn_claude: { prompt: 'x' },
@@ -78,6 +79,7 @@ function generate(count: number, seed: number): Case[] {
     cancel: { agent_id: 'nosuch' },
     logs: { agent_id: 'nosuch' },
     reply_subagent: { agent_id: 'nosuch', message_id: 'q1', answer: 'x' },
+    integrate: { agent_id: 'nosuch', how: 'patch' },
   };
   const tools = Object.keys(fields);
   const kinds = [
@@ -118,6 +120,7 @@ function generate(count: number, seed: number): Case[] {
           ['reply_subagent', 'agent_id'],
           ['reply_subagent', 'message_id'],
           ['reply_subagent', 'answer'],
+          ['integrate', 'agent_id'],
         ] as const);
         cases.push({
           label: `${tool2} without ${field}`,
@@ -176,6 +179,7 @@ function generate(count: number, seed: number): Case[] {
           ['logs', { agent_id: `x${RAW}y` }, /no agent with id/],
           ['wait_for_agents', { agent_ids: [`${RAW}`] }, /no agent with id/],
           ['reply_subagent', { agent_id: `${RAW}`, message_id: 'q1', answer: 'x' }, /no agent with id/],
+          ['integrate', { agent_id: `${RAW}`, how: 'discard' }, /no agent with id/],
           ['spawn_claude', { prompt: 'x', model: `son${RAW}net` }, /unknown model/],
           ['spawn_codex', { prompt: 'x', cwd: `/tmp/${RAW}` }, /is not an existing folder/],
           ['spawn_copilot', { prompt: `do ${RAW} it`, timeout_s: -1 }, /at timeout_s/],

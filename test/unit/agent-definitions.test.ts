@@ -279,3 +279,19 @@ describe('polyspawn doctor', () => {
     expect(formatDoctor(report)).toContain(`agent file skipped: ${path}: unknown backend "nope"`);
   });
 });
+
+describe('isolation in a definition', () => {
+  test('worktree for a CLI agent; refused for an API agent and for a session agent', () => {
+    const { ctx, write } = setup();
+    const cli = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
+    const api = backends.find((b) => b.kind === 'api')!;
+    write('project', 'builder', file(`description: Builds.\nbackend: ${cli.name}\nisolation: worktree`));
+    write('project', 'asker', file(`description: Asks.\nbackend: ${api.name}\nisolation: worktree`));
+    write('project', 'talker', file(`description: Talks.\nbackend: ${cli.name}\nsession: true\nisolation: worktree`));
+    const loaded = loadAgents(ctx);
+    expect(loaded.agents.get('builder')!.isolation).toBe('worktree');
+    const problems = Object.fromEntries(loaded.problems.map((p) => [p.name, p.problem]));
+    expect(problems.asker).toMatch(/isolation: backend \w+ is an HTTP API with no tools, so isolation does not apply/);
+    expect(problems.talker).toMatch(/isolation: a session agent keeps one conversation in one folder/);
+  });
+});

@@ -206,6 +206,19 @@ describe('config', () => {
     ).toBe(false);
   });
 
+  test('isolation: none by default; a worktree from any config file or POLYSPAWN_ISOLATION', () => {
+    const { dir, env } = project();
+    expect(loadConfig(backends, env, dir).isolation).toBe('none');
+    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ isolation: 'worktree' }));
+    expect(loadConfig(backends, env, dir).isolation).toBe('worktree');
+    expect(loadConfig(backends, { ...env, POLYSPAWN_ISOLATION: 'none' }, dir).isolation).toBe('none');
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_ISOLATION: 'git' }, dir)).toThrow(
+      /POLYSPAWN_ISOLATION=git is not one of none, worktree/,
+    );
+    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ isolation: 'sandbox' }));
+    expect(() => loadConfig(backends, env, dir)).toThrow(/isolation: Invalid option/);
+  });
+
   test('bad environment values and unparsable files', () => {
     const { dir, env } = project();
     expect(() => loadConfig(backends, { ...env, POLYSPAWN_CONCURRENCY: 'lots' }, dir)).toThrow(

@@ -193,4 +193,22 @@ describe('doctor', () => {
     expect(stdout).toBe('');
     expect(stderr).toMatch(/polyspawn doctor: configuration error: .*polyspawn\.config\.json: concurrency/);
   });
+
+  test('the isolation default and the worktrees left in the project, an interrupted one marked', async () => {
+    const p = project();
+    expect((await collectDoctor(p.withClis, p.dir)).worktrees).toEqual([]);
+    const state = join(p.dir, '.polyspawn');
+    mkdirSync(join(state, 'worktrees', 'abc234'), { recursive: true });
+    mkdirSync(join(state, 'runs', 'abc234'), { recursive: true });
+    const record = { v: 1, id: 'abc234', state: 'interrupted', backend: 'codex', model: 'm', prompt: 'p', cwd: p.dir };
+    writeFileSync(join(state, 'runs', 'abc234', 'record.json'), JSON.stringify({ ...record, owner: { pid: 1 } }));
+    const report = await collectDoctor({ ...p.withClis, POLYSPAWN_ISOLATION: 'worktree' }, p.dir);
+    expect(report.isolation).toBe('worktree');
+    expect(report.worktrees).toEqual([
+      { id: 'abc234', path: join(state, 'worktrees', 'abc234'), branch: 'polyspawn/abc234', state: 'interrupted' },
+    ]);
+    expect(formatDoctor(report)).toMatch(
+      /isolation {3}worktree; 1 worktree kept \(integrate or discard each\):\n {12}abc234 {2}interrupted {2}polyspawn\/abc234 .*integrate commits it first/,
+    );
+  });
 });

@@ -37,7 +37,14 @@ const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backen
   outcome: { ok: true, text: '', sessionId, sessionTotals, costSource: 'unknown' },
 });
 
-function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsideProject?: boolean } = {}) {
+function setup(
+  options: {
+    history?: JobRecord[];
+    usable?: boolean;
+    allowCwdOutsideProject?: boolean;
+    isolation?: 'none' | 'worktree';
+  } = {},
+) {
   const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
   const history = new Map((options.history ?? []).map((r) => [r.id, r]));
   // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
@@ -73,6 +80,7 @@ function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsi
       timeoutS: 600,
       allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
       userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
+      isolation: options.isolation ?? 'none',
     },
     models,
     jobs,
@@ -268,5 +276,63 @@ describe('commandFailure', () => {
       withUsage: false,
     });
     expect(commandFailure(new TypeError('oops'))).toBeUndefined();
+  });
+});
+
+describe('isolation', () => {
+  const api = backends.find((b) => b.kind === 'api')!;
+
+  test('the call, else the definition, else the config (CLI backends only); base only with a worktree', () => {
+    const { ctx } = setup({ isolation: 'worktree' });
+    const label = `spawn_${backend.name}`;
+    expect(spawnJob(ctx, { backend, label, prompt: 'a' })).toMatchObject({ isolation: 'worktree' });
+    expect(spawnJob(ctx, { backend, label, prompt: 'a', isolation: 'none' }).isolation).toBeUndefined();
+    const none = setup();
+    expect(none.ctx.config.isolation).toBe('none');
+    expect(spawnJob(none.ctx, { backend, label, prompt: 'a' }).isolation).toBeUndefined();
+    expect(
+      spawnJob(none.ctx, {
+        backend,
+        label,
+        prompt: 'a',
+        agent: { definition: definition({ isolation: 'worktree' }) },
+      }),
+    ).toMatchObject({ isolation: 'worktree' });
+    expect(spawnJob(none.ctx, { backend, label, prompt: 'a', isolation: 'worktree', base: 'main' })).toMatchObject({
+      isolation: 'worktree',
+      base: 'main',
+    });
+    expect(() => spawnJob(none.ctx, { backend, label, prompt: 'a', base: 'main' })).toThrow(
+      /base applies only with isolation "worktree"/,
+    );
+    expect(() => spawnJob(none.ctx, { backend, label, prompt: 'a', isolation: 'worktree', base: '--all' })).toThrow(
+      /must name a branch, tag or commit/,
+    );
+    // A session agent's turns stay in the project unless its definition says otherwise (which its check refuses).
+    expect(
+      spawnJob(ctx, { backend, label, prompt: 'a', agent: { definition: definition({ session: true }) } }).isolation,
+    ).toBeUndefined();
+  });
+
+  test('an API backend: the config default does not apply, and asking for a worktree is refused', () => {
+    const { ctx } = setup({ isolation: 'worktree' });
+    expect(spawnJob(ctx, { backend: api, label: `spawn_${api.name}`, prompt: 'a' }).isolation).toBeUndefined();
+    expect(() =>
+      spawnJob(ctx, { backend: api, label: `spawn_${api.name}`, prompt: 'a', isolation: 'worktree' }),
+    ).toThrow(new InputError(`isolation: spawn_${api.name} answers from the prompt alone and works in no folder`));
+  });
+
+  test('resuming an isolated job continues in its worktree, on its base; resuming its resumer too', async () => {
+    const { ctx, jobs } = setup();
+    const label = `spawn_${backend.name}`;
+    const first = spawnJob(ctx, { backend, label, prompt: `session:${THREAD}:1:1`, isolation: 'worktree' });
+    await jobs.waitFor([first.id], { timeoutMs: 10_000, mode: 'all' });
+    first.worktree = { path: '/p', branch: `polyspawn/${first.id}`, base: 'abc' };
+    const second = spawnJob(ctx, { backend, label, prompt: `session:${THREAD}:2:2`, resume: first.id });
+    expect(second).toMatchObject({ isolation: 'worktree', worktreeOf: first.id, base: 'abc' });
+    await jobs.waitFor([second.id], { timeoutMs: 10_000, mode: 'all' });
+    // By its session id: the newest turn's worktree, which is the first job's.
+    const third = spawnJob(ctx, { backend, label, prompt: `session:${THREAD}:3:3`, resume: THREAD });
+    expect(third).toMatchObject({ isolation: 'worktree', worktreeOf: first.id });
   });
 });

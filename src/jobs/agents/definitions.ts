@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
 import type { Backend, McpServerSpec } from '../../../backends/types.js';
-import { timeoutSeconds, type Config } from '../../config/config.js';
+import { ISOLATION_MODES, timeoutSeconds, type Config, type Isolation } from '../../config/config.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
@@ -42,6 +42,8 @@ export type AgentDefinition = {
   askParent?: false;
   /** Variables its CLI gets by name, secrets included (agent.md's `env`). */
   env?: string[];
+  /** "worktree": its runs work in a git worktree of their own. */
+  isolation?: Isolation;
   scope: AgentScope;
   file: string;
 };
@@ -117,6 +119,7 @@ export const frontmatterSchema = z
     allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
     ask_parent: z.boolean().optional(),
     env: envNames.optional(),
+    isolation: z.enum(ISOLATION_MODES).optional(),
   })
   .strict();
 
@@ -192,9 +195,20 @@ export function checkDefinition(
     }
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
+    if (fm.session && fm.isolation === 'worktree')
+      problems.push('isolation: a session agent keeps one conversation in one folder; worktrees are for one-off runs');
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent', 'env'] as const) {
-        if (fm[key] !== undefined && fm[key] !== false)
+      for (const key of [
+        'permission',
+        'allow',
+        'deny',
+        'mcp_servers',
+        'allow_nesting',
+        'ask_parent',
+        'env',
+        'isolation',
+      ] as const) {
+        if (fm[key] !== undefined && fm[key] !== false && fm[key] !== 'none')
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
     } else {
@@ -240,6 +254,7 @@ export function checkDefinition(
       nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
       ...(fm.ask_parent === false ? { askParent: false as const } : {}),
       ...(fm.env?.length ? { env: fm.env } : {}),
+      ...(fm.isolation ? { isolation: fm.isolation } : {}),
       scope: where.scope,
       file: where.file,
     },

@@ -48,13 +48,17 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
 export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | 'spawnMember'> {
   return {
     checkMember: (ref, options) => void memberSpawn(ctx, ref, options?.needsChannel === true),
-    spawnMember: (ref, request: MemberRequest) =>
-      spawnJob(ctx, {
-        ...memberSpawn(ctx, ref, request.needsChannel === true),
+    spawnMember: (ref, request: MemberRequest) => {
+      const spawn = memberSpawn(ctx, ref, request.needsChannel === true);
+      return spawnJob(ctx, {
+        ...spawn,
         prompt: request.prompt,
         team: request.team,
         ...(request.timeoutS ? { timeoutS: request.timeoutS } : {}),
         ...(request.maxTurns ? { maxTurns: request.maxTurns } : {}),
-      }),
+        // An API member works in no folder: the team's isolation is for its CLI members.
+        ...(request.isolation && spawn.backend.kind === 'cli' ? { isolation: request.isolation } : {}),
+      });
+    },
   };
 }

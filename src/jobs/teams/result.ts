@@ -5,6 +5,7 @@ import { isFinished, JOB_STATES, type JobRecord } from '../table.js';
 import { fullResult, jobResultSchema, jobSummarySchema, redactedTask, type ResultContext } from '../result.js';
 import { teamTotals, TEAM_STATES, type TeamRecord } from './record.js';
 import { TOPOLOGIES } from './spec.js';
+import { overlapsOfIds } from '../worktree/report.js';
 
 export const teamSummarySchema = z.object({
   team_id: z.string(),
@@ -29,6 +30,10 @@ export const teamResultSchema = teamSummarySchema.extend({
   budget_reached: z.boolean().optional(),
   events: z.array(z.object({ at: z.string(), kind: z.string(), text: z.string(), agent_id: z.string().optional() })),
   member_results: z.array(jobResultSchema).optional().describe("Each member's own result, once the team has finished"),
+  overlaps: z
+    .array(z.object({ file: z.string(), agent_ids: z.array(z.string()) }))
+    .optional()
+    .describe('Files that more than one member changed in its worktree (isolation "worktree")'),
 });
 
 export type TeamSummary = z.infer<typeof teamSummarySchema>;
@@ -64,6 +69,10 @@ export function teamResult(
   getJob: (id: string) => JobRecord | undefined,
 ): TeamResult {
   const members = team.state === 'running' ? [] : team.members.flatMap((m) => getJob(m.jobId) ?? []);
+  const overlaps = overlapsOfIds(
+    getJob,
+    team.members.map((m) => m.jobId),
+  );
   return ctx.secrets.deep({
     ...summarizeTeam(ctx, team),
     ...(team.answer ? { answer: team.answer } : {}),
@@ -79,6 +88,7 @@ export function teamResult(
     ...(members.length
       ? { member_results: members.filter((j) => isFinished(j.state)).map((j) => fullResult(ctx, j)) }
       : {}),
+    ...(overlaps.length ? { overlaps: overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) } : {}),
   });
 }
 

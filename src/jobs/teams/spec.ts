@@ -37,6 +37,7 @@ export const teamOptionsSchema = z
     max_budget_usd: z.number().positive().max(10_000).optional(),
     max_turns: z.number().int().min(1).max(1000).optional(),
     timeout_s: z.number().int().min(1).max(86_400).optional(),
+    isolation: z.enum(['none', 'worktree']).optional(),
   })
   .strict();
 export type TeamOptions = z.infer<typeof teamOptionsSchema>;
@@ -68,6 +69,8 @@ export type TeamSpec = {
   maxBudgetUsd?: number;
   maxTurns?: number;
   timeoutS?: number;
+  /** "worktree": each CLI member works in a git worktree of its own, from HEAD (src/jobs/worktree/). */
+  isolation?: 'none' | 'worktree';
   /** A preset's body: instructions every member gets before the task. */
   instructions?: string;
   preset?: string;
@@ -111,6 +114,7 @@ export function teamSpec(options: TeamOptions, task: string, extra: Partial<Team
     ...(options.max_budget_usd ? { maxBudgetUsd: options.max_budget_usd } : {}),
     ...(options.max_turns ? { maxTurns: options.max_turns } : {}),
     ...(options.timeout_s ? { timeoutS: options.timeout_s } : {}),
+    ...(options.isolation ? { isolation: options.isolation } : {}),
     ...extra,
   };
 }

@@ -22,6 +22,7 @@ export type MemberRequest = {
   team: { id: string; member: string; role: string };
   timeoutS?: number;
   maxTurns?: number;
+  isolation?: 'none' | 'worktree';
   /** The member talks to its team over the channel: it must be a CLI agent with the channel on. */
   needsChannel?: boolean;
 };
@@ -159,6 +160,7 @@ export class TeamTable {
           team: { id: record.id, member, role },
           ...(spec.timeoutS ? { timeoutS: spec.timeoutS } : {}),
           ...(spec.maxTurns ? { maxTurns: spec.maxTurns } : {}),
+          ...(spec.isolation ? { isolation: spec.isolation } : {}),
           ...(options.needsChannel ? { needsChannel: true } : {}),
         });
         running.add(job.id);

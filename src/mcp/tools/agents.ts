@@ -7,7 +7,7 @@ import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { timeoutSeconds } from '../../config/config.js';
+import { ISOLATION_MODES, timeoutSeconds } from '../../config/config.js';
 import type { Backend } from '../../../backends/types.js';
 import {
   AGENT_FILE,
@@ -51,6 +51,7 @@ const agentViewSchema = z.object({
   output_schema: z.record(z.string(), z.unknown()).optional(),
   allow_nesting: z.number().optional(),
   ask_parent: z.boolean().optional(),
+  isolation: z.enum(ISOLATION_MODES).optional().describe('worktree: its runs work in a git worktree of their own'),
   shadows: z.string().optional().describe('A user definition of the same name that this project one hides'),
 });
 
@@ -86,6 +87,7 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
     ...(definition.outputSchema ? { output_schema: definition.outputSchema } : {}),
     ...(definition.nesting ? { allow_nesting: definition.nesting } : {}),
     ...(definition.askParent === false ? { ask_parent: false } : {}),
+    ...(definition.isolation ? { isolation: definition.isolation } : {}),
     ...(shadows ? { shadows: shadows.file } : {}),
   };
 }

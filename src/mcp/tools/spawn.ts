@@ -3,7 +3,7 @@
 // in time).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { timeoutSeconds } from '../../config/config.js';
+import { ISOLATION_MODES, timeoutSeconds, type Isolation } from '../../config/config.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../../jobs/budget.js';
@@ -73,6 +73,19 @@ export const budgetRequest = (budget: BudgetArg | undefined) => ({
 });
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
+/**
+ * A CLI agent's own git worktree (src/jobs/worktree/): listed as a plain string, the server's
+ * instructions say what the values do. (A base other than HEAD is not offered here: the tool list
+ * has no bytes to spare; a team member or `JobRequest.base` sets one.)
+ */
+export const isolationField = () =>
+  brief(
+    z
+      .enum(ISOLATION_MODES)
+      .optional()
+      .describe('worktree: it works in a git worktree of its own, on branch polyspawn/<agent_id>; see integrate'),
+    { type: 'string' },
+  );
 export const timeoutField = () => timeoutSeconds().optional();
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
 /** Offered where the agent could ask: a CLI backend that takes MCP servers, on a server with the channel. */
@@ -92,7 +105,7 @@ function inputSchema(backend: Backend, app: App) {
       prompt: promptField(),
       model: modelField(app.models[backend.name]!),
       // API backends answer from the prompt alone: no folder to work in.
-      ...(backend.kind === 'cli' ? { cwd: cwdField() } : {}),
+      ...(backend.kind === 'cli' ? { cwd: cwdField(), isolation: isolationField() } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
       ...(backend.supportsResume
         ? { resume: brief(resumeField().describe('agent_id or session_id to continue'), '') }
@@ -124,6 +137,7 @@ type SpawnArgs = {
   output_schema?: Record<string, unknown>;
   ask_parent?: boolean;
   budget?: BudgetArg;
+  isolation?: Isolation;
   [extra: string]: unknown;
 };
 
@@ -160,6 +174,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           output_schema,
           ask_parent,
           budget,
+          isolation,
           ...rest
         } = args as SpawnArgs;
         const job = spawnJob(app, {
@@ -174,6 +189,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           outputSchema: output_schema,
           askParent: ask_parent,
           ...budgetRequest(budget),
+          isolation,
           extra: rest,
         });
         return spawnedResult(app, job, wait_s, extra);

@@ -1,0 +1,262 @@
+// isolation: "worktree": a CLI job runs in a git worktree of its own, on a new branch
+// polyspawn/<id> made from the project's HEAD (or a base given), under <state_dir>/worktrees/<id>.
+// When it ends, what it left uncommitted is committed on the branch and its changes are reported;
+// a worktree with no changes is removed. The user's checkout, index, stash and branches are never
+// touched: every command here runs in the worktree, or only adds and removes polyspawn's own.
+import { existsSync, mkdirSync, readdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import type { Config } from '../../config/config.js';
+import { InputError } from '../../lib/errors.js';
+import { isInside, makeDirs } from '../../lib/fs.js';
+import type { Redactor } from '../../lib/redact.js';
+import { taskLine } from '../../lib/text.js';
+import type { ExecutionResult, Executor, JobRecord } from '../table.js';
+import { allChanges, branchExists, commitOf, firstLines, git, gitOk, nameList, POLYSPAWN_IDENTITY } from './git.js';
+import { WORKTREES_DIR, worktreePlace, type JobWorktree, type WorktreeChanges } from './report.js';
+
+export type WorktreeContext = { config: Pick<Config, 'projectDir' | 'stateDir' | 'iacFile'>; secrets: Redactor };
+
+/** A worktree ready for a run: where the CLI works in it, and the commit it had when the run began. */
+type OpenWorktree = JobWorktree & { top: string; cwd: string; startHead: string };
+
+/** The worktrees in use by this server's running jobs: a resumed job may not share one with a running one. */
+const inUse = new Map<string, string>();
+/** The job of this server's running in a worktree, if any. */
+export const runningIn = (path: string) => inUse.get(path);
+/** git commands that change a repository's worktrees or branches, one at a time per repository. */
+const repoQueues = new Map<string, Promise<unknown>>();
+
+function serially<T>(top: string, work: () => Promise<T>): Promise<T> {
+  const before = repoQueues.get(top) ?? Promise.resolve();
+  const next = before.then(work, work);
+  repoQueues.set(
+    top,
+    next.catch(() => undefined),
+  );
+  return next;
+}
+
+/** The top folder of the repository the project is in, or an InputError that says what to do. */
+export async function repositoryOf(projectDir: string): Promise<string> {
+  const run = await git(projectDir, ['rev-parse', '--show-toplevel']);
+  if (run.code !== 0)
+    throw new InputError(
+      `${projectDir} is not in a git repository (${firstLines(run.stderr, 1)}): run git init and commit, or spawn with isolation "none"`,
+    );
+  return run.stdout.trim();
+}
+
+/** Keeps polyspawn's worktrees out of the user's `git status`: the folder ignores itself. */
+function ignoreWorktrees(stateDir: string): void {
+  const dir = join(stateDir, WORKTREES_DIR);
+  makeDirs(dir);
+  const file = join(dir, '.gitignore');
+  if (!existsSync(file)) writeFileSync(file, "# polyspawn: agents' worktrees, never part of the project\n*\n");
+}
+
+/** polyspawn's own files (the run store, IAC.md), which never make the user's tree dirty (links resolved). */
+export function withoutOwnFiles(top: string, config: WorktreeContext['config'], paths: readonly string[]): string[] {
+  const iac = realpathOr(config.iacFile);
+  return paths.filter((p) => {
+    const full = join(top, p);
+    return !isInside(config.stateDir, full) && realpathOr(full) !== iac;
+  });
+}
+
+function realpathOr(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+const short = (commit: string) => commit.slice(0, 10);
+const listed = (files: readonly string[], max = 5) =>
+  files.slice(0, max).join(', ') + (files.length > max ? ` and ${files.length - max} more` : '');
+
+/** Makes (or, for a resumed job, finds again) the job's worktree; an InputError says why it cannot. */
+export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord>): Promise<OpenWorktree> {
+  const { config } = ctx;
+  const owner = job.worktreeOf ?? job.id;
+  const { path, branch } = worktreePlace(config.stateDir, owner);
+  const top = await repositoryOf(config.projectDir);
+  const rel = relative(realpathSync(top), realpathSync(job.cwd));
+  if (rel === '..' || rel.startsWith(`..${sep}`))
+    throw new InputError(`cwd ${job.cwd} is outside the repository ${top}: a worktree holds only the repository`);
+  const holder = inUse.get(path);
+  if (holder) throw new InputError(`agent ${holder} is running in the worktree ${path}: wait for it, then resume`);
+  ignoreWorktrees(config.stateDir);
+  const notes: string[] = [];
+  const resumed = job.worktreeOf !== undefined && existsSync(path);
+  let base: string;
+  if (resumed) {
+    base = job.base ?? (await gitOk(path, ['rev-parse', 'HEAD'])).trim();
+  } else {
+    const head = await commitOf(top, job.base ?? 'HEAD');
+    if (!head) {
+      if (job.base) throw new InputError(`base "${job.base}" names no commit in ${top}: pass a branch, tag or commit`);
+      throw new InputError(
+        `the repository ${top} has no commit yet (an unborn HEAD): commit first, then spawn with isolation "worktree"`,
+      );
+    }
+    base = head;
+    const dirty = withoutOwnFiles(top, config, await allChanges(top, false));
+    if (dirty.length)
+      notes.push(
+        `your checkout has ${dirty.length} uncommitted change${dirty.length === 1 ? '' : 's'} (${listed(dirty)}): the agent started from ${short(base)} without them`,
+      );
+    await serially(top, async () => {
+      const taken = await branchExists(top, branch);
+      if (taken && job.worktreeOf === undefined) {
+        throw new InputError(
+          `the branch ${branch} exists already: rename or delete it (git branch -m ${branch} <new name>), then spawn again`,
+        );
+      }
+      if (existsSync(path)) {
+        await git(top, ['worktree', 'prune']);
+        if (existsSync(path))
+          throw new InputError(
+            `the folder ${path} is left from an earlier run (a crash?): remove it (git worktree remove --force "${path}", or delete the folder), then spawn again`,
+          );
+      }
+      // Resuming an agent whose worktree was removed: its branch checked out again in its place,
+      // or (integrated, discarded, or no changes) a new one made there.
+      if (job.worktreeOf !== undefined)
+        notes.push(
+          taken
+            ? `its worktree was gone: ${branch} is checked out again in its place`
+            : `its worktree and branch were gone: made anew from ${short(base)}`,
+        );
+      await gitOk(top, ['worktree', 'add', '--quiet', ...(taken ? [path, branch] : ['-b', branch, path, base])]);
+    });
+    if (existsSync(join(path, '.gitmodules')))
+      notes.push(
+        'the repository has submodules: they are not checked out in the worktree (their folders are empty), and changes in them are not reported',
+      );
+  }
+  const cwd = join(path, rel);
+  // A folder the user's checkout has but git does not track (ignored, untracked) is made, empty.
+  if (!existsSync(cwd)) mkdirSync(cwd, { recursive: true });
+  const startHead = (await gitOk(path, ['rev-parse', 'HEAD'])).trim();
+  return { path, branch, base, ...(notes.length ? { notes } : {}), top, cwd, startHead };
+}
+
+/**
+ * Commits what the agent left uncommitted on its branch and reports the changes from the base; a
+ * worktree with none is removed with its branch.
+ */
+export async function closeWorktree(
+  ctx: WorktreeContext,
+  job: Readonly<JobRecord>,
+  wt: OpenWorktree,
+  state: ExecutionResult['state'],
+): Promise<WorktreeChanges> {
+  const { path, branch, base } = wt;
+  const agentHead = (await gitOk(path, ['rev-parse', 'HEAD'])).trim();
+  const agentCommitted = agentHead !== wt.startHead;
+  const committed = agentCommitted
+    ? nameList(await gitOk(path, ['diff', '--name-only', '-z', wt.startHead, agentHead]))
+    : [];
+  const uncommitted = await commitLeftovers(ctx, job, path, state);
+  const head = (await gitOk(path, ['rev-parse', 'HEAD'])).trim();
+  const files = nameList(await gitOk(path, ['diff', '--name-only', '-z', base, head]));
+  const diffStat = (await gitOk(path, ['diff', '--shortstat', base, head])).trim();
+  const removed = files.length === 0;
+  if (removed) await removeWorktree(wt.top, path, branch);
+  return { files, committed, uncommitted, agentCommitted, diffStat, head, removed };
+}
+
+/** Commits on the worktree's branch what the agent left uncommitted (a commit that names the agent and its task): the files. */
+export async function commitLeftovers(
+  ctx: WorktreeContext,
+  job: Readonly<JobRecord>,
+  path: string,
+  state: JobRecord['state'],
+): Promise<string[]> {
+  const uncommitted = await allChanges(path);
+  if (uncommitted.length === 0) return [];
+  await gitOk(path, ['add', '--all']);
+  const who = `${job.agent ? `${job.agent.name} on ` : ''}${job.backend}`;
+  const subject = `polyspawn ${job.id} (${who}): ${taskLine(job.prompt, (t) => ctx.secrets.text(t))}`;
+  const body = `What agent ${job.id} left uncommitted when it ended (${state}), committed by polyspawn.`;
+  await gitOk(path, [...POLYSPAWN_IDENTITY, 'commit', '--no-verify', '--quiet', '-m', subject, '-m', body]);
+  return uncommitted;
+}
+
+/** Removes a worktree and its branch (what is in them is lost). */
+export async function removeWorktree(top: string, path: string, branch: string): Promise<void> {
+  await serially(top, async () => {
+    if (existsSync(path)) await gitOk(top, ['worktree', 'remove', '--force', path]);
+    else await git(top, ['worktree', 'prune']);
+    if (await branchExists(top, branch)) await gitOk(top, ['branch', '-D', branch]);
+  });
+}
+
+const ENDED_EARLY: Partial<Record<ExecutionResult['state'], string>> = {
+  cancelled: 'was cancelled',
+  timed_out: 'timed out',
+};
+
+/**
+ * Runs isolated jobs in their worktrees: outside the structured-output retry, so both attempts
+ * work in the same one. A job whose worktree cannot be made fails with the reason.
+ */
+export function withWorktree(execute: Executor, ctx: WorktreeContext): Executor {
+  return async (job, control) => {
+    if (job.isolation !== 'worktree') return execute(job, control);
+    let wt: OpenWorktree;
+    try {
+      wt = await openWorktree(ctx, job);
+    } catch (error) {
+      const message = `isolation "worktree": ${(error as Error).message}`;
+      return { state: 'failed', outcome: { ok: false, text: '', error: message, costSource: 'unknown' } };
+    }
+    const info: JobWorktree = {
+      path: wt.path,
+      branch: wt.branch,
+      base: wt.base,
+      ...(wt.notes ? { notes: wt.notes } : {}),
+    };
+    control.onWorktree?.(info);
+    inUse.set(wt.path, job.id);
+    try {
+      const result = await execute({ ...job, cwd: wt.cwd }, control);
+      const notes = [...(wt.notes ?? [])];
+      try {
+        const changes = await closeWorktree(ctx, job, wt, result.state);
+        const early = ENDED_EARLY[result.state];
+        if (early && !changes.removed)
+          notes.push(
+            `the agent ${early} before it finished: what it had written is committed on ${wt.branch}; review it before integrating`,
+          );
+        control.onWorktree?.({ ...info, ...(notes.length ? { notes } : {}), changes });
+      } catch (error) {
+        notes.push(
+          `its changes could not be committed or read (${(error as Error).message}): the worktree is kept as it is`,
+        );
+        control.onWorktree?.({ ...info, notes });
+      }
+      return result;
+    } finally {
+      inUse.delete(wt.path);
+    }
+  };
+}
+
+/** A worktree polyspawn left in the project: kept for its changes, or by an interrupted run. */
+export type LeftoverWorktree = { id: string; path: string; branch: string };
+
+/** The worktrees in <state_dir>/worktrees (a folder per job that owns one). */
+export function leftoverWorktrees(stateDir: string): LeftoverWorktree[] {
+  let names: string[];
+  try {
+    names = readdirSync(join(stateDir, WORKTREES_DIR), { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name)
+      .sort();
+  } catch {
+    return [];
+  }
+  return names.map((id) => ({ id, ...worktreePlace(stateDir, id) }));
+}

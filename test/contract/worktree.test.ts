@@ -1,0 +1,62 @@
+// The real claude and codex CLIs with isolation "worktree": each runs a shell command (the fake
+// model API's [[fake:tool:...]]) that writes a file where it works, which is its own git worktree;
+// the change is reported, committed on its branch, and the user's checkout never sees it.
+import { execFileSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { TestServer } from '../helpers/mcp.js';
+import { startContractRig, type ContractRig } from './clis.js';
+
+type Job = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  worktree?: { path: string; branch: string; kept: boolean; files?: string[]; uncommitted?: string[] };
+};
+
+const git = (dir: string, ...args: string[]) =>
+  execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
+
+let rig: ContractRig;
+let server: TestServer;
+
+beforeAll(async () => {
+  rig = await startContractRig();
+  server = rig.server;
+  git(server.projectDir, 'init', '-q', '-b', 'main');
+  writeFileSync(join(server.projectDir, 'README.md'), 'a project\n');
+  git(server.projectDir, 'add', 'README.md');
+  git(server.projectDir, 'commit', '-q', '-m', 'first');
+}, 900_000);
+
+afterAll(() => rig?.close());
+
+describe.each(['claude', 'codex'])('%s, the real CLI, in a worktree', (backend) => {
+  test('its shell command writes in its worktree; the change is reported and committed on its branch', async () => {
+    const file = `written-by-${backend}.txt`;
+    const spawned = await server.callOk<Job>(`spawn_${backend}`, {
+      prompt: `[[fake:tool:echo from ${backend} > ${file} && echo wrote]]`,
+      isolation: 'worktree',
+    });
+    const { finished } = await server.callOk<{ finished: Job[] }>('wait_for_agents', {
+      agent_ids: [spawned.agent_id],
+      timeout_s: 150,
+    });
+    const job = finished[0]!;
+    expect(job.state, JSON.stringify(job)).toBe('succeeded');
+    expect(job.text).toMatch(/TOOL_RESULT: .*wrote/s);
+    expect(job.worktree).toMatchObject({
+      path: join(server.projectDir, '.polyspawn', 'worktrees', job.agent_id),
+      branch: `polyspawn/${job.agent_id}`,
+      kept: true,
+      files: [file],
+      uncommitted: [file],
+    });
+    expect(git(server.projectDir, 'show', `polyspawn/${job.agent_id}:${file}`)).toBe(`from ${backend}\n`);
+    expect(existsSync(join(server.projectDir, file))).toBe(false);
+  });
+});

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config } from '../config/config.js';
+import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } from '../config/sandbox.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
@@ -26,7 +27,10 @@ const RESUME_SHAPE =
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
-  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir'>;
+  config: Pick<
+    Config,
+    'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir' | 'backends' | 'allowCallerSandbox'
+  >;
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -52,6 +56,8 @@ export type SpawnRequest = {
   extra?: Record<string, unknown>;
   /** false: the agent gets no channel to ask the orchestrator (a definition's false holds). */
   askParent?: boolean;
+  /** The caller's sandbox, honoured only where the user's config allows callers to choose. */
+  sandbox?: SandboxMode;
   /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
@@ -76,6 +82,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const systemPrompt = definition ? definition.systemPrompt : request.systemPrompt;
   const tooLarge = request.systemPrompt && systemPromptProblem(request.systemPrompt, backend);
   if (tooLarge) throw new InputError(`system_prompt is ${tooLarge}`);
+  const sandbox = sandboxOf(ctx.config, request);
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -86,11 +93,30 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(definition ? { agent: namedAgentSettings(definition, backend) } : {}),
     ...(outputSchema ? { outputSchema } : {}),
     ...(definition?.askParent === false || request.askParent === false ? { askParent: false } : {}),
+    ...(sandbox.mode !== 'none' ? { sandbox } : {}),
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.
   if (definition?.session) return ctx.sessions.submit({ ...job, agent: job.agent! }, agent!.newSession === true);
   return ctx.jobs.submit({ ...job, ...resumeOf(ctx.jobs, backend, request.resume) });
+}
+
+/** The job's sandbox: the user's config, the definition's, the caller's where allowed; or an InputError. */
+function sandboxOf(config: SpawnContext['config'], request: SpawnRequest): SandboxSettings {
+  const { backend, agent } = request;
+  const userFile = join(config.userConfigDir, 'config.json');
+  if (request.sandbox !== undefined && !config.allowCallerSandbox)
+    throw new InputError(
+      `sandbox: your config does not let callers choose the sandbox: leave it out, or set allow_caller_sandbox: true in ${userFile} (or POLYSPAWN_ALLOW_CALLER_SANDBOX=1 where the server is started)`,
+    );
+  const chosen = effectiveSandbox(
+    config.backends[backend.name]?.sandbox ?? NO_SANDBOX,
+    { backend: backend.name, userFile },
+    agent?.definition,
+    request.sandbox,
+  );
+  if ('problem' in chosen) throw new InputError(`${request.label}: ${chosen.problem}`);
+  return chosen.sandbox;
 }
 
 /** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */

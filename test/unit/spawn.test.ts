@@ -8,7 +8,8 @@ import { backends } from '../../backends/registry.js';
 import type { Usage } from '../../backends/types.js';
 import { loadModels, shippedModelsFile } from '../../src/config/models.js';
 import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
-import { spawnJob, type SpawnContext } from '../../src/jobs/spawn.js';
+import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
+import { spawnJob, type SpawnContext, type SpawnRequest } from '../../src/jobs/spawn.js';
 import { JobTable, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 import { commandFailure, ConfigError, InputError, SetupError } from '../../src/lib/errors.js';
 
@@ -37,7 +38,15 @@ const stored = (id: string, sessionId: string, sessionTotals: Usage, on = backen
   outcome: { ok: true, text: '', sessionId, sessionTotals, costSource: 'unknown' },
 });
 
-function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsideProject?: boolean } = {}) {
+function setup(
+  options: {
+    history?: JobRecord[];
+    usable?: boolean;
+    allowCwdOutsideProject?: boolean;
+    backends?: SpawnContext['config']['backends'];
+    allowCallerSandbox?: boolean;
+  } = {},
+) {
   const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
   const history = new Map((options.history ?? []).map((r) => [r.id, r]));
   // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
@@ -73,6 +82,8 @@ function setup(options: { history?: JobRecord[]; usable?: boolean; allowCwdOutsi
       timeoutS: 600,
       allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
       userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
+      backends: options.backends ?? {},
+      allowCallerSandbox: options.allowCallerSandbox ?? false,
     },
     models,
     jobs,
@@ -251,6 +262,43 @@ describe('spawnJob', () => {
       agent: { definition: definition({ name: 'chat', session: true }), newSession: true },
     });
     expect(sessionTurns).toMatchObject([{ request: { agent: { name: 'chat', session: true } }, newSession: true }]);
+  });
+  test("the sandbox: the user's config, a definition's over it, a caller's only where allowed; none never turns off a configured one", () => {
+    const bwrap: SandboxSettings = { mode: 'bwrap', network: true, mounts: [{ path: '/data', write: false }] };
+    const configured = (sandbox: SandboxSettings) => ({
+      [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox },
+    });
+    const spawn = (ctx: SpawnContext, over: Partial<SpawnRequest> = {}) =>
+      spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
+    // None configured: no sandbox on the job at all.
+    expect(spawn(setup().ctx).sandbox).toBeUndefined();
+    const { ctx } = setup({ backends: configured(bwrap) });
+    expect(spawn(ctx).sandbox).toEqual(bwrap);
+    // A definition without network, its own mount beside the config's.
+    const offline = definition({
+      sandbox: { mode: 'bwrap', network: false, mounts: [{ path: '~/notes', write: true }] },
+    });
+    expect(spawn(ctx, { agent: { definition: offline } }).sandbox).toEqual({
+      mode: 'bwrap',
+      network: false,
+      mounts: [
+        { path: '/data', write: false },
+        { path: '~/notes', write: true },
+      ],
+    });
+    expect(() => spawn(ctx, { agent: { definition: definition({ sandbox: NO_SANDBOX }) } })).toThrow(
+      /runs .* in bwrap .*agent reviewer's sandbox: none cannot turn it off/,
+    );
+    // A caller chooses only where the user's config says so, and never none over a configured one.
+    expect(() => spawn(ctx, { sandbox: 'docker' })).toThrow(
+      /does not let callers choose the sandbox.*allow_caller_sandbox/,
+    );
+    const open = setup({ backends: configured(bwrap), allowCallerSandbox: true }).ctx;
+    expect(() => spawn(open, { sandbox: 'none' })).toThrow(InputError);
+    expect(() => spawn(open, { sandbox: 'docker' })).toThrow(/sandbox docker needs an image/);
+    const free = setup({ allowCallerSandbox: true }).ctx;
+    expect(spawn(free, { sandbox: 'bwrap' }).sandbox).toEqual({ mode: 'bwrap', network: true, mounts: [] });
+    expect(spawn(free, { sandbox: 'none' }).sandbox).toBeUndefined();
   });
 });
 

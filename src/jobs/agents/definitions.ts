@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { timeoutSeconds, type Config } from '../../config/config.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
+import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../config/sandbox.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { ENV_NAME, jsonBytes } from '../../lib/text.js';
 import { MAX_DEPTH } from './nesting.js';
@@ -38,6 +39,8 @@ export type AgentDefinition = {
   askParent?: false;
   /** Variables its CLI gets by name, secrets included (agent.md's `env`). */
   env?: string[];
+  /** The sandbox its runs get, within what the user's config allows (src/config/sandbox.ts). */
+  sandbox?: SandboxSettings;
   scope: AgentScope;
   file: string;
 };
@@ -111,6 +114,7 @@ export const frontmatterSchema = z
     allow_nesting: z.union([z.boolean(), z.number().int().min(0).max(MAX_DEPTH)]).optional(),
     ask_parent: z.boolean().optional(),
     env: envNames.optional(),
+    sandbox: sandboxSchema.optional(),
   })
   .strict();
 
@@ -187,7 +191,16 @@ export function checkDefinition(
     if (fm.session && !backend.supportsResume)
       problems.push(`session: backend ${backend.name} cannot continue a conversation`);
     if (backend.kind === 'api') {
-      for (const key of ['permission', 'allow', 'deny', 'mcp_servers', 'allow_nesting', 'ask_parent', 'env'] as const) {
+      for (const key of [
+        'permission',
+        'allow',
+        'deny',
+        'mcp_servers',
+        'allow_nesting',
+        'ask_parent',
+        'env',
+        'sandbox',
+      ] as const) {
         if (fm[key] !== undefined && fm[key] !== false)
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
       }
@@ -232,6 +245,7 @@ export function checkDefinition(
       nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
       ...(fm.ask_parent === false ? { askParent: false as const } : {}),
       ...(fm.env?.length ? { env: fm.env } : {}),
+      ...(fm.sandbox !== undefined ? { sandbox: sandboxSettings(fm.sandbox) } : {}),
       scope: where.scope,
       file: where.file,
     },

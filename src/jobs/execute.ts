@@ -17,7 +17,8 @@ import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
-import { runProcess } from './process/runner.js';
+import { childEnv, runProcess } from './process/runner.js';
+import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
 import { runFolder } from '../lib/run-folder.js';
 import {
   ANSWER_WAIT_S,
@@ -124,6 +125,11 @@ async function openChannel(
   log: Context['log'],
 ): Promise<ChannelLease | undefined> {
   if (!channel || !backend.supportsMcpServers || job.askParent === false) return undefined;
+  // The channel is reached over the host's loopback, which a sandbox without network does not have.
+  if (job.sandbox?.network === false) {
+    log(`agent ${job.id} runs without ask_parent: its sandbox has no network`);
+    return undefined;
+  }
   try {
     return await channel.open(job.id);
   } catch (error) {
@@ -203,9 +209,37 @@ async function runCli(
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
+  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
+  let command: WrappedCommand = { file: spec.file, args: spec.args };
+  if (job.sandbox) {
+    try {
+      command = wrapInSandbox({
+        sandbox: job.sandbox,
+        paths: backend.sandboxPaths,
+        executable: backend.executable,
+        file: spec.file,
+        args: spec.args,
+        env: childEnv({ baseEnv: env, env: spec.env }),
+        cwd: job.cwd,
+        runDir: dir,
+        stateDir: config.stateDir,
+        container: containerName(config.stateDir, job.id),
+      });
+    } catch (error) {
+      if (!(error instanceof SandboxError)) throw error;
+      const advice = error.missingCli
+        ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`
+        : '';
+      return {
+        state: 'failed',
+        outcome: failed(`could not start ${spec.file} in sandbox ${job.sandbox.mode}: ${error.message}${advice}`),
+      };
+    }
+  }
   const running = runProcess({
-    file: spec.file,
-    args: spec.args,
+    file: command.file,
+    args: command.args,
+    ...(command.stop ? { stop: command.stop } : {}),
     baseEnv: env,
     env: spec.env,
     cwd: job.cwd,
@@ -220,7 +254,6 @@ async function runCli(
   if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
   const run = await running.done;
 
-  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
   if (run.end === 'spawn_error') {
     // E2BIG: the CLI is there, its command line (or environment) is what the system refused.
     const advice =

@@ -4,6 +4,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { timeoutSeconds } from '../../config/config.js';
+import { SANDBOX_MODES, type SandboxMode } from '../../config/sandbox.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
 import { spawnJob } from '../../jobs/spawn.js';
@@ -59,6 +60,18 @@ export const askParentField = (app: App, backend: Backend): z.ZodRawShape =>
   app.parentChannel && backend.kind === 'cli' && backend.supportsMcpServers
     ? { ask_parent: brief(z.boolean().optional().describe('false: it cannot ask you questions mid-run'), '') }
     : {};
+/**
+ * Offered only where the user's config lets callers choose the sandbox (allow_caller_sandbox), and
+ * listed by name and type: the server's instructions say what it does.
+ */
+export const sandboxField = (app: App, backend: Backend): z.ZodRawShape =>
+  app.config.allowCallerSandbox && backend.kind === 'cli'
+    ? {
+        sandbox: brief(z.enum(SANDBOX_MODES).optional().describe('Where the agent runs; your config keeps its floor'), {
+          type: 'string',
+        }),
+      }
+    : {};
 /** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
 export const extraFields = (backend: Backend): z.ZodRawShape =>
   Object.fromEntries(
@@ -80,6 +93,7 @@ function inputSchema(backend: Backend, app: App) {
       wait_s: waitField(),
       output_schema: outputSchemaField(),
       ...askParentField(app, backend),
+      ...sandboxField(app, backend),
       ...extraFields(backend),
     })
     .strict();
@@ -101,6 +115,7 @@ type SpawnArgs = {
   wait_s?: number;
   output_schema?: Record<string, unknown>;
   ask_parent?: boolean;
+  sandbox?: SandboxMode;
   [extra: string]: unknown;
 };
 
@@ -126,8 +141,19 @@ export function registerSpawnTools(server: McpServer, app: App): void {
       },
       async (args, extra) => {
         // The schema above was built per backend, so zod cannot type the optional fields.
-        const { prompt, model, cwd, system_prompt, resume, timeout_s, wait_s, output_schema, ask_parent, ...rest } =
-          args as SpawnArgs;
+        const {
+          prompt,
+          model,
+          cwd,
+          system_prompt,
+          resume,
+          timeout_s,
+          wait_s,
+          output_schema,
+          ask_parent,
+          sandbox,
+          ...rest
+        } = args as SpawnArgs;
         const job = spawnJob(app, {
           backend,
           label: `spawn_${backend.name}`,
@@ -139,6 +165,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           timeoutS: timeout_s,
           outputSchema: output_schema,
           askParent: ask_parent,
+          ...(sandbox ? { sandbox } : {}),
           extra: rest,
         });
         return spawnedResult(app, job, wait_s, extra);

@@ -49,10 +49,24 @@ export class SandboxError extends Error {
 
 export const BWRAP_INSTALL =
   'install bubblewrap (`apt-get install bubblewrap`, `dnf install bubblewrap`), or run this agent with sandbox: none';
-const ENGINE_INSTALL: Record<string, string> = {
+export const ENGINE_INSTALL: Record<string, string> = {
   docker: 'install Docker (https://docs.docker.com/engine/install/), or choose another sandbox',
   podman: 'install Podman (`apt-get install podman`), or choose another sandbox',
 };
+
+/** The least of a working sandbox, for `doctor`'s probe: namespaces, /proc, no network. */
+export const BWRAP_PROBE = [
+  '--ro-bind',
+  '/',
+  '/',
+  '--dev',
+  '/dev',
+  '--proc',
+  '/proc',
+  '--unshare-pid',
+  '--die-with-parent',
+  '--unshare-net',
+];
 
 export function wrapInSandbox(run: SandboxRun): WrappedCommand {
   return run.sandbox.mode === 'bwrap' ? bwrapCommand(run) : containerCommand(run);

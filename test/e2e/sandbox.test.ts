@@ -28,8 +28,9 @@ writeFileSync(
   JSON.stringify({
     allow_caller_sandbox: true,
     backends: {
-      // The fake CLIs live in the checkout, which the sandbox does not otherwise show.
-      codex: { sandbox: { mode: 'bwrap', mounts: [{ path: fakes }] } },
+      // The fake CLIs live in the checkout, which the sandbox does not otherwise show (its channel
+      // side loads the MCP SDK from node_modules).
+      codex: { sandbox: { mode: 'bwrap', mounts: [{ path: fakes }, { path: join(repoRoot, 'node_modules') }] } },
       claude: { sandbox: { mode: 'docker', image: 'example.org/agents:1' } },
     },
   }),
@@ -117,6 +118,18 @@ describe('bwrap', () => {
     } finally {
       await new Promise((resolve) => listener.close(resolve));
     }
+  }, 90_000);
+
+  test('the channel to the orchestrator works from inside; without network the run has none', async () => {
+    const online = await s.callOk<Job & { conversation?: { kind: string; text: string }[] }>('spawn_codex', {
+      prompt: 'report [[cli:progress:working in a sandbox]]',
+      wait_s: 60,
+    });
+    expect(online.text).toBe('TALKED');
+    expect(online.conversation).toMatchObject([{ kind: 'progress', text: 'working in a sandbox' }]);
+    const offline = await s.callOk<Job>('spawn_offline', { prompt: 'report [[cli:progress:x]]', wait_s: 60 });
+    expect(offline.text).toBe('NO CHANNEL');
+    expect(s.stderr()).toContain(`agent ${offline.agent_id} runs without ask_parent: its sandbox has no network`);
   }, 90_000);
 
   test('cancel ends the sandbox and the grandchild the agent started in it', async () => {

@@ -36,6 +36,13 @@ writeFileSync(
   }),
 );
 
+const serverEnv = {
+  HOME: home,
+  POLYSPAWN_CONFIG: userConfig,
+  FAKE_ENGINE_DIR: engineDir,
+  PATH: `${join(fakes, 'engine')}${delimiter}${fakeBinDir}${delimiter}${process.env.PATH}`,
+};
+
 let s: TestServer;
 let project: string;
 beforeAll(async () => {
@@ -45,15 +52,7 @@ beforeAll(async () => {
     join(project, '.polyspawn', 'agents', 'offline', 'agent.md'),
     '---\ndescription: Works without a network.\nbackend: codex\nsandbox: { mode: bwrap, network: false }\n---\nYou work offline.\n',
   );
-  s = await startServer({
-    projectDir: project,
-    env: {
-      HOME: home,
-      POLYSPAWN_CONFIG: userConfig,
-      FAKE_ENGINE_DIR: engineDir,
-      PATH: `${join(fakes, 'engine')}${delimiter}${fakeBinDir}${delimiter}${process.env.PATH}`,
-    },
-  });
+  s = await startServer({ projectDir: project, env: serverEnv });
 }, 60_000);
 afterAll(async () => {
   await s?.close();
@@ -199,6 +198,28 @@ describe('docker and podman (a fake engine)', () => {
       ['podman', 'run'],
       ['podman', 'kill'],
     ]);
+  }, 90_000);
+
+  test('a restart removes the container a killed server left behind', async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-restart-'));
+    const first = await startServer({ projectDir, env: serverEnv });
+    const job = await first.callOk<Job>('spawn_claude', { prompt: '[[cli:hang]]' });
+    const ofJob = (command: string) =>
+      calls().find((c) => c.argv[0] === command && c.argv.join(' ').includes(job.agent_id));
+    await waitFor('the container to start', () => ofJob('run') !== undefined, 30_000);
+    const name = ofJob('run')!.argv[5]!;
+    process.kill(first.transport.pid!, 'SIGKILL');
+    await first.close().catch(() => undefined);
+    // A real engine's container outlives its client: the next server removes it by name.
+    const second = await startServer({ projectDir, env: serverEnv });
+    try {
+      await waitFor('the leftover container removed', () => ofJob('rm') !== undefined, 30_000);
+      expect(ofJob('rm')).toEqual({ engine: 'docker', argv: ['rm', '-f', name] });
+      expect((await second.callOk<Job>('result', { agent_id: job.agent_id })).state).toBe('interrupted');
+    } finally {
+      await second.close();
+      rmSync(projectDir, { recursive: true, force: true });
+    }
   }, 90_000);
 });
 

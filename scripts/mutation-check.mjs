@@ -182,6 +182,13 @@ const MUTATIONS = [
     tests: ['test/unit/sandbox.test.ts'],
   },
   {
+    name: 'a sandbox run as root keeps its capabilities',
+    file: SANDBOX,
+    find: `args.push('--cap-drop', 'ALL');`,
+    replace: ``,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
     name: "a sandbox's container outlives its cancel",
     file: SANDBOX,
     find: `stop: () => engineCommand(found, ['kill', run.container], run.env)`,

@@ -80,7 +80,12 @@ describe('bwrap', () => {
       `[[cli:write:/usr/escaped.txt]]`,
       `[[cli:read:${join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker')}]]`,
       `[[cli:write:/tmp/made-in-private-tmp.txt]]`,
+      '[[cli:read:/proc/self/status]]',
     ]);
+    // Root in the sandbox (as CI runs) keeps no capability: it cannot mount or open files by handle past the binds.
+    expect(tried['read:/proc/self/status']).toMatch(/CapEff:\s+0{16}\b/);
+    expect(tried['read:/proc/self/status']).toMatch(/NoNewPrivs:\s+1\b/);
+    delete tried['read:/proc/self/status'];
     expect(job.sandbox).toBe('bwrap');
     expect(tried).toEqual({
       [`write:${join(project, 'made-inside.txt')}`]: 'ok',

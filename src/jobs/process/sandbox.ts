@@ -116,6 +116,9 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
   if (home && home !== sep) args.push('--tmpfs', home);
   for (const bind of ordered(binds)) args.push(bind.write ? '--bind' : '--ro-bind', bind.path, bind.path);
   args.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
+  // bwrap started by root keeps every capability unless told: root in the sandbox must not
+  // mount, trace or open files by handle past its binds.
+  args.push('--cap-drop', 'ALL');
   if (!run.sandbox.network) args.push('--unshare-net');
   args.push('--chdir', run.cwd, '--', executable, ...run.args);
   return { file: bwrap, args };

@@ -116,6 +116,8 @@ describe('bwrap', () => {
     try {
       const online = await attempts('spawn_codex', [`[[cli:connect:${target}]]`]);
       expect(online.tried[`connect:${target}`]).toBe('ok');
+      const agents = await s.callOk<{ agents: { name: string; sandbox?: string }[] }>('list_agents', {});
+      expect(agents.agents.find((a) => a.name === 'offline')?.sandbox).toBe('bwrap (no network)');
       const offline = await attempts('spawn_offline', [`[[cli:connect:${target}]]`]);
       expect(offline.job.sandbox).toBe('bwrap (no network)');
       expect(offline.tried[`connect:${target}`]).toMatch(/^E(CONNREFUSED|NETUNREACH)$/);

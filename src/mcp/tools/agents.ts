@@ -21,6 +21,7 @@ import {
   type Frontmatter,
 } from '../../jobs/agents/definitions.js';
 import { MAX_DEPTH } from '../../jobs/agents/nesting.js';
+import { sandboxLabel } from '../../config/sandbox.js';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
@@ -51,6 +52,7 @@ const agentViewSchema = z.object({
   output_schema: z.record(z.string(), z.unknown()).optional(),
   allow_nesting: z.number().optional(),
   ask_parent: z.boolean().optional(),
+  sandbox: z.string().optional().describe('The sandbox its definition asks for (your config may keep a stricter one)'),
   shadows: z.string().optional().describe('A user definition of the same name that this project one hides'),
 });
 
@@ -86,6 +88,7 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
     ...(definition.outputSchema ? { output_schema: definition.outputSchema } : {}),
     ...(definition.nesting ? { allow_nesting: definition.nesting } : {}),
     ...(definition.askParent === false ? { ask_parent: false } : {}),
+    ...(definition.sandbox ? { sandbox: sandboxLabel(definition.sandbox) } : {}),
     ...(shadows ? { shadows: shadows.file } : {}),
   };
 }

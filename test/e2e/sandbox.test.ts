@@ -160,6 +160,16 @@ describe('bwrap', () => {
     expect(markedProcesses().filter(isBwrap)).toEqual([]);
   }, 90_000);
 
+  test('where the config lets callers choose, the CLI spawn tools list a sandbox field by its type alone', async () => {
+    const { tools } = await s.client.listTools();
+    const properties = (name: string) =>
+      (tools.find((t) => t.name === name)?.inputSchema.properties ?? {}) as Record<string, unknown>;
+    expect(properties('spawn_codex').sandbox).toEqual({ type: 'string' });
+    // An API agent runs no process: nothing to sandbox.
+    expect(Object.keys(properties('spawn_grok'))).toContain('prompt');
+    expect(properties('spawn_grok').sandbox).toBeUndefined();
+  });
+
   test('a caller cannot turn off the sandbox the config set', async () => {
     const result = await s.call('spawn_codex', { prompt: 'x', sandbox: 'none' });
     expect(result.isError).toBe(true);

@@ -97,10 +97,10 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
     if (!SYSTEM_PATHS.some((p) => isInside(p, prefix))) binds.push({ path: prefix, write: false });
   }
   binds.push(...stateBinds(run, home));
-  binds.push({ path: run.cwd, write: true }, { path: run.runDir, write: true });
+  binds.push({ path: run.cwd, write: true }, { path: run.runDir, write: true }, ...extraMounts(run, home));
+  // Whichever read-write folder holds the store, the store stays read-only but for the run's own folder.
   if (binds.some((b) => b.write && isInside(b.path, run.stateDir) && b.path !== run.stateDir))
     binds.push({ path: run.stateDir, write: false });
-  binds.push(...extraMounts(run, home));
 
   const args: string[] = [];
   for (const path of SYSTEM_PATHS) {

@@ -1,5 +1,7 @@
 // Claude Code: `claude -p`, prompt on stdin, stream-json so the log shows progress while it runs.
 import type { BudgetKind, CliBackend, McpServerSpec } from './types.js';
+import { join } from 'node:path';
+import { npmInstall } from './sandbox-paths.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
@@ -58,6 +60,14 @@ export const claude: CliBackend = {
   // An API key, a bearer token (a gateway's), or the token `claude setup-token` makes.
   loginEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
   removeEnv: REMOVED_ENV,
+  // CLAUDE_CONFIG_DIR holds everything; without it, ~/.claude and the ~/.claude.json beside it.
+  sandboxPaths: {
+    state: (env, home) =>
+      env.CLAUDE_CONFIG_DIR
+        ? { dirs: [env.CLAUDE_CONFIG_DIR], files: [] }
+        : { dirs: [join(home, '.claude')], files: [join(home, '.claude.json')] },
+    install: npmInstall,
+  },
   // --json-schema takes the schema as one argument, and Linux caps one at 128 KiB (with room to spare).
   maxOutputSchemaBytes: 120 * 1024,
   // --max-turns is not in `claude --help` (2.1.332) but works: measured on the real CLI (FINDINGS.md).

@@ -1,5 +1,6 @@
 // OpenAI Codex: `codex exec --json -`, prompt on stdin (an open stdin hangs it forever).
 import type { CliBackend, Usage } from './types.js';
+import { npmInstall, stateDir } from './sandbox-paths.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 
 /** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
@@ -53,6 +54,10 @@ export const codex: CliBackend = {
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
   loginEnv: LOGIN_ENV,
+  sandboxPaths: {
+    state: (env, home) => ({ dirs: [stateDir(env, 'CODEX_HOME', home, '.codex')], files: [] }),
+    install: npmInstall,
+  },
   // developer_instructions is a `-c` argument (no file takes its place: model_instructions_file
   // replaces codex's own instructions), and Linux caps one argument at 128 KiB.
   maxSystemPromptBytes: 120 * 1024,

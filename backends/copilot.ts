@@ -1,6 +1,8 @@
 // GitHub Copilot CLI: with no -p it reads the prompt from stdin; JSONL events on stdout,
 // the session's token totals in the file named by --usage-output-file.
 import type { CliBackend, McpServerSpec, Usage } from './types.js';
+import { join } from 'node:path';
+import { npmInstall, stateDir } from './sandbox-paths.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
 import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
@@ -48,6 +50,18 @@ export const copilot: CliBackend = {
     'COPILOT_PROVIDER_API_KEY',
     'COPILOT_PROVIDER_BEARER_TOKEN',
   ],
+
+  // COPILOT_HOME (config, sessions, logins), and the package it unpacks and updates in its cache.
+  sandboxPaths: {
+    state: (env, home) => ({
+      dirs: [
+        stateDir(env, 'COPILOT_HOME', home, '.copilot'),
+        join(stateDir(env, 'XDG_CACHE_HOME', home, '.cache'), 'copilot'),
+      ],
+      files: [],
+    }),
+    install: npmInstall,
+  },
 
   command(input, settings, { scratchDir, env: inherited, parent }) {
     const usageFile = `${scratchDir}/copilot-usage.json`;

@@ -180,6 +180,8 @@ export type CliBackend = BackendBase & {
    * doctor's --version check), e.g. a marker that makes the CLI refuse to run nested.
    */
   removeEnv?: readonly string[];
+  /** What a sandbox must bind for this CLI to run (src/jobs/process/sandbox.ts); unset: nothing of its own. */
+  sandboxPaths?: SandboxPaths;
   command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
   /**
@@ -188,6 +190,17 @@ export type CliBackend = BackendBase & {
    * CLI here reports its tokens before the end, so a cost budget is checked once the run ends.)
    */
   liveTurn?(record: Record<string, unknown>): boolean;
+};
+
+/** Where a CLI keeps what it needs, for a sandbox that hides the rest of the machine. */
+export type SandboxPaths = {
+  /**
+   * Its own config and login folders and files, where this environment puts them (its variables
+   * move them): bound read-write for this backend alone. A folder missing is created, a file missing skipped.
+   */
+  state(env: Environment, home: string): { dirs: string[]; files: string[] };
+  /** Its installation, from its executable's real path: bound read-only. */
+  install(realExecutable: string): string;
 };
 
 /** Environment variables, as the child process or the API call sees them. */

@@ -5,6 +5,7 @@ import type { JobState } from '../src/jobs/table.js';
 import type { JobWorktree } from '../src/jobs/worktree/report.js';
 import { answerTo, type ConversationEntry, type Question } from '../src/jobs/conversation.js';
 import { taskLine } from '../src/lib/text.js';
+import { sandboxLabel } from '../src/config/sandbox.js';
 import { fence, inline, shorten, table } from './markdown.js';
 import type { StoredRecord } from './store.js';
 import type { IndexRow } from './store.js';
@@ -142,6 +143,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   out.push(...budgetLines(r));
   out.push('');
   if (r.team) out.push(`**Team:** \`${inline(r.team.id)}\` · ${inline(r.team.role)} · ${inline(r.team.member)}`, '');
+  if (r.sandbox) out.push(`**Sandbox:** ${inline(sandboxLabel(r.sandbox))}`, '');
   const prompt = shorten(r.prompt, PROMPT_CHARS);
   out.push('<details>');
   out.push(`<summary>Prompt (${r.prompt.length.toLocaleString('en-US')} characters)</summary>`);

@@ -45,6 +45,8 @@ export function createIacRuntime(
   { config, secrets: redactor, log }: Pick<Context, 'config' | 'secrets' | 'log'>,
   /** Ends what is left of a recovered job's process group (the process runner's, wired by app.ts). */
   endGroup: (pgid: number, graceMs: number) => Promise<void>,
+  /** Removes a recovered job's sandbox container, which outlives its server (src/jobs/process/sandbox.ts, wired by app.ts). */
+  endSandbox: (record: JobRecord) => Promise<void> = () => Promise.resolve(),
 ): IacRuntime {
   // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
   const identity = selfIdentity();
@@ -69,6 +71,7 @@ export function createIacRuntime(
       // End what is left of the job's processes, but only if the group leader is still the
       // process that was started for it (a pid can be reused).
       if (group?.start && sameProcessAlive(group.pgid, group.start)) track(endGroup(group.pgid, config.killGraceMs));
+      if (record.sandbox) track(endSandbox(record));
       track(scrubDir(store.runDir(record.id), redactor).catch(() => undefined));
     }
   };

@@ -39,6 +39,7 @@ const leaderOnly = (why) =>
     })(); } }`;
 
 const RUNNER = 'src/jobs/process/runner.ts';
+const SANDBOX = 'src/jobs/process/sandbox.ts';
 const MUTATIONS = [
   {
     name: 'cancel signals the leader only',
@@ -179,6 +180,48 @@ const MUTATIONS = [
     find: `if (link)`,
     replace: `if (link === '')`,
     tests: ['test/e2e/agents.test.ts'],
+  },
+  {
+    name: 'a sandbox without network keeps the network',
+    file: SANDBOX,
+    find: `if (!run.sandbox.network) args.push('--unshare-net');`,
+    replace: ``,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox shows the rest of the home folder',
+    file: SANDBOX,
+    find: `if (home && home !== sep) args.push('--tmpfs', home);`,
+    replace: ``,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox run as root keeps its capabilities',
+    file: SANDBOX,
+    find: `args.push('--cap-drop', 'ALL');`,
+    replace: ``,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
+    name: "a sandbox's container outlives its cancel",
+    file: SANDBOX,
+    find: `stop: () => engineCommand(found, ['kill', run.container], run.env)`,
+    replace: `stop: undefined`,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
+    name: "a project's config sets the sandbox",
+    file: 'src/config/config.ts',
+    find: `'bin', 'base_url', 'env', 'sandbox'`,
+    replace: `'bin', 'base_url', 'env'`,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: 'a definition turns off the sandbox the user configured',
+    file: 'src/config/sandbox.ts',
+    find: `if (mode === 'none' && configured.mode !== 'none') {`,
+    replace: `if (mode === 'none' && configured.mode !== 'none' && where.backend === '') {`,
+    tests: ['test/unit/spawn.test.ts'],
   },
   {
     name: "a library's console.log reaches stdout",

@@ -16,6 +16,8 @@ import type { Context } from './config/context.js';
 import { createExecutor } from './jobs/execute.js';
 import { JobTable } from './jobs/table.js';
 import { terminateGroup } from './jobs/process/runner.js';
+import { containerName, removeContainer } from './jobs/process/sandbox.js';
+import { CONTAINER_MODES } from './config/sandbox.js';
 import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
 import { withWorktree } from './jobs/worktree/worktree.js';
@@ -78,7 +80,11 @@ export function createApp(
     allBackends.flatMap((b) => b.secretPatterns),
   );
   const context: Context = { env, cwd, config, secrets, log };
-  const iac = createIacRuntime(context, terminateGroup);
+  const iac = createIacRuntime(context, terminateGroup, (record) =>
+    record.sandbox && CONTAINER_MODES.includes(record.sandbox.mode)
+      ? removeContainer(record.sandbox.mode, containerName(config.stateDir, record.id), env)
+      : Promise.resolve(),
+  );
   const nesting = nestingFrom(env, ancestorVariables(NESTING_ENV));
   // Built last (it serves the finished app), read by the executor when a job starts.
   let parentChannel: ParentChannel | undefined;

@@ -16,6 +16,9 @@ import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
 import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
+import type { SandboxMode } from '../config/sandbox.js';
+import { BWRAP_INSTALL, BWRAP_PROBE, ENGINE_INSTALL } from '../jobs/process/sandbox.js';
+import which from 'which';
 import { InputError } from '../lib/errors.js';
 import { RunStore } from '../../iac/store.js';
 import { selfIdentity } from '../lib/proc.js';
@@ -70,17 +73,35 @@ export type DoctorReport = {
   /** Where CLI agents work unless told (config `isolation`), and the worktrees left in the project. */
   isolation: Config['isolation'];
   worktrees: KeptWorktree[];
+  /** Whether each sandbox can run here, and which backends the config puts in one. */
+  sandboxes: SandboxCheck[];
 };
 
+export type SandboxCheck = {
+  mode: Exclude<SandboxMode, 'none'>;
+  ok: boolean;
+  /** One sentence: that it works, or why not and how to fix it. */
+  detail: string;
+  /** The CLI backends the user's config runs in it. */
+  backends: string[];
+};
+
+/** A sandbox started for nothing but `echo`: bubblewrap gets a second at most. */
+export const BWRAP_PROBE_MS = 1000;
+/** Whether a container engine answers: a client without a daemon may wait that long to say so. */
+export const ENGINE_PROBE_MS = 3000;
+
 /**
- * Runs `<file> --version` in its own process group, stdin closed, without the variables named in
- * `removeEnv` (as a job would run it); kills the group on time-out.
+ * Runs `<file> --version` (or `probe`'s arguments) in its own process group, stdin closed, without
+ * the variables named in `removeEnv` (as a job would run it); kills the group on time-out. It
+ * answered when it exited 0 and printed a line.
  */
 export function checkVersion(
   file: string,
   env: NodeJS.ProcessEnv,
   timeoutMs = VERSION_TIMEOUT_MS,
   removeEnv: readonly string[] = [],
+  probe: { args: string[]; label: string } = { args: ['--version'], label: '--version' },
 ): Promise<VersionCheck> {
   return new Promise((resolve) => {
     const childEnv = { ...env };
@@ -88,7 +109,7 @@ export function checkVersion(
     let out = '';
     let err = '';
     let timedOut = false;
-    const child = spawn(file, ['--version'], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(file, probe.args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const keep = (s: string, chunk: Buffer) => (s.length < 4096 ? s + chunk.toString() : s);
     child.stdout.on('data', (c: Buffer) => (out = keep(out, c)));
     child.stderr.on('data', (c: Buffer) => (err = keep(err, c)));
@@ -112,13 +133,13 @@ export function checkVersion(
     child.once('close', (code, signal) => {
       clearTimeout(timer);
       if (timedOut)
-        resolve({ ok: false, timedOut: true, problem: `no answer to --version within ${timeoutMs / 1000} s` });
+        resolve({ ok: false, timedOut: true, problem: `no answer to ${probe.label} within ${timeoutMs / 1000} s` });
       else if (code === 0 && firstLine(out)) resolve({ ok: true, version: cell(firstLine(out), 60) });
       else
         resolve({
           ok: false,
           timedOut: false,
-          problem: `--version ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}`,
+          problem: `${probe.label} ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}`,
         });
     });
   });
@@ -237,7 +258,42 @@ export async function collectDoctor(
     worktrees: keptWorktrees(
       new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() }),
     ),
+    sandboxes: await checkSandboxes(config, env),
   };
+}
+
+/** A run of each sandbox that does nothing: bwrap with new namespaces, each engine's `version`. */
+async function checkSandboxes(config: Config, env: NodeJS.ProcessEnv): Promise<SandboxCheck[]> {
+  const modes = ['bwrap', 'docker', 'podman'] as const;
+  return Promise.all(
+    modes.map(async (mode): Promise<SandboxCheck> => {
+      const backends = Object.entries(config.backends)
+        .filter(([, s]) => s.enabled && s.sandbox.mode === mode)
+        .map(([name]) => name);
+      const file = which.sync(mode, { path: env.PATH, nothrow: true });
+      const install = mode === 'bwrap' ? BWRAP_INSTALL : ENGINE_INSTALL[mode];
+      if (!file) return { mode, ok: false, detail: `not on PATH: ${install}`, backends };
+      const probe =
+        mode === 'bwrap'
+          ? { args: [...BWRAP_PROBE, 'echo', 'sandboxed'], label: 'a bwrap probe' }
+          : { args: ['version', '--format', '{{.Server.Version}}'], label: `${mode} version` };
+      const timeoutMs = mode === 'bwrap' ? BWRAP_PROBE_MS : ENGINE_PROBE_MS;
+      const checked = await checkVersion(file, env, timeoutMs, [], probe);
+      if (checked.ok)
+        return {
+          mode,
+          ok: true,
+          detail: `${file} works${mode === 'bwrap' ? '' : ` (engine ${checked.version})`}`,
+          backends,
+        };
+      return {
+        mode,
+        ok: false,
+        detail: `${file} is there, but ${mode === 'bwrap' ? 'cannot make a sandbox' : 'no engine answers'} (${checked.problem})`,
+        backends,
+      };
+    }),
+  );
 }
 
 const home = (path: string) => {
@@ -270,6 +326,12 @@ export function formatDoctor(r: DoctorReport): string {
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,
     `isolation   ${r.isolation}${r.worktrees.length ? `; ${r.worktrees.length} worktree${r.worktrees.length === 1 ? '' : 's'} kept (integrate or discard each):` : ''}`,
     ...worktreeLines(r.worktrees).map((line) => `            ${line}`),
+    ...r.sandboxes.map((s) => {
+      // Unusable matters where the config runs a backend in it.
+      const status = s.ok ? 'ok' : s.backends.length ? 'NOT USABLE' : 'not available';
+      const used = s.backends.length ? ` (configured for ${s.backends.join(', ')})` : '';
+      return `sandbox     ${s.mode} ${status}${used}: ${s.detail}`;
+    }),
     '',
   ];
   if (r.usable === 0) {

@@ -8,6 +8,7 @@ import type { Backend, BackendSettings } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
 import { ENV_NAME } from '../lib/text.js';
+import { SANDBOX_MODES, sandboxSchema, sandboxSettings, type SandboxMode, type SandboxSettings } from './sandbox.js';
 
 export type Config = {
   projectDir: string;
@@ -18,7 +19,10 @@ export type Config = {
   concurrency: number;
   timeoutS: number;
   killGraceMs: number;
-  backends: Record<string, BackendSettings & { enabled: boolean; baseUrl?: string; env: string[] }>;
+  backends: Record<
+    string,
+    BackendSettings & { enabled: boolean; baseUrl?: string; env: string[]; sandbox: SandboxSettings }
+  >;
   /** The config and models files that were read, for `doctor` and the logs. */
   files: string[];
   userConfigDir: string;
@@ -30,6 +34,8 @@ export type Config = {
   allowCwdOutsideProject: boolean;
   /** Whether CLI jobs run in a git worktree of their own unless a spawn or an agent says (default none). */
   isolation: Isolation;
+  /** Whether a spawn call may choose its sandbox (only the user's config or the environment says so). */
+  allowCallerSandbox: boolean;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
 };
@@ -50,9 +56,9 @@ export type ProjectConfig = {
  * CLI gets (`env`): a cloned repository's config could point them anywhere, so only the user's
  * own config or the environment sets them.
  */
-const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env'] as const;
-/** Where agents may work: a repository must not widen it for itself. */
-const USER_ONLY_KEYS = ['allow_cwd_outside_project'] as const;
+const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env', 'sandbox'] as const;
+/** Where agents may work and in what sandbox (src/config/sandbox.ts): a repository must not widen it for itself. */
+const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
 const PATH_KEYS = {
   state_dir: 'POLYSPAWN_STATE_DIR',
@@ -72,6 +78,8 @@ const backendFileSchema = z
     base_url: z.string().min(1),
     /** CLI backends: variables passed on by name, secrets included (a CLI gets no other secret). */
     env: z.array(z.string().regex(ENV_NAME, 'must be a variable name')).max(100),
+    /** CLI backends: the sandbox its agents run in (src/config/sandbox.ts). */
+    sandbox: sandboxSchema,
   })
   .partial()
   .strict();
@@ -97,6 +105,7 @@ const fileSchema = z
     channel: z.boolean(),
     allow_cwd_outside_project: z.boolean(),
     isolation: z.enum(ISOLATION_MODES),
+    allow_caller_sandbox: z.boolean(),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -175,6 +184,15 @@ function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
+}
+
+/** POLYSPAWN_<NAME>_SANDBOX: a mode, with the configured options (an environment sets no mounts). */
+function sandboxMode(env: NodeJS.ProcessEnv, name: string): SandboxMode | undefined {
+  const raw = env[name];
+  if (!raw) return undefined;
+  const mode = SANDBOX_MODES.find((m) => m === raw);
+  if (!mode) throw new ConfigError(`${name}=${raw} is not one of ${SANDBOX_MODES.join(', ')}`);
+  return mode;
 }
 
 /** The user's project: POLYSPAWN_PROJECT_DIR, else the working directory. */
@@ -287,6 +305,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     allowCwdOutsideProject:
       envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
     isolation: isolationFrom(env) ?? merged.isolation ?? 'none',
+    allowCallerSandbox: envFlag(env, 'POLYSPAWN_ALLOW_CALLER_SANDBOX') ?? merged.allow_caller_sandbox ?? false,
     ...(projectConfig ? { projectConfig } : {}),
   };
 
@@ -303,6 +322,14 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
         `${backend.name}: env (${envName(backend.name, 'ENV')}) applies only to CLI backends, which run as processes`,
       );
     }
+    const sandboxEnv = envName(backend.name, 'SANDBOX');
+    const fileSandbox = sandboxSettings(file.sandbox ?? 'none');
+    const sandbox = { ...fileSandbox, mode: sandboxMode(env, sandboxEnv) ?? fileSandbox.mode };
+    if (sandbox.mode !== 'none' && backend.kind !== 'cli') {
+      throw new ConfigError(
+        `${backend.name}: sandbox (${sandboxEnv}) applies only to CLI backends, which run as processes`,
+      );
+    }
     const settings = {
       enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
       permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
@@ -310,6 +337,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
       denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
       bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
       env: passEnv,
+      sandbox,
       ...(baseUrlRaw
         ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) }
         : {}),

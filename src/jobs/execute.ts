@@ -9,7 +9,8 @@ import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
-import { runProcess } from './process/runner.js';
+import { childEnv, runProcess } from './process/runner.js';
+import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
 import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
 import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
@@ -107,6 +108,11 @@ async function openChannel(
   log: Context['log'],
 ): Promise<ChannelLease | undefined> {
   if (!channel || !backend.supportsMcpServers || job.askParent === false) return undefined;
+  // The channel is reached over the host's loopback, which a sandbox without network does not have.
+  if (job.sandbox?.network === false) {
+    log(`agent ${job.id} runs without ask_parent: its sandbox has no network`);
+    return undefined;
+  }
   try {
     return await channel.open(job.id);
   } catch (error) {
@@ -188,6 +194,33 @@ async function runCli(
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
+  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
+  let command: WrappedCommand = { file: spec.file, args: spec.args };
+  if (job.sandbox) {
+    try {
+      command = wrapInSandbox({
+        sandbox: job.sandbox,
+        paths: backend.sandboxPaths,
+        executable: backend.executable,
+        file: spec.file,
+        args: spec.args,
+        env: childEnv({ baseEnv: env, env: spec.env }),
+        cwd: job.cwd,
+        runDir: dir,
+        stateDir: config.stateDir,
+        container: containerName(config.stateDir, job.id),
+      });
+    } catch (error) {
+      if (!(error instanceof SandboxError)) throw error;
+      const advice = error.missingCli
+        ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`
+        : '';
+      return {
+        state: 'failed',
+        outcome: failed(`could not start ${spec.file} in sandbox ${job.sandbox.mode}: ${error.message}${advice}`),
+      };
+    }
+  }
   // A max_turns the CLI does not enforce itself: its live output is followed, and the run
   // stopped (its whole group, as a cancel does) as a turn past it begins.
   const overBudget = new AbortController();
@@ -195,8 +228,9 @@ async function runCli(
   const maxTurns = backend.budgetFlags?.includes('turns') ? undefined : job.maxTurns;
   const meter = backend.liveTurn && maxTurns !== undefined ? turnMeter(backend, maxTurns) : undefined;
   const running = runProcess({
-    file: spec.file,
-    args: spec.args,
+    file: command.file,
+    args: command.args,
+    ...(command.stop ? { stop: command.stop } : {}),
     baseEnv: env,
     env: spec.env,
     cwd: job.cwd,
@@ -223,7 +257,6 @@ async function runCli(
   const run = await running.done;
   watch?.stop();
 
-  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
   if (run.end === 'spawn_error') {
     // E2BIG: the CLI is there, its command line (or environment) is what the system refused.
     const advice =

@@ -3,6 +3,7 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { Config } from '../config/config.js';
+import { sandboxLabel } from '../config/sandbox.js';
 import { isKnownModel, type ModelsTable } from '../config/models.js';
 import type { Redactor } from '../lib/redact.js';
 import { runFolder } from '../lib/run-folder.js';
@@ -35,6 +36,7 @@ export const jobSummarySchema = z.object({
   waiting_for_parent: z.boolean().optional().describe('It asked you something: answer with reply_subagent'),
   questions: z.array(questionSchema).optional().describe('Its questions still unanswered'),
   progress: z.string().optional().describe('Its newest progress line'),
+  sandbox: z.string().optional().describe('The sandbox it ran in (bwrap, docker, podman), when it had one'),
   changed_files: z
     .number()
     .optional()
@@ -142,6 +144,7 @@ export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, n
     ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
     ...(questions.length ? { waiting_for_parent: true, questions } : {}),
     ...(job.progress ? { progress: ctx.secrets.text(job.progress.text) } : {}),
+    ...(job.sandbox ? { sandbox: sandboxLabel(job.sandbox) } : {}),
     ...(job.worktree?.changes ? { changed_files: job.worktree.changes.files.length } : {}),
   };
 }

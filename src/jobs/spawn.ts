@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config, Isolation } from '../config/config.js';
+import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } from '../config/sandbox.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
@@ -27,7 +28,16 @@ const RESUME_SHAPE =
 
 /** What spawning needs of the app (src/app.ts's App is one). */
 export type SpawnContext = {
-  config: Pick<Config, 'projectDir' | 'timeoutS' | 'allowCwdOutsideProject' | 'userConfigDir' | 'isolation'>;
+  config: Pick<
+    Config,
+    | 'projectDir'
+    | 'timeoutS'
+    | 'allowCwdOutsideProject'
+    | 'userConfigDir'
+    | 'isolation'
+    | 'backends'
+    | 'allowCallerSandbox'
+  >;
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -60,6 +70,8 @@ export type SpawnRequest = {
   isolation?: Isolation;
   /** The commit or ref its worktree starts from (default HEAD). */
   base?: string;
+  /** The caller's sandbox, honoured only where the user's config allows callers to choose. */
+  sandbox?: SandboxMode;
   /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
@@ -89,6 +101,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const budget = spawnBudget(request, definition);
   const costProblem = budget.maxBudgetUsd !== undefined && costBudgetProblem(backend, ctx.models, model.model);
   if (costProblem) throw new InputError(costProblem);
+  const sandbox = sandboxOf(ctx.config, request);
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -102,6 +115,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(request.team ? { team: request.team } : {}),
     ...budget,
     ...isolationOf(ctx, request),
+    ...(sandbox.mode !== 'none' ? { sandbox } : {}),
     extra: request.extra ?? {},
   };
   // A session agent's turns run one at a time, each continuing the one before.
@@ -126,6 +140,24 @@ function isolationOf(ctx: SpawnContext, request: SpawnRequest): Pick<JobRequest,
     throw new InputError('base applies only with isolation "worktree": pass both, or neither');
   if (request.base?.startsWith('-')) throw new InputError(`base "${request.base}" must name a branch, tag or commit`);
   return isolation === 'worktree' ? { isolation, ...(request.base ? { base: request.base } : {}) } : {};
+}
+
+/** The job's sandbox: the user's config, the definition's, the caller's where allowed; or an InputError. */
+function sandboxOf(config: SpawnContext['config'], request: SpawnRequest): SandboxSettings {
+  const { backend, agent } = request;
+  const userFile = join(config.userConfigDir, 'config.json');
+  if (request.sandbox !== undefined && !config.allowCallerSandbox)
+    throw new InputError(
+      `sandbox: your config does not let callers choose the sandbox: leave it out, or set allow_caller_sandbox: true in ${userFile} (or POLYSPAWN_ALLOW_CALLER_SANDBOX=1 where the server is started)`,
+    );
+  const chosen = effectiveSandbox(
+    config.backends[backend.name]?.sandbox ?? NO_SANDBOX,
+    { backend: backend.name, userFile },
+    agent?.definition,
+    request.sandbox,
+  );
+  if ('problem' in chosen) throw new InputError(`${request.label}: ${chosen.problem}`);
+  return chosen.sandbox;
 }
 
 /** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */

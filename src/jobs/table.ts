@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import PQueue from 'p-queue';
 import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
+import type { SandboxSettings } from '../config/sandbox.js';
 import { InputError } from '../lib/errors.js';
 import {
   answerTo,
@@ -74,6 +75,8 @@ export type JobRequest = {
   base?: string;
   /** A resumed job continues in the worktree of this earlier job (that job's id names it). */
   worktreeOf?: string;
+  /** The sandbox its CLI runs in (src/jobs/process/sandbox.ts); unset: none. */
+  sandbox?: SandboxSettings;
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */

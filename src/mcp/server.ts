@@ -32,7 +32,7 @@ export function instructions(app: App): string {
     'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
     ...channelInstructions(app),
     budgetInstructions(app),
-    `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in${app.config.allowCwdOutsideProject ? '' : ', inside the project'}), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).`,
+    `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in${app.config.allowCwdOutsideProject ? '' : ', inside the project'}), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).${app.config.allowCallerSandbox ? ' sandbox (CLI agents: none, bwrap, docker or podman): where the agent runs; a sandbox your config set cannot be turned off.' : ''}`,
     ...worktreeInstructions(app),
     'Backends:',
     ...backends,

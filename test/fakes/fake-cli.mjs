@@ -39,6 +39,9 @@
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
 //                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
+//   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]  attempts (any
+//                           number): the answer is JSON {"<key>:<value>": "ok" | "ok: <text>" | the
+//                           error code}, e.g. what a sandbox lets it reach
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
@@ -46,7 +49,8 @@
 // is installed, so a test can wait for it as a "ready" signal.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 
 const NAMES = ['claude', 'codex', 'copilot'];
@@ -119,11 +123,14 @@ async function main() {
 
   const echoName = valueOf('echo-env');
   const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token', 'team'].some(has);
+  const attempts = directives.filter((d) => isAttempt(d.key));
   const answer = talks
     ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
-    : echoName !== undefined
-      ? (process.env[echoName] ?? '')
-      : `FAKE ${name}: ${prompt}`;
+    : attempts.length
+      ? JSON.stringify(await tryAll(attempts))
+      : echoName !== undefined
+        ? (process.env[echoName] ?? '')
+        : `FAKE ${name}: ${prompt}`;
   const failed = has('fail') || valueOf('fail-as') === name;
   const { lines, exitCode, stderr } =
     name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);
@@ -535,4 +542,43 @@ async function writeNoise(bytes) {
     const piece = n === perBlock ? block : block.subarray(0, n * line.length);
     if (!process.stdout.write(piece)) await new Promise((r) => process.stdout.once('drain', r));
   }
+}
+
+/** What an attempt directive does (a function: main() runs before the module's constants exist); a short text when it works. */
+function attempt(key, value) {
+  switch (key) {
+    case 'read':
+      return readFileSync(value, 'utf8').trim();
+    case 'try-write':
+      return (writeFileSync(value, 'written by the fake CLI\n'), '');
+    case 'list':
+      return readdirSync(value).sort().join(',');
+    case 'connect':
+      return new Promise((resolve, reject) => {
+        const [host, port] = value.split(/:(?=\d+$)/);
+        const socket = connect({ host, port: Number(port), timeout: 5000 });
+        socket.once('connect', () => (socket.destroy(), resolve('')));
+        socket.once(
+          'timeout',
+          () => (socket.destroy(), reject(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' }))),
+        );
+        socket.once('error', reject);
+      });
+  }
+}
+function isAttempt(key) {
+  return ['read', 'try-write', 'list', 'connect'].includes(key);
+}
+
+async function tryAll(attempts) {
+  const results = {};
+  for (const { key, value } of attempts) {
+    try {
+      const text = await attempt(key, value);
+      results[`${key}:${value}`] = text ? `ok: ${text}` : 'ok';
+    } catch (error) {
+      results[`${key}:${value}`] = error.code ?? error.message;
+    }
+  }
+  return results;
 }

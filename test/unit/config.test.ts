@@ -31,6 +31,7 @@ describe('config', () => {
       denyTools: [],
       bin: undefined,
       env: [],
+      sandbox: { mode: 'none', network: true, mounts: [] },
     });
     expect(c.backends.codex!.permission).toBe('danger-full-access');
     expect(c.backends.copilot!.permission).toBe('allow-all');

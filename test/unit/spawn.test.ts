@@ -8,7 +8,8 @@ import { backends } from '../../backends/registry.js';
 import type { Usage } from '../../backends/types.js';
 import { loadModels, shippedModelsFile } from '../../src/config/models.js';
 import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
-import { spawnJob, type SpawnContext } from '../../src/jobs/spawn.js';
+import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
+import { spawnJob, type SpawnContext, type SpawnRequest } from '../../src/jobs/spawn.js';
 import { JobTable, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 import { commandFailure, ConfigError, InputError, SetupError } from '../../src/lib/errors.js';
 
@@ -43,6 +44,8 @@ function setup(
     usable?: boolean;
     allowCwdOutsideProject?: boolean;
     isolation?: 'none' | 'worktree';
+    backends?: SpawnContext['config']['backends'];
+    allowCallerSandbox?: boolean;
   } = {},
 ) {
   const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
@@ -81,6 +84,8 @@ function setup(
       allowCwdOutsideProject: options.allowCwdOutsideProject ?? false,
       userConfigDir: join(projectDir, 'xdg', 'polyspawn'),
       isolation: options.isolation ?? 'none',
+      backends: options.backends ?? {},
+      allowCallerSandbox: options.allowCallerSandbox ?? false,
     },
     models,
     jobs,
@@ -259,6 +264,43 @@ describe('spawnJob', () => {
       agent: { definition: definition({ name: 'chat', session: true }), newSession: true },
     });
     expect(sessionTurns).toMatchObject([{ request: { agent: { name: 'chat', session: true } }, newSession: true }]);
+  });
+  test("the sandbox: the user's config, a definition's over it, a caller's only where allowed; none never turns off a configured one", () => {
+    const bwrap: SandboxSettings = { mode: 'bwrap', network: true, mounts: [{ path: '/data', write: false }] };
+    const configured = (sandbox: SandboxSettings) => ({
+      [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox },
+    });
+    const spawn = (ctx: SpawnContext, over: Partial<SpawnRequest> = {}) =>
+      spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
+    // None configured: no sandbox on the job at all.
+    expect(spawn(setup().ctx).sandbox).toBeUndefined();
+    const { ctx } = setup({ backends: configured(bwrap) });
+    expect(spawn(ctx).sandbox).toEqual(bwrap);
+    // A definition without network, its own mount beside the config's.
+    const offline = definition({
+      sandbox: { mode: 'bwrap', network: false, mounts: [{ path: '~/notes', write: true }] },
+    });
+    expect(spawn(ctx, { agent: { definition: offline } }).sandbox).toEqual({
+      mode: 'bwrap',
+      network: false,
+      mounts: [
+        { path: '/data', write: false },
+        { path: '~/notes', write: true },
+      ],
+    });
+    expect(() => spawn(ctx, { agent: { definition: definition({ sandbox: NO_SANDBOX }) } })).toThrow(
+      /runs .* in bwrap .*agent reviewer's sandbox: none cannot turn it off/,
+    );
+    // A caller chooses only where the user's config says so, and never none over a configured one.
+    expect(() => spawn(ctx, { sandbox: 'docker' })).toThrow(
+      /does not let callers choose the sandbox.*allow_caller_sandbox/,
+    );
+    const open = setup({ backends: configured(bwrap), allowCallerSandbox: true }).ctx;
+    expect(() => spawn(open, { sandbox: 'none' })).toThrow(InputError);
+    expect(() => spawn(open, { sandbox: 'docker' })).toThrow(/sandbox docker needs an image/);
+    const free = setup({ allowCallerSandbox: true }).ctx;
+    expect(spawn(free, { sandbox: 'bwrap' }).sandbox).toEqual({ mode: 'bwrap', network: true, mounts: [] });
+    expect(spawn(free, { sandbox: 'none' }).sandbox).toBeUndefined();
   });
 });
 

@@ -10,6 +10,7 @@ import type { Backend, McpServerSpec } from '../../../backends/types.js';
 import { ISOLATION_MODES, timeoutSeconds, type Config, type Isolation } from '../../config/config.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
+import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../config/sandbox.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { ENV_NAME, jsonBytes } from '../../lib/text.js';
 import { MAX_DEPTH } from './nesting.js';
@@ -44,6 +45,8 @@ export type AgentDefinition = {
   env?: string[];
   /** "worktree": its runs work in a git worktree of their own. */
   isolation?: Isolation;
+  /** The sandbox its runs get, within what the user's config allows (src/config/sandbox.ts). */
+  sandbox?: SandboxSettings;
   scope: AgentScope;
   file: string;
 };
@@ -120,6 +123,7 @@ export const frontmatterSchema = z
     ask_parent: z.boolean().optional(),
     env: envNames.optional(),
     isolation: z.enum(ISOLATION_MODES).optional(),
+    sandbox: sandboxSchema.optional(),
   })
   .strict();
 
@@ -207,6 +211,7 @@ export function checkDefinition(
         'ask_parent',
         'env',
         'isolation',
+        'sandbox',
       ] as const) {
         if (fm[key] !== undefined && fm[key] !== false && fm[key] !== 'none')
           problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
@@ -255,6 +260,7 @@ export function checkDefinition(
       ...(fm.ask_parent === false ? { askParent: false as const } : {}),
       ...(fm.env?.length ? { env: fm.env } : {}),
       ...(fm.isolation ? { isolation: fm.isolation } : {}),
+      ...(fm.sandbox !== undefined ? { sandbox: sandboxSettings(fm.sandbox) } : {}),
       scope: where.scope,
       file: where.file,
     },

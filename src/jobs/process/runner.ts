@@ -28,6 +28,8 @@ export type RunSpec = {
   /** Between SIGTERM and SIGKILL. */
   graceMs: number;
   signal?: AbortSignal;
+  /** On time-out and cancel, beside the group kill: ends what it cannot reach (a sandbox's container). */
+  stop?: () => Promise<void>;
 };
 
 export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
@@ -60,7 +62,11 @@ const liveGroups = new Set<number>();
 /** Ends the live groups even if this process dies without running any handler. */
 let reaper: Reaper | undefined;
 
-function childEnv({ baseEnv = process.env, env: changes }: RunSpec): Record<string, string> {
+/** The child's environment: `changes` set or removed on top of `base` (this process's when absent). */
+export function childEnv({
+  baseEnv = process.env,
+  env: changes,
+}: Pick<RunSpec, 'baseEnv' | 'env'>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...baseEnv, ...changes })) if (v !== undefined) env[k] = v;
   return env;
@@ -113,7 +119,8 @@ export function runProcess(spec: RunSpec): RunningProcess {
   const stop = (why: RunEnd) => {
     if (stopping) return;
     end = why;
-    stopping = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs);
+    const group = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs);
+    stopping = spec.stop ? Promise.all([spec.stop(), group]).then(() => undefined) : group;
   };
   const timer = setTimeout(() => stop('timeout'), spec.timeoutMs);
   const onAbort = () => stop('cancelled');

@@ -21,6 +21,7 @@ import {
   type Frontmatter,
 } from '../../jobs/agents/definitions.js';
 import { MAX_DEPTH } from '../../jobs/agents/nesting.js';
+import { sandboxLabel } from '../../config/sandbox.js';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
 import { callerAllowed } from './agent-spawn.js';
@@ -52,6 +53,7 @@ const agentViewSchema = z.object({
   allow_nesting: z.number().optional(),
   ask_parent: z.boolean().optional(),
   isolation: z.enum(ISOLATION_MODES).optional().describe('worktree: its runs work in a git worktree of their own'),
+  sandbox: z.string().optional().describe('The sandbox its definition asks for (your config may keep a stricter one)'),
   shadows: z.string().optional().describe('A user definition of the same name that this project one hides'),
 });
 
@@ -88,6 +90,7 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
     ...(definition.nesting ? { allow_nesting: definition.nesting } : {}),
     ...(definition.askParent === false ? { ask_parent: false } : {}),
     ...(definition.isolation ? { isolation: definition.isolation } : {}),
+    ...(definition.sandbox ? { sandbox: sandboxLabel(definition.sandbox) } : {}),
     ...(shadows ? { shadows: shadows.file } : {}),
   };
 }

@@ -4,6 +4,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { ISOLATION_MODES, timeoutSeconds, type Isolation } from '../../config/config.js';
+import { SANDBOX_MODES, type SandboxMode } from '../../config/sandbox.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../../jobs/budget.js';
@@ -93,6 +94,18 @@ export const askParentField = (app: App, backend: Backend): z.ZodRawShape =>
   app.parentChannel && backend.kind === 'cli' && backend.supportsMcpServers
     ? { ask_parent: brief(z.boolean().optional().describe('false: it cannot ask you questions mid-run'), '') }
     : {};
+/**
+ * Offered only where the user's config lets callers choose the sandbox (allow_caller_sandbox), and
+ * listed by name and type: the server's instructions say what it does.
+ */
+export const sandboxField = (app: App, backend: Backend): z.ZodRawShape =>
+  app.config.allowCallerSandbox && backend.kind === 'cli'
+    ? {
+        sandbox: brief(z.enum(SANDBOX_MODES).optional().describe('Where the agent runs; your config keeps its floor'), {
+          type: 'string',
+        }),
+      }
+    : {};
 /** A backend's own extra inputs: the compact list gives their names and types only (the full list keeps their descriptions). */
 export const extraFields = (backend: Backend): z.ZodRawShape =>
   Object.fromEntries(
@@ -115,6 +128,7 @@ function inputSchema(backend: Backend, app: App) {
       output_schema: outputSchemaField(),
       budget: budgetField(),
       ...askParentField(app, backend),
+      ...sandboxField(app, backend),
       ...extraFields(backend),
     })
     .strict();
@@ -138,6 +152,7 @@ type SpawnArgs = {
   ask_parent?: boolean;
   budget?: BudgetArg;
   isolation?: Isolation;
+  sandbox?: SandboxMode;
   [extra: string]: unknown;
 };
 
@@ -175,6 +190,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           ask_parent,
           budget,
           isolation,
+          sandbox,
           ...rest
         } = args as SpawnArgs;
         const job = spawnJob(app, {
@@ -190,6 +206,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           askParent: ask_parent,
           ...budgetRequest(budget),
           isolation,
+          ...(sandbox ? { sandbox } : {}),
           extra: rest,
         });
         return spawnedResult(app, job, wait_s, extra);

@@ -1,0 +1,107 @@
+// The sandbox a CLI agent runs in, as the user's config, an agent definition and (where the user
+// lets them) a spawn call say it, and how they combine: the user's config is the floor, so a
+// definition or a caller may change the sandbox but never turn off one the user's config set,
+// nor give back the network it took. How each mode starts the CLI: src/jobs/process/sandbox.ts.
+import { isAbsolute } from 'node:path';
+import { z } from 'zod';
+
+export const SANDBOX_MODES = ['none', 'bwrap', 'docker', 'podman'] as const;
+export type SandboxMode = (typeof SANDBOX_MODES)[number];
+/** The modes that run the CLI in a container engine's image. */
+export const CONTAINER_MODES: readonly SandboxMode[] = ['docker', 'podman'];
+
+/** An extra path the agent sees at the same place: read-only unless `write`. */
+export type SandboxMount = { path: string; write: boolean };
+
+export type SandboxSettings = {
+  mode: SandboxMode;
+  /** false: no network at all (and no channel to the orchestrator, which is reached over it). */
+  network: boolean;
+  mounts: SandboxMount[];
+  /** docker/podman: the image with the CLI in it (polyspawn ships none). */
+  image?: string;
+};
+
+export const NO_SANDBOX: SandboxSettings = { mode: 'none', network: true, mounts: [] };
+
+const modeSchema = z.enum(SANDBOX_MODES);
+const mountSchema = z
+  .object({
+    path: z
+      .string()
+      .min(1)
+      .max(4096)
+      .refine((p) => isAbsolute(p) || p.startsWith('~/'), 'must be an absolute path or start with ~/'),
+    write: z.boolean().optional(),
+  })
+  .strict();
+/** A mode, or the mode with its options. */
+export const sandboxSchema = z.union([
+  modeSchema,
+  z
+    .object({
+      mode: modeSchema,
+      network: z.boolean().optional(),
+      mounts: z.array(mountSchema).max(50).optional(),
+      // A reference an engine takes as one argument, never read as an option.
+      image: z
+        .string()
+        .max(500)
+        .regex(/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/, 'must be an image reference (e.g. ghcr.io/me/agents:1)')
+        .optional(),
+    })
+    .strict(),
+]);
+export type SandboxInput = z.infer<typeof sandboxSchema>;
+
+/** A config's or a definition's `sandbox`, with its defaults filled in. */
+export function sandboxSettings(input: SandboxInput): SandboxSettings {
+  if (typeof input === 'string') return { ...NO_SANDBOX, mode: input };
+  return {
+    mode: input.mode,
+    network: input.network ?? true,
+    mounts: (input.mounts ?? []).map((m) => ({ path: m.path, write: m.write ?? false })),
+    ...(input.image ? { image: input.image } : {}),
+  };
+}
+
+/** One line for people: `bwrap`, `docker (no network)`. */
+export const sandboxLabel = (s: Pick<SandboxSettings, 'mode' | 'network'>): string =>
+  s.network ? s.mode : `${s.mode} (no network)`;
+
+/**
+ * The sandbox a job runs in: the caller's mode (when the user lets callers choose), else the
+ * definition's, else the configured one; network only if both the config and the definition
+ * allow it; the config's mounts and the definition's; the definition's image, else the config's.
+ * A problem (one sentence on what to change) when the result would loosen the user's config or
+ * cannot run.
+ */
+export function effectiveSandbox(
+  configured: SandboxSettings,
+  where: { backend: string; userFile: string },
+  definition?: { name: string; sandbox?: SandboxSettings },
+  callerMode?: SandboxMode,
+): { sandbox: SandboxSettings } | { problem: string } {
+  const fromDefinition = definition?.sandbox;
+  const mode = callerMode ?? fromDefinition?.mode ?? configured.mode;
+  if (mode === 'none' && configured.mode !== 'none') {
+    const who = callerMode ? 'sandbox: none' : `agent ${definition!.name}'s sandbox: none`;
+    return {
+      problem: `your config runs ${where.backend} in ${configured.mode} (${where.userFile}): ${who} cannot turn it off; remove it or choose another sandbox`,
+    };
+  }
+  const image = fromDefinition?.image ?? configured.image;
+  if (CONTAINER_MODES.includes(mode) && !image) {
+    return {
+      problem: `sandbox ${mode} needs an image with the ${where.backend} CLI in it: set image in ${definition ? `agent ${definition.name}'s sandbox` : `backends.${where.backend}.sandbox`} (polyspawn ships none)`,
+    };
+  }
+  return {
+    sandbox: {
+      mode,
+      network: configured.network && (fromDefinition?.network ?? true),
+      mounts: [...configured.mounts, ...(fromDefinition?.mounts ?? [])],
+      ...(image ? { image } : {}),
+    },
+  };
+}

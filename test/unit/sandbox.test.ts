@@ -1,0 +1,255 @@
+// The sandbox's settings (src/config/sandbox.ts, the config) and the wrapped commands
+// (src/jobs/process/sandbox.ts): bwrap's arguments on this machine's filesystem, and docker's
+// and podman's, which no engine here runs (test/e2e/sandbox.test.ts runs them through a fake).
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+import { backends } from '../../backends/registry.js';
+import type { CliBackend } from '../../backends/types.js';
+import { loadConfig } from '../../src/config/config.js';
+import type { SandboxSettings } from '../../src/config/sandbox.js';
+import { checkDefinition } from '../../src/jobs/agents/definitions.js';
+import { loadModels, shippedModelsFile } from '../../src/config/models.js';
+import { containerName, SandboxError, wrapInSandbox, type SandboxRun } from '../../src/jobs/process/sandbox.js';
+import { fakeBinDir, repoRoot } from '../helpers/mcp.js';
+
+const cli = (name: string) => backends.find((b) => b.name === name) as CliBackend;
+const TOKEN = 'psp_secret-token-value-0123456789';
+
+function layout() {
+  const root = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-unit-'));
+  const home = join(root, 'home');
+  const project = join(root, 'project');
+  const runDir = join(project, '.polyspawn', 'runs', 'abc234');
+  for (const dir of [home, runDir]) mkdirSync(dir, { recursive: true });
+  return { root, home, project, runDir };
+}
+
+function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}): SandboxRun {
+  const { home, project, runDir } = layout();
+  const backend = cli('claude');
+  return {
+    sandbox: { mode: 'bwrap', network: true, mounts: [], ...sandbox },
+    paths: backend.sandboxPaths,
+    executable: backend.executable,
+    file: 'claude',
+    args: ['-p', '--model', 'm'],
+    env: {
+      HOME: home,
+      PATH: `${fakeBinDir}${delimiter}${process.env.PATH}`,
+      POLYSPAWN_PARENT_TOKEN: TOKEN,
+      ANTHROPIC_API_KEY: 'sk-ant-api03-unit-test-key',
+    },
+    cwd: project,
+    runDir,
+    stateDir: join(project, '.polyspawn'),
+    container: containerName(join(project, '.polyspawn'), 'abc234'),
+    ...over,
+  };
+}
+
+/** The pairs `flag source dest` of a bwrap command line. */
+const binds = (args: string[], flag: string) =>
+  args.flatMap((a, i) => (a === flag && args[i + 1] === args[i + 2] ? [args[i + 1]!] : []));
+
+describe('bwrap', () => {
+  test("the system read-only, the folder and the run's folder read-write, the store read-only, the CLI's own folders; the rest of home gone", () => {
+    const r = run({});
+    const home = r.env.HOME!;
+    const { file, args } = wrapInSandbox(r);
+    expect(file).toMatch(/\/bwrap$/);
+    expect(binds(args, '--ro-bind')).toEqual(
+      expect.arrayContaining(['/usr', '/etc', r.stateDir, join(repoRoot, 'test', 'fakes')]),
+    );
+    // In order of depth: a parent before what is bound inside it.
+    expect(binds(args, '--bind')).toEqual([r.cwd, join(home, '.claude'), r.runDir]);
+    // ~/.claude exists now (made for it); ~/.claude.json did not, so it is not bound.
+    expect(existsSync(join(home, '.claude'))).toBe(true);
+    expect(args.join(' ')).toContain(`--proc /proc --dev /dev --tmpfs /tmp --tmpfs ${home}`);
+    // Parents before children: the store read-only, then the run's folder in it read-write.
+    expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(r.stateDir));
+    expect(args.indexOf(r.stateDir)).toBeGreaterThan(args.indexOf(r.cwd));
+    expect(args).toEqual(expect.arrayContaining(['--die-with-parent', '--unshare-pid']));
+    expect(args).not.toContain('--unshare-net');
+    const command = args.slice(args.indexOf('--') + 1);
+    expect(command).toEqual([join(fakeBinDir, 'claude'), '-p', '--model', 'm']);
+    expect(args.slice(args.indexOf('--chdir'), args.indexOf('--chdir') + 2)).toEqual(['--chdir', r.cwd]);
+    // The environment is inherited, never written: no --setenv, no value.
+    expect(args).not.toContain('--setenv');
+    expect(args.join(' ')).not.toContain(TOKEN);
+    expect(args.join(' ')).not.toContain('sk-ant-');
+  });
+
+  test('network: false unshares the network; mounts are bound as said, ~ is the home folder', () => {
+    const r = run({});
+    const home = r.env.HOME!;
+    mkdirSync(join(home, 'notes'));
+    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    const { args } = wrapInSandbox({
+      ...r,
+      sandbox: {
+        mode: 'bwrap',
+        network: false,
+        mounts: [
+          { path: '~/notes', write: true },
+          { path: data, write: false },
+        ],
+      },
+    });
+    expect(args).toContain('--unshare-net');
+    expect(binds(args, '--bind')).toContain(join(home, 'notes'));
+    expect(binds(args, '--ro-bind')).toContain(data);
+  });
+
+  test('the state a variable moves (CLAUDE_CONFIG_DIR) is what is bound; ~/.claude.json beside ~/.claude when it exists', () => {
+    const r = run({});
+    const home = r.env.HOME!;
+    writeFileSync(join(home, '.claude.json'), '{}');
+    expect(binds(wrapInSandbox(r).args, '--bind')).toContain(join(home, '.claude.json'));
+    const moved = join(home, 'elsewhere');
+    const args = wrapInSandbox({ ...r, env: { ...r.env, CLAUDE_CONFIG_DIR: moved } }).args;
+    expect(binds(args, '--bind')).toEqual([r.cwd, moved, r.runDir]);
+  });
+
+  test('what cannot run says what to change: no bwrap, no CLI, a missing mount, a folder that holds the home folder', () => {
+    const r = run({});
+    const noBwrap = { ...r, env: { ...r.env, PATH: fakeBinDir } };
+    expect(() => wrapInSandbox(noBwrap)).toThrow(
+      /bwrap \(bubblewrap\) is not on PATH: install bubblewrap \(`apt-get install bubblewrap`/,
+    );
+    expect(() => wrapInSandbox({ ...r, file: 'no-such-cli-here' })).toThrow(
+      expect.objectContaining({ missingCli: true, message: 'no-such-cli-here is not on PATH' }),
+    );
+    expect(() =>
+      wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: '/no/such/path', write: false }] } }),
+    ).toThrow(/mount \/no\/such\/path does not exist/);
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.env.HOME!, '..') })).toThrow(SandboxError);
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.env.HOME!, '..') })).toThrow(/holds your home folder/);
+  });
+});
+
+describe('docker and podman', () => {
+  const withEngine = (mode: 'docker' | 'podman', sandbox: Partial<SandboxSettings> = {}) => {
+    const r = run({ mode, image: 'ghcr.io/me/agents:1', ...sandbox });
+    return {
+      r,
+      ...wrapInSandbox({
+        ...r,
+        env: { ...r.env, PATH: `${join(repoRoot, 'test', 'fakes', 'engine')}${delimiter}${r.env.PATH}` },
+      }),
+    };
+  };
+
+  test('run --rm of the image, named after the run, folders at the same path, environment by name only', () => {
+    const { r, file, args, stop } = withEngine('docker');
+    expect(file).toMatch(/engine\/docker$/);
+    expect(args.slice(0, 6)).toEqual(['run', '--rm', '-i', '--init', '--name', r.container]);
+    expect(r.container).toMatch(/^polyspawn-abc234-[0-9a-f]{8}$/);
+    expect(args).toEqual(expect.arrayContaining(['-v', `${r.cwd}:${r.cwd}`, '-v', `${r.runDir}:${r.runDir}`]));
+    expect(args).toEqual(
+      expect.arrayContaining(['-v', `${join(r.env.HOME!, '.claude')}:${join(r.env.HOME!, '.claude')}`]),
+    );
+    expect(args.slice(args.indexOf('-w'), args.indexOf('-w') + 2)).toEqual(['-w', r.cwd]);
+    expect(args).toEqual(
+      expect.arrayContaining(['-e', 'POLYSPAWN_PARENT_TOKEN', '-e', 'ANTHROPIC_API_KEY', '-e', 'HOME']),
+    );
+    // The host's PATH is not the image's.
+    expect(args).not.toContain('PATH');
+    expect(args.join(' ')).not.toContain(TOKEN);
+    expect(args.join(' ')).not.toContain('sk-ant-');
+    expect(args.slice(-5)).toEqual(['ghcr.io/me/agents:1', 'claude', '-p', '--model', 'm']);
+    expect(args).not.toContain('--network');
+    expect(stop).toBeTypeOf('function');
+  });
+
+  test('podman the same; network: false is --network none; read-only mounts say :ro', () => {
+    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    const { file, args } = withEngine('podman', { network: false, mounts: [{ path: data, write: false }] });
+    expect(file).toMatch(/engine\/podman$/);
+    expect(args.slice(0, 2)).toEqual(['run', '--rm']);
+    expect(args).toEqual(expect.arrayContaining(['--network', 'none', '-v', `${data}:${data}:ro`]));
+  });
+
+  test('no engine on PATH says what to install', () => {
+    const r = run({ mode: 'podman', image: 'x' });
+    expect(() => wrapInSandbox({ ...r, env: { ...r.env, PATH: fakeBinDir } })).toThrow(
+      /podman is not on PATH: install Podman/,
+    );
+  });
+});
+
+describe('settings', () => {
+  const project = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-config-'));
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
+  };
+
+  test("backends.<name>.sandbox and allow_caller_sandbox: from the user's config or the environment, never the project's", () => {
+    const { dir, env } = project();
+    const sandbox = { mode: 'bwrap', network: false, mounts: [{ path: '~/data' }] };
+    writeFileSync(
+      join(dir, 'polyspawn.config.json'),
+      JSON.stringify({ allow_caller_sandbox: true, backends: { codex: { sandbox: 'none' } } }),
+    );
+    writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify({ backends: { codex: { sandbox } } }));
+    const c = loadConfig(backends, env, dir);
+    expect(c.backends.codex!.sandbox).toEqual({
+      mode: 'bwrap',
+      network: false,
+      mounts: [{ path: '~/data', write: false }],
+    });
+    expect(c.allowCallerSandbox).toBe(false);
+    expect(c.projectConfig!.ignored).toEqual(['allow_caller_sandbox', 'backends.codex.sandbox']);
+    // The environment's mode keeps the file's options.
+    const fromEnv = loadConfig(
+      backends,
+      { ...env, POLYSPAWN_CODEX_SANDBOX: 'podman', POLYSPAWN_ALLOW_CALLER_SANDBOX: '1' },
+      dir,
+    );
+    expect(fromEnv.backends.codex!.sandbox).toMatchObject({ mode: 'podman', network: false });
+    expect(fromEnv.allowCallerSandbox).toBe(true);
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_CODEX_SANDBOX: 'jail' }, dir)).toThrow(
+      /POLYSPAWN_CODEX_SANDBOX=jail is not one of none, bwrap, docker, podman/,
+    );
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_GROK_SANDBOX: 'bwrap' }, dir)).toThrow(
+      /grok: sandbox .* applies only to CLI backends/,
+    );
+    writeFileSync(
+      join(dir, 'xdg', 'polyspawn', 'config.json'),
+      JSON.stringify({ backends: { codex: { sandbox: { mode: 'docker', image: '--privileged' } } } }),
+    );
+    expect(() => loadConfig(backends, env, dir)).toThrow(/image: must be an image reference/);
+  });
+
+  test("an agent definition's sandbox: checked, with its defaults; not for an API backend", () => {
+    const { dir, env } = project();
+    const ctx = { config: loadConfig(backends, env, dir), models: loadModels([shippedModelsFile]), backends };
+    const where = { scope: 'project' as const, file: join(dir, 'agent.md') };
+    const checked = checkDefinition(
+      'offline',
+      { description: 'd', backend: 'codex', sandbox: { mode: 'bwrap', network: false } },
+      'You work.',
+      where,
+      ctx,
+    );
+    expect(checked).toMatchObject({ definition: { sandbox: { mode: 'bwrap', network: false, mounts: [] } } });
+    const api = checkDefinition(
+      'web',
+      { description: 'd', backend: 'grok', sandbox: 'bwrap' },
+      'You search.',
+      where,
+      ctx,
+    );
+    expect(api).toEqual({ problems: [expect.stringMatching(/^sandbox: backend grok is an HTTP API/)] });
+    const relative = checkDefinition(
+      'rel',
+      { description: 'd', backend: 'codex', sandbox: { mode: 'bwrap', mounts: [{ path: 'data' }] } },
+      'You work.',
+      where,
+      ctx,
+    );
+    expect(relative).toEqual({ problems: [expect.stringMatching(/must be an absolute path or start with ~\//)] });
+  });
+});

@@ -21,6 +21,10 @@ export const commands: Record<string, Command> = {
     summary: 'run one agent from the terminal: polyspawn run <backend> "..."',
     load: () => import('./run.js').then((m) => ({ usage: m.RUN_USAGE, run: m.runCommand })),
   },
+  daemon: {
+    summary: "start, stop or check the project's shared server (every client relays to it)",
+    load: () => import('./daemon.js').then((m) => ({ usage: m.DAEMON_USAGE, run: m.daemonCommand })),
+  },
   status: {
     summary: 'the running agents and the newest history of this project',
     load: () => import('./status.js').then((m) => ({ usage: m.STATUS_USAGE, run: m.statusCommand })),

@@ -10,7 +10,7 @@ import { collectWhenIdle } from '../jobs/idle-gc.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { VERSION } from '../lib/version.js';
 import { lazyParentChannel } from './channel/index.js';
-import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from './http/daemon-file.js';
+import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
 import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
 import { createServer } from './server.js';

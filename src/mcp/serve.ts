@@ -1,38 +1,24 @@
 // `polyspawn serve`: MCP on stdio. stdout carries only JSON-RPC, every log line goes to stderr.
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+// When the project's shared server (`serve --http`, the daemon) runs, its client is relayed to it
+// (bridge.ts) instead: one job table for every client of the project.
+import { backends } from '../../backends/registry.js';
 import { createApp } from '../app.js';
+import { loadConfig } from '../config/config.js';
+import { DEPTH_ENV } from '../jobs/agents/nesting.js';
+import { bridgeStdio } from './bridge.js';
+import { projectToken, runningDaemon, type DaemonInfo } from '../lib/daemon-file.js';
+import { StdioTransport } from './stdio-transport.js';
 import { lazyParentChannel } from './channel/index.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
 import { VERSION } from '../lib/version.js';
 import { createServer } from './server.js';
 
-/**
- * The SDK's stdio transport, but every message that finds stdout full waits for the same 'drain'.
- * The SDK's own send adds one 'drain' listener per such message: answers that outrun the client
- * (a burst of results, progress notifications) pile up listeners on stdout, and Node warns of a
- * leak on stderr (MaxListenersExceededWarning) past ten.
- */
-class StdioTransport extends StdioServerTransport {
-  private drained: Promise<void> | undefined;
-
-  override send(message: JSONRPCMessage): Promise<void> {
-    if (process.stdout.write(serializeMessage(message))) return Promise.resolve();
-    this.drained ??= new Promise((resolve) =>
-      process.stdout.once('drain', () => {
-        this.drained = undefined;
-        resolve();
-      }),
-    );
-    return this.drained;
-  }
-}
-
 /** Serves one client until stdin or stdout closes or a signal comes; then ends the agents and the process. */
 export async function serveStdio(log: (message: string) => void): Promise<void> {
   keepConsoleOffStdout();
+  const daemon = sharedServer(log);
+  if (daemon) return bridgeStdio(daemon.daemon, daemon.token, log);
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
   const server = createServer(app);
   collectWhenIdle(app.jobs);
@@ -46,4 +32,23 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   setTimeout(() => app.iac.start(), 2000).unref();
   await server.connect(new StdioTransport());
   log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
+}
+
+/**
+ * The project's running daemon and its token, unless this polyspawn is an agent's (nested: it
+ * serves its own, smaller tree) or there is no token to reach it with.
+ */
+function sharedServer(log: (message: string) => void): { daemon: DaemonInfo; token: string } | undefined {
+  if (process.env[DEPTH_ENV] !== undefined) return undefined;
+  try {
+    const stateDir = loadConfig(backends, process.env, process.cwd()).stateDir;
+    const daemon = runningDaemon(stateDir);
+    if (!daemon) return undefined;
+    const token = projectToken(stateDir, process.env, false);
+    if (token) return { daemon, token };
+    log(`the project's daemon (pid ${daemon.pid}) runs, but its token is not readable here: serving alone`);
+  } catch (error) {
+    log(`not relaying to the project's daemon: ${(error as Error).message}`);
+  }
+  return undefined;
 }

@@ -6,10 +6,10 @@ import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
 import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lock } from 'proper-lockfile';
-import { SetupError } from '../../lib/errors.js';
-import { makeDirs, PRIVATE_FILE, writeAtomic } from '../../lib/fs.js';
-import { processStart, sameProcessAlive } from '../../lib/proc.js';
-import { TOKEN_PREFIX } from './tokens.js';
+import { SetupError } from './errors.js';
+import { makeDirs, PRIVATE_FILE, writeAtomic } from './fs.js';
+import { processStart, sameProcessAlive } from './proc.js';
+import { TOKEN_PREFIX } from './redact.js';
 
 export type DaemonInfo = {
   /** The MCP endpoint: http://<host>:<port>/mcp */
@@ -74,8 +74,11 @@ export async function lockDaemon(stateDir: string): Promise<() => Promise<void>>
     return await lock(join(stateDir, 'daemon'), {
       lockfilePath: join(stateDir, 'daemon.lock'),
       realpath: false,
-      stale: 10_000,
-      update: 2_000,
+      // A holder killed with SIGKILL leaves the lock behind: stale once it has not been touched
+      // for 4 s; tried for a little longer than that, so a daemon started right after gets it.
+      stale: 4_000,
+      update: 1_000,
+      retries: { retries: 6, minTimeout: 1_000, maxTimeout: 1_000 },
       onCompromised: () => undefined,
     });
   } catch (error) {

@@ -6,7 +6,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../config/config.js';
-import { readDaemonFile, runningDaemon, type DaemonInfo } from '../lib/daemon-file.js';
+import { projectToken, readDaemonFile, runningDaemon, tokenFile, type DaemonInfo } from '../lib/daemon-file.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { makeDirs } from '../lib/fs.js';
 import { sameProcessAlive } from '../lib/proc.js';
@@ -109,4 +109,23 @@ export async function daemonCommand(argv: string[], io: CommandIo): Promise<numb
   const winner = runningDaemon(stateDir);
   if (winner) return (void io.stdout.write(`already running: ${describe(winner)}\n`), 0);
   throw new SetupError(`the daemon did not start${exited ? '' : ` within ${START_TIMEOUT_MS / 1000} s`}:\n${tail}`);
+}
+
+export const DASHBOARD_USAGE = `Usage: polyspawn dashboard
+
+Prints the address of the project's dashboard (served by its daemon: polyspawn daemon start).
+The address holds the project's token once: the browser that opens it keeps a cookie instead.
+`;
+
+export async function dashboardCommand(argv: string[], io: CommandIo): Promise<number> {
+  const { values } = parseCommandArgs(argv, { help: { type: 'boolean', short: 'h' } }, false);
+  if (values.help) return (void io.stdout.write(DASHBOARD_USAGE), 0);
+  const stateDir = loadConfig(backends, io.env, io.cwd).stateDir;
+  const running = runningDaemon(stateDir);
+  if (!running) throw new SetupError('no daemon serves this project: start one with `polyspawn daemon start`');
+  const token = projectToken(stateDir, io.env, false);
+  if (!token) throw new SetupError(`no token to open the dashboard with: ${tokenFile(stateDir)} is missing`);
+  const origin = new URL(running.url).origin;
+  io.stdout.write(`${origin}/?token=${encodeURIComponent(token)}\n`);
+  return 0;
 }

@@ -10,6 +10,7 @@ import { collectWhenIdle } from '../jobs/idle-gc.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { VERSION } from '../lib/version.js';
 import { lazyParentChannel } from './channel/index.js';
+import { dashboard } from './dashboard/dashboard.js';
 import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
 import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
@@ -52,6 +53,7 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
       maxSessionsPerPrincipal: MAX_SESSIONS,
       host,
       port: options.port,
+      otherPath: dashboard(app, token),
       log,
     });
   } catch (error) {

@@ -29,6 +29,12 @@ export type HttpServeOptions = {
 const CLIENT = 'client';
 /** Clients at once (each session holds one McpServer); one more gets 429. */
 const MAX_SESSIONS = 256;
+/**
+ * A session with no request and no open stream for this long is ended, so clients that vanish
+ * without ending theirs cannot use up MAX_SESSIONS; a client that comes back re-initializes on
+ * the 404 (as the transport spec asks).
+ */
+const IDLE_SESSION_MS = 30 * 60_000;
 
 const isLoopback = (host: string) => host === 'localhost' || host === '::1' || /^127\./.test(host);
 
@@ -51,6 +57,7 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
       authenticate: (given) => (tokenMatches(token, given) ? CLIENT : undefined),
       serverFor: () => createServer(app),
       maxSessionsPerPrincipal: MAX_SESSIONS,
+      idleSessionMs: IDLE_SESSION_MS,
       host,
       port: options.port,
       otherPath: dashboard(app, token),

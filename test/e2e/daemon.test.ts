@@ -136,8 +136,10 @@ describe('faults', () => {
       const next = await startDaemon(dir);
       const http = await httpClient(next.url, projectTokenOf(dir));
       try {
-        const recovered = await http.callOk<Job>('result', { agent_id: job.agent_id });
-        expect(recovered.state).toBe('interrupted');
+        // The new daemon recovers the dead one's jobs as it first writes IAC.md, just after it starts.
+        await expect
+          .poll(async () => (await http.callOk<Job>('result', { agent_id: job.agent_id })).state, { timeout: 20_000 })
+          .toBe('interrupted');
       } finally {
         await http.close();
       }

@@ -29,6 +29,8 @@ export type HttpMcpOptions<P> = {
   maxSessionsPerPrincipal?: number;
   /** One line per refused request. */
   log?: (line: string) => void;
+  /** Sessions with no request and no open response for this long are ended (default: never). */
+  idleSessionMs?: number;
   /** Default 127.0.0.1; the caller decides whether another address may be bound. */
   host?: string;
   /** Default 0: a free port. */
@@ -237,6 +239,10 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     });
   });
   const port = (server.address() as AddressInfo).port;
+  const idleMs = options.idleSessionMs;
+  const sweep = idleMs
+    ? setInterval(() => void sessions.closeIdle(idleMs), Math.min(idleMs, 60_000)).unref()
+    : undefined;
   allowedHosts = new Set([`${host}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
   allowedOrigins = new Set([...allowedHosts].map((host) => `http://${host}`));
 
@@ -245,6 +251,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
     close() {
+      clearInterval(sweep);
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         await sessions.closeAll();

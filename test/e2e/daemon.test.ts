@@ -75,6 +75,31 @@ describe('a stdio client relayed to the daemon and an HTTP client share one tabl
     }
   });
 
+  test('progress notifications come through the relay, and a cancelled call leaves the relay serving', async () => {
+    const dir = project();
+    await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    try {
+      const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'slow enough for progress [[cli:hang]]' });
+      const progress: string[] = [];
+      const aborter = new AbortController();
+      const waiting = stdio.client.callTool(
+        { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S } },
+        undefined,
+        { onprogress: (p) => void progress.push(p.message ?? ''), signal: aborter.signal, timeout: 120_000 },
+      );
+      // The server sends one every 5 s while it waits.
+      await waitFor('a progress notification through the relay', () => progress.length > 0, 30_000);
+      expect(progress[0]).toContain('0 of 1 agents finished');
+      aborter.abort('no longer needed');
+      await expect(waiting).rejects.toThrow();
+      expect((await stdio.callOk<Job>('result', { agent_id: job.agent_id })).state).toBe('running');
+      await stdio.callOk('cancel', { agent_id: job.agent_id });
+    } finally {
+      await stdio.close();
+    }
+  });
+
   test('the relayed client going away leaves its agent running in the daemon', async () => {
     const dir = project();
     const daemon = await startDaemon(dir);

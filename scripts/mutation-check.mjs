@@ -265,6 +265,20 @@ const MUTATIONS = [
     replace: ``,
     tests: ['test/integration/worktree.test.ts'],
   },
+  {
+    name: "a closed session's server leaves its listeners on the shared app",
+    file: 'src/mcp/server.ts',
+    find: `for (const dispose of disposers.splice(0)) dispose();`,
+    replace: ``,
+    tests: ['test/integration/shared-sessions.test.ts'],
+  },
+  {
+    name: 'the shared server admits any token',
+    file: 'src/mcp/serve-http.ts',
+    find: `tokenMatches(token, given) ? CLIENT : undefined`,
+    replace: `CLIENT`,
+    tests: ['test/e2e/http-serve.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

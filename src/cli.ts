@@ -11,7 +11,10 @@ const log = (message: string) => process.stderr.write(`polyspawn: ${message}\n`)
 const USAGE = `polyspawn ${VERSION}: an MCP server that delegates work to other coding agents
 
 Usage:
-  polyspawn [serve]     speak MCP on stdio (what the MCP client configs run)
+  polyspawn [serve]     speak MCP on stdio (what the MCP client configs run; relays to the
+                        project's daemon when one runs)
+  polyspawn serve --http [--port N] [--host H [--allow-remote]]
+                        serve every client of this project over MCP Streamable HTTP
 ${commandUsageLines().join('\n')}
   polyspawn --version
   polyspawn <command> --help
@@ -22,8 +25,12 @@ async function main(argv: string[]): Promise<void> {
   if (command === '--help' || command === '-h' || (command === 'help' && !Object.hasOwn(commands, argv[1] ?? '')))
     return void process.stdout.write(USAGE);
   if (command === '--version' || command === '-v') return void process.stdout.write(`${VERSION}\n`);
-  if (command === 'serve')
-    return argv.includes('--help') || argv.includes('-h') ? void process.stdout.write(USAGE) : serveStdio(log);
+  if (command === 'serve') {
+    if (argv.includes('--help') || argv.includes('-h')) return void process.stdout.write(USAGE);
+    const options = argv.slice(1);
+    if (options.length === 0) return serveStdio(log);
+    return (await import('./mcp/serve-http.js')).serveHttpCommand(options, log);
+  }
   const name = command === 'help' ? argv[1] : command;
   if (name && Object.hasOwn(commands, name)) {
     const io = {

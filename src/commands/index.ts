@@ -21,6 +21,14 @@ export const commands: Record<string, Command> = {
     summary: 'run one agent from the terminal: polyspawn run <backend> "..."',
     load: () => import('./run.js').then((m) => ({ usage: m.RUN_USAGE, run: m.runCommand })),
   },
+  daemon: {
+    summary: "start, stop or check the project's shared server (every client relays to it)",
+    load: () => import('./daemon.js').then((m) => ({ usage: m.DAEMON_USAGE, run: m.daemonCommand })),
+  },
+  dashboard: {
+    summary: "print the address of the project's dashboard (its daemon serves it)",
+    load: () => import('./daemon.js').then((m) => ({ usage: m.DASHBOARD_USAGE, run: m.dashboardCommand })),
+  },
   status: {
     summary: 'the running agents and the newest history of this project',
     load: () => import('./status.js').then((m) => ({ usage: m.STATUS_USAGE, run: m.statusCommand })),

@@ -16,6 +16,8 @@ import { NESTING_ENV } from '../jobs/agents/nesting.js';
 import { InputError } from '../lib/errors.js';
 import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
+import { loadConfig } from '../config/config.js';
+import { runningDaemon } from '../lib/daemon-file.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
 export const SERVER_KEY = 'agents';
@@ -25,6 +27,14 @@ export type Client = (typeof CLIENTS)[number];
 const CLIENT_NAMES: Record<Client, string> = { claude: 'Claude Code', vscode: 'VS Code', codex: 'Codex' };
 
 export type ServerCommand = { command: string; args: string[] };
+/** The project's shared server (`polyspawn daemon`), reached over HTTP with the token in a variable. */
+export type HttpEndpoint = { url: string };
+export type ServerTarget = ServerCommand | HttpEndpoint;
+const isHttp = (server: ServerTarget): server is HttpEndpoint => 'url' in server;
+
+/** The variable the clients read the shared server's token from (\`polyspawn daemon\`'s, .polyspawn/http-token). */
+export const TOKEN_VARIABLE = 'POLYSPAWN_TOKEN';
+const VSCODE_TOKEN_INPUT = 'polyspawn-token';
 
 /** Codex cuts a tool call at tool_timeout_sec (default 60 s): well above wait_for_agents' default wait. */
 export const CODEX_TOOL_TIMEOUT_S = 300;
@@ -140,6 +150,7 @@ function position(text: string, offset: number): { line: number; column: number 
 }
 
 const commandLine = (entry: Record<string, unknown>) =>
+  (typeof entry.url === 'string' ? entry.url : '') ||
   [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter((p) => typeof p === 'string').join(' ') ||
   JSON.stringify(entry);
 
@@ -148,6 +159,7 @@ function isPolyspawnEntry(entry: Record<string, unknown>): boolean {
   const parts = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].filter(
     (p): p is string => typeof p === 'string',
   );
+  if (typeof entry.url === 'string') return /POLYSPAWN_TOKEN|polyspawn-token/.test(JSON.stringify(entry.headers ?? {}));
   return parts.some((p) => p.includes('polyspawn') || /(^|[/\\])dist[/\\]src[/\\]cli\.js$/.test(p));
 }
 
@@ -181,6 +193,14 @@ function mergeServer(
   }
   let out = text;
   const details: string[] = [];
+  // From stdio to HTTP or back: the other kind's fields go.
+  const otherKind = 'url' in wanted ? ['command', 'args', 'env'] : ['url', 'headers'];
+  for (const key of otherKind) {
+    if (existing[key] !== undefined) {
+      out = edit(out, [containerKey, SERVER_KEY, key], undefined);
+      details.push(`removed ${containerKey}.${SERVER_KEY}.${key}`);
+    }
+  }
   for (const [key, value] of Object.entries(wanted)) {
     if (key === 'env' && isObject(value)) {
       const env = existing.env;
@@ -202,8 +222,12 @@ function mergeServer(
   return { text: out, details: [...new Set(details)] };
 }
 
-export function mergeClaudeMcpJson(text: string, server: ServerCommand, file = '.mcp.json'): Merge {
-  return mergeServer(text, file, 'mcpServers', { type: 'stdio', command: server.command, args: server.args }, false);
+export function mergeClaudeMcpJson(text: string, server: ServerTarget, file = '.mcp.json'): Merge {
+  const entry = isHttp(server)
+    ? // Claude Code expands \${VAR} in .mcp.json: the token stays in the environment.
+      { type: 'http', url: server.url, headers: { Authorization: `Bearer \${${TOKEN_VARIABLE}}` } }
+    : { type: 'stdio', command: server.command, args: server.args };
+  return mergeServer(text, file, 'mcpServers', entry, false);
 }
 
 export function mergeClaudeSettings(text: string, file = '.claude/settings.local.json'): Merge {
@@ -232,20 +256,23 @@ export function mergeClaudeSettings(text: string, file = '.claude/settings.local
 
 export function mergeVscodeMcpJson(
   text: string,
-  server: ServerCommand,
+  server: ServerTarget,
   backends: readonly Backend[],
   file = '.vscode/mcp.json',
 ): Merge {
-  const keyInputs = vscodeKeyInputs(backends);
-  const env: Record<string, string> = { POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' };
-  for (const input of keyInputs) env[input.env] = `\${input:${input.id}}`;
-  const merged = mergeServer(
-    text,
-    file,
-    'servers',
-    { type: 'stdio', command: server.command, args: server.args, env },
-    true,
-  );
+  // Over HTTP the daemon holds the API keys: VS Code is asked for the token only.
+  const keyInputs: Omit<VscodeKeyInput, 'env'>[] = isHttp(server)
+    ? [{ id: VSCODE_TOKEN_INPUT, description: "polyspawn's token (.polyspawn/http-token in the project)" }]
+    : vscodeKeyInputs(backends);
+  let entry: Record<string, unknown>;
+  if (isHttp(server)) {
+    entry = { type: 'http', url: server.url, headers: { Authorization: `Bearer \${input:${VSCODE_TOKEN_INPUT}}` } };
+  } else {
+    const env: Record<string, string> = { POLYSPAWN_PROJECT_DIR: '${workspaceFolder}' };
+    for (const input of vscodeKeyInputs(backends)) env[input.env] = `\${input:${input.id}}`;
+    entry = { type: 'stdio', command: server.command, args: server.args, env };
+  }
+  const merged = mergeServer(text, file, 'servers', entry, true);
   let out = merged.text;
   const details = [...merged.details];
   const root = parseJsonObject(out, file, true);
@@ -275,17 +302,21 @@ export function mergeVscodeMcpJson(
     });
   }
   const added = missing.map((m) => m.id);
-  if (added.length) details.push(`added inputs ${added.join(', ')} (password prompts for the API keys)`);
+  if (added.length)
+    details.push(
+      `added inputs ${added.join(', ')} (password prompts for the ${isHttp(server) ? 'token' : 'API keys'})`,
+    );
   return { text: out, details };
 }
 
 // --- TOML ------------------------------------------------------------------------------------
 
-export function codexTable(server: ServerCommand, backends: readonly Backend[]): string {
+export function codexTable(server: ServerTarget, backends: readonly Backend[]): string {
+  const how = isHttp(server)
+    ? { url: server.url, bearer_token_env_var: TOKEN_VARIABLE }
+    : { command: server.command, args: server.args, env_vars: codexEnvVars(backends) };
   const table = {
-    command: server.command,
-    args: server.args,
-    env_vars: codexEnvVars(backends),
+    ...how,
     startup_timeout_sec: CODEX_STARTUP_TIMEOUT_S,
     tool_timeout_sec: CODEX_TOOL_TIMEOUT_S,
   };
@@ -300,7 +331,7 @@ export function codexTable(server: ServerCommand, backends: readonly Backend[]):
 /** Appends [mcp_servers.agents] to a Codex config, or says why it does not. Never rewrites a byte. */
 export function mergeCodexToml(
   text: string,
-  server: ServerCommand,
+  server: ServerTarget,
   backends: readonly Backend[],
   file = 'config.toml',
 ): Merge & { kept?: boolean } {
@@ -320,7 +351,7 @@ export function mergeCodexToml(
   const existing = servers?.[SERVER_KEY];
   if (existing !== undefined) {
     const runs = isObject(existing) ? commandLine(existing) : String(existing);
-    const ours = commandLine(server);
+    const ours = commandLine({ ...server });
     return {
       text,
       kept: true,
@@ -343,7 +374,9 @@ export function mergeCodexToml(
   }
   return {
     text: out,
-    details: [`added [mcp_servers.${SERVER_KEY}]: ${commandLine(server)} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`],
+    details: [
+      `added [mcp_servers.${SERVER_KEY}]: ${commandLine({ ...server })} (tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S})`,
+    ],
   };
 }
 
@@ -353,7 +386,7 @@ export type InitOptions = {
   /** The project folder (.mcp.json, .vscode/ and .claude/ go here). */
   dir: string;
   clients: readonly Client[];
-  server: ServerCommand;
+  server: ServerTarget;
   /** Where Codex keeps config.toml. */
   codexHome: string;
   /** The backends whose keys and logins the configuration passes on (default: the registry). */
@@ -442,8 +475,14 @@ function displayPath(file: string, dir: string): string {
   return file.startsWith(home + sep) ? `~${file.slice(home.length)}` : file;
 }
 
-export function formatInitReport(dir: string, server: ServerCommand, reports: FileReport[]): string {
-  const out = [`polyspawn init in ${dir}`, `The server runs: ${commandLine(server)}`, ''];
+export function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[]): string {
+  const out = [
+    `polyspawn init in ${dir}`,
+    isHttp(server)
+      ? `The clients reach the project's daemon at ${server.url}, with the token from ${TOKEN_VARIABLE} (VS Code asks for it)`
+      : `The server runs: ${commandLine(server)}`,
+    '',
+  ];
   for (const r of reports) {
     out.push(`${CLIENT_NAMES[r.client].padEnd(11)} ${displayPath(r.file, dir)}: ${r.action}`);
     for (const d of r.details) out.push(`              ${d.replace(/\n/g, '\n              ')}`);
@@ -459,10 +498,25 @@ export function formatInitReport(dir: string, server: ServerCommand, reports: Fi
   return `${out.join('\n')}\n`;
 }
 
+/** The shared server's endpoint: on --port, or where the project's daemon listens now. */
+function daemonUrl(port: string | undefined, dir: string, io: CommandIo): string {
+  if (port !== undefined) {
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+      throw new InputError(`--port "${port}" is not a port number (1 to 65535)`);
+    return `http://127.0.0.1:${port}/mcp`;
+  }
+  const running = runningDaemon(loadConfig(registry, io.env, dir).stateDir);
+  if (!running)
+    throw new InputError(
+      'init --http needs a port the daemon will keep: pass --port N and start the daemon with `polyspawn daemon start --port N`',
+    );
+  return running.url;
+}
+
 /** dist/src/cli.js of this installation, beside this file's folder. */
 export const installedCli = (): string => fileURLToPath(new URL('../cli.js', import.meta.url));
 
-export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode] [--codex] [--npx]
+export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode] [--codex] [--npx | --http [--port N]]
 
 Writes the MCP configuration that starts polyspawn (server key "${SERVER_KEY}") for each client,
 merged into the files that are already there:
@@ -475,7 +529,9 @@ merged into the files that are already there:
 With none of these, all three. dir defaults to the current folder.
 The command written is this node and this installation's cli.js, by absolute path, so it works
 without anything on PATH; --npx writes \`npx -y polyspawn\` instead (portable, needs the package
-to be installable by npx). Other servers and settings are kept; a file that cannot be parsed is
+to be installable by npx). --http writes the project's shared server instead (polyspawn daemon
+start --port N): Claude Code and Codex read its token from $${TOKEN_VARIABLE}, VS Code asks for it
+(it is in .polyspawn/http-token). Other servers and settings are kept; a file that cannot be parsed is
 left untouched and reported. Exit code 1 when any file was left untouched.
 `;
 
@@ -485,6 +541,8 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     vscode: { type: 'boolean' },
     codex: { type: 'boolean' },
     npx: { type: 'boolean' },
+    http: { type: 'boolean' },
+    port: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return (void io.stdout.write(INIT_USAGE), 0);
@@ -495,11 +553,13 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     throw new InputError(`${dir} is not a folder: create it first, or name your project's folder`);
   const chosen = CLIENTS.filter((c) => values[c]);
   const cli = options.cli ?? installedCli();
-  if (!values.npx && !existsSync(cli))
+  if (!values.http && !values.npx && !existsSync(cli))
     throw new InputError(`${cli} is missing: build polyspawn first (npm run build), or pass --npx`);
-  const server: ServerCommand = values.npx
-    ? { command: 'npx', args: ['-y', 'polyspawn'] }
-    : { command: process.execPath, args: [cli] };
+  const server: ServerTarget = values.http
+    ? { url: daemonUrl(values.port, dir, io) }
+    : values.npx
+      ? { command: 'npx', args: ['-y', 'polyspawn'] }
+      : { command: process.execPath, args: [cli] };
   const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
   const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });
   io.stdout.write(formatInitReport(dir, server, reports));

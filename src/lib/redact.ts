@@ -5,6 +5,8 @@
 // both and the configured values.
 
 export const REDACTED = '[REDACTED]';
+/** Every polyspawn bearer token starts with this, so the redactor knows one by its shape. */
+export const TOKEN_PREFIX = 'psp_';
 
 /**
  * Shapes of common keys and tokens that no backend owns. ASCII only, so they match in latin1

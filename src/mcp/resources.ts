@@ -67,7 +67,8 @@ function listedAgents(app: App): JobRecord[] {
 
 const label = (job: JobRecord) => `${job.id} · ${job.backend}/${job.model} · ${job.state.replace('_', ' ')}`;
 
-export function registerResources(server: McpServer, app: App): void {
+/** Registers them on the server; the function it returns removes what it added to the app (the server closed). */
+export function registerResources(server: McpServer, app: App): () => void {
   server.registerResource(
     'IAC.md',
     IAC_URI,
@@ -191,7 +192,7 @@ export function registerResources(server: McpServer, app: App): void {
     }
   };
   const seen = new Map<string, JobState>();
-  app.jobs.onChange((job) => {
+  const offChange = app.jobs.onChange((job) => {
     const before = seen.get(job.id);
     if (before === job.state) return; // e.g. the process group became known: no state change
     if (isFinished(job.state)) seen.delete(job.id);
@@ -199,7 +200,13 @@ export function registerResources(server: McpServer, app: App): void {
     if (before === undefined || isFinished(job.state)) listChanged();
     updated(job.id);
   });
-  app.jobs.onQuestion((job) => updated(job.id));
+  const offQuestion = app.jobs.onQuestion((job) => updated(job.id));
+  return () => {
+    offChange();
+    offQuestion();
+    iacWatch.stop();
+    clearTimeout(listTimer);
+  };
 }
 
 /** Calls `onChange` (coalesced) whenever the file is replaced or written, by any server, while started. */
@@ -256,7 +263,7 @@ const SEVERITY: readonly LoggingLevel[] = LoggingLevelSchema.options;
  * queued and running (a burst of 200 agents would otherwise be 400 more messages for the
  * client to read). `logging/setLevel` with `debug` asks for them.
  */
-export function registerJobNotifications(server: McpServer, app: App): void {
+export function registerJobNotifications(server: McpServer, app: App): () => void {
   let threshold = SEVERITY.indexOf('info');
   const inner = server.server;
   // The SDK's own handler keeps the level where nothing here can read it: kept here instead.
@@ -265,7 +272,7 @@ export function registerJobNotifications(server: McpServer, app: App): void {
     return {};
   });
   const seen = new Map<string, JobState>();
-  app.jobs.onChange((job) => {
+  const offChange = app.jobs.onChange((job) => {
     if (seen.get(job.id) === job.state) return;
     if (isFinished(job.state)) seen.delete(job.id);
     else seen.set(job.id, job.state);
@@ -290,7 +297,7 @@ export function registerJobNotifications(server: McpServer, app: App): void {
     void inner.sendLoggingMessage({ level, logger: 'polyspawn', data }).catch(() => undefined);
   });
   // A question blocks its agent until answered: said at warning level, so a client shows it.
-  app.jobs.onQuestion((job, question) => {
+  const offQuestion = app.jobs.onQuestion((job, question) => {
     if (SEVERITY.indexOf('warning') < threshold) return;
     const data = app.secrets.deep({
       message: `agent ${job.id} (${job.backend}) asks: ${question.text} (answer with reply_subagent, message_id ${question.messageId})`,
@@ -301,4 +308,8 @@ export function registerJobNotifications(server: McpServer, app: App): void {
     });
     void inner.sendLoggingMessage({ level: 'warning', logger: 'polyspawn', data }).catch(() => undefined);
   });
+  return () => {
+    offChange();
+    offQuestion();
+  };
 }

@@ -164,9 +164,12 @@ export function createServer(app: App): McpServer {
       jsonSchemaValidator: lazyJsonSchemaValidator(),
     },
   );
+  // What this server added to the shared app, removed when it closes: a shared server opens one
+  // server per client session over one app, and a closed session must leave no listener behind.
+  const disposers: (() => void)[] = [];
   if (app.nesting.canSpawn) {
     registerSpawnTools(server, app);
-    registerAgentSpawnTools(server, app);
+    disposers.push(registerAgentSpawnTools(server, app));
     registerRunTeamTool(server, app);
     registerDefineAgentTool(server, app);
     registerRemoveAgentTool(server, app);
@@ -181,8 +184,10 @@ export function createServer(app: App): McpServer {
   registerWaitTool(server, app);
   registerCancelTool(server, app);
   registerLogsTool(server, app);
-  registerResources(server, app);
-  registerJobNotifications(server, app);
+  disposers.push(registerResources(server, app), registerJobNotifications(server, app));
+  server.server.onclose = () => {
+    for (const dispose of disposers.splice(0)) dispose();
+  };
   compactToolList(server, app.env);
   // Definitions edited on disk update the spawn_<agent> tools (and the client hears list_changed).
   if (app.nesting.canSpawn) app.agents.watch();

@@ -466,3 +466,24 @@ describe('listenHttpMcp', () => {
     expect(log.join('\n')).not.toContain(token);
   });
 });
+
+describe('idle sessions', () => {
+  test('a session with no request and no open stream past idleSessionMs is ended; one with a stream open is kept', async () => {
+    const { listener, tokens, log } = await start({ idleSessionMs: 300 });
+    const token = tokens.issue('idle');
+    const idle = await rawSession(listener.url, token);
+    const { client } = await connectClient(listener.url, token); // holds its GET stream open
+    const listTools = (sessionId: string) =>
+      raw(listener.url, {
+        headers: { ...MCP_HEADERS, ...bearer(token), 'mcp-session-id': sessionId },
+        body: LIST_TOOLS,
+      });
+    const deadline = Date.now() + PROMPTLY_MS;
+    while ((await listTools(idle)).status !== 404) {
+      expect(Date.now(), 'the idle session was never ended').toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(log.join('\n')).toContain('idle for 300 ms: closed');
+    expect(await echo(client, 'still here')).toBe('idle: still here');
+  });
+});

@@ -12,6 +12,7 @@ import {
   runInit,
   type FileReport,
   type ServerCommand,
+  type ServerTarget,
 } from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
 
@@ -34,7 +35,7 @@ function setup() {
   };
   const read = (path: string) => readFileSync(path, 'utf8');
   const json = (path: string) => jsonc.parse(read(path)) as Record<string, any>;
-  const init = (s: ServerCommand = server) =>
+  const init = (s: ServerTarget = server) =>
     runInit({ dir, clients: ['claude', 'vscode', 'codex'], server: s, codexHome });
   return { root, dir, codexHome, file, write, read, json, init };
 }
@@ -348,5 +349,65 @@ describe('the init command', () => {
     );
     await expect(command(['--cursor'], t.root, {})).rejects.toThrow(/Unknown option '--cursor'/);
     expect((await command(['--help'], t.root, {})).stdout).toContain('Usage: polyspawn init');
+  });
+});
+
+describe('init --http: the clients reach the project daemon', () => {
+  const endpoint = { url: 'http://127.0.0.1:7455/mcp' };
+
+  test('Claude Code, VS Code and Codex get an HTTP entry whose token comes from the environment or a prompt', () => {
+    const t = setup();
+    t.init(endpoint);
+    expect(JSON.parse(t.read(t.file.mcp)).mcpServers.agents).toEqual({
+      type: 'http',
+      url: endpoint.url,
+      headers: { Authorization: 'Bearer ${POLYSPAWN_TOKEN}' },
+    });
+    const vscode = JSON.parse(t.read(t.file.vscode));
+    expect(vscode.servers.agents).toEqual({
+      type: 'http',
+      url: endpoint.url,
+      headers: { Authorization: 'Bearer ${input:polyspawn-token}' },
+    });
+    expect(vscode.inputs).toEqual([expect.objectContaining({ id: 'polyspawn-token', password: true })]);
+    const codex = parseToml(t.read(t.file.codex)) as { mcp_servers: { agents: Record<string, unknown> } };
+    expect(codex.mcp_servers.agents).toMatchObject({ url: endpoint.url, bearer_token_env_var: 'POLYSPAWN_TOKEN' });
+    expect(codex.mcp_servers.agents.command).toBeUndefined();
+    // No token in any file.
+    for (const file of [t.file.mcp, t.file.vscode, t.file.codex]) expect(t.read(file)).not.toMatch(/psp_/);
+  });
+
+  test('a stdio entry becomes an HTTP one (its command, args and env go), and back', () => {
+    const t = setup();
+    t.init();
+    t.init(endpoint);
+    const claude = JSON.parse(t.read(t.file.mcp)).mcpServers.agents;
+    expect(claude).toEqual({
+      type: 'http',
+      url: endpoint.url,
+      headers: { Authorization: 'Bearer ${POLYSPAWN_TOKEN}' },
+    });
+    const vscode = JSON.parse(t.read(t.file.vscode)).servers.agents;
+    expect(vscode.command).toBeUndefined();
+    expect(vscode.env).toBeUndefined();
+    t.init();
+    expect(JSON.parse(t.read(t.file.mcp)).mcpServers.agents).toEqual({
+      type: 'stdio',
+      command: server.command,
+      args: server.args,
+    });
+  });
+
+  test('--http without --port and without a running daemon says what to do', async () => {
+    const t = setup();
+    await expect(command(['--http'], t.dir, { HOME: t.root, XDG_CONFIG_HOME: join(t.root, 'xdg') })).rejects.toThrow(
+      'pass --port N and start the daemon with `polyspawn daemon start --port N`',
+    );
+    const withPort = await command(['--http', '--port', '7455', '--claude'], t.dir, {
+      HOME: t.root,
+      XDG_CONFIG_HOME: join(t.root, 'xdg'),
+    });
+    expect(withPort.code).toBe(0);
+    expect(withPort.stdout).toContain("reach the project's daemon at http://127.0.0.1:7455/mcp");
   });
 });

@@ -1,6 +1,6 @@
 // MCP over Streamable HTTP on 127.0.0.1, for clients holding a bearer token: the per-run channel
-// serves the agents polyspawn started, and the shared server will serve clients over the same
-// stack. Each request is checked before its body is read, in this order: Host and Origin (DNS
+// serves the agents polyspawn started, and the shared server (serve-http.ts) its clients over the
+// same stack. Each request is checked before its body is read, in this order: Host and Origin (DNS
 // rebinding, as the MCP transport spec asks), path, method, bearer token; then the body is read
 // up to a cap and parsed, and the request goes to the session its mcp-session-id names, if that
 // session belongs to the same principal. Every refusal is a JSON-RPC error body with its HTTP
@@ -29,6 +29,17 @@ export type HttpMcpOptions<P> = {
   maxSessionsPerPrincipal?: number;
   /** One line per refused request. */
   log?: (line: string) => void;
+  /** Sessions with no request and no open response for this long are ended (default: never). */
+  idleSessionMs?: number;
+  /** Default 127.0.0.1; the caller decides whether another address may be bound. */
+  host?: string;
+  /** Default 0: a free port. */
+  port?: number;
+  /**
+   * A request for another path than the MCP one, once its Host and Origin passed: answered here
+   * (true), or 404 (false). Its own authentication is the handler's (the dashboard's cookie).
+   */
+  otherPath?: (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 };
 
 export type HttpMcpListener<P> = {
@@ -44,7 +55,7 @@ export type HttpMcpListener<P> = {
   close(): Promise<void>;
 };
 
-const HOST = '127.0.0.1';
+const LOOPBACK = '127.0.0.1';
 const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 const DEFAULT_MAX_SESSIONS = 4;
 
@@ -70,6 +81,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const maxSessions = options.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS;
   const log = options.log ?? (() => {});
+  const host = options.host ?? LOOPBACK;
   const sessions = new Sessions<P>(log);
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
@@ -87,8 +99,8 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     res.end(body);
   };
 
-  /** What to refuse before the body is read, or who the request is from. */
-  const check = (req: IncomingMessage): Refusal | { principal: P; token: string } => {
+  /** Host and Origin: refused, or undefined. */
+  const checkOrigin = (req: IncomingMessage): Refusal | undefined => {
     if (closing) return shuttingDown;
     if (!allowedHosts.has(req.headers.host?.toLowerCase() ?? '')) {
       return { status: 403, message: `Forbidden: the Host header must be one of ${[...allowedHosts].join(', ')}` };
@@ -100,6 +112,13 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
         message: `Forbidden: an Origin header, when sent, must be one of ${[...allowedOrigins].join(', ')}`,
       };
     }
+    return undefined;
+  };
+
+  /** What to refuse before the body is read, or who the request is from. */
+  const check = (req: IncomingMessage): Refusal | { principal: P; token: string } => {
+    const refused = checkOrigin(req);
+    if (refused) return refused;
     if (pathOf(req) !== path) return { status: 404, message: `Not Found: MCP is served at ${path}` };
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
       return {
@@ -136,6 +155,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (options.otherPath && pathOf(req) !== path && !checkOrigin(req) && (await options.otherPath(req, res))) return;
     const checked = check(req);
     if (!('principal' in checked)) return refuse(req, res, checked);
     const { principal, token } = checked;
@@ -213,20 +233,25 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, HOST, () => {
+    server.listen(options.port ?? 0, host, () => {
       server.off('error', reject);
       resolve();
     });
   });
   const port = (server.address() as AddressInfo).port;
-  allowedHosts = new Set([`${HOST}:${port}`, `localhost:${port}`]);
+  const idleMs = options.idleSessionMs;
+  const sweep = idleMs
+    ? setInterval(() => void sessions.closeIdle(idleMs), Math.min(idleMs, 60_000)).unref()
+    : undefined;
+  allowedHosts = new Set([`${host}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
   allowedOrigins = new Set([...allowedHosts].map((host) => `http://${host}`));
 
   return {
-    url: `http://${HOST}:${port}${path}`,
+    url: `http://${host}:${port}${path}`,
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
     close() {
+      clearInterval(sweep);
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         await sessions.closeAll();

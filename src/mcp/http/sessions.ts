@@ -18,6 +18,20 @@ import {
 /** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
 class TrackingTransport extends StreamableHTTPServerTransport {
   readonly unanswered = new Set<RequestId>();
+  /** Responses still open (a GET stream, a POST's SSE stream), and when the last request came or ended. */
+  open = 0;
+  lastSeen = Date.now();
+
+  override async handleRequest(...args: Parameters<StreamableHTTPServerTransport['handleRequest']>): Promise<void> {
+    const [, res] = args;
+    this.open++;
+    this.lastSeen = Date.now();
+    res.once('close', () => {
+      this.open--;
+      this.lastSeen = Date.now();
+    });
+    return super.handleRequest(...args);
+  }
 
   override send(message: JSONRPCMessage, options?: { relatedRequestId?: RequestId }): Promise<void> {
     if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) {
@@ -96,6 +110,20 @@ export class Sessions<P> {
 
   closeAllOf(principal: P): Promise<void> {
     return this.closeEach([...(this.byPrincipal.get(principal) ?? [])]);
+  }
+
+  /**
+   * Ends the sessions that have had no request and no open response for idleMs: a client that went
+   * away without ending its session (DELETE) would otherwise hold it, and its server, for good.
+   */
+  closeIdle(idleMs: number): Promise<void> {
+    const now = Date.now();
+    const idle = [...this.byPrincipal.values()]
+      .flatMap((held) => [...held])
+      .filter(({ transport: t }) => t.open === 0 && t.unanswered.size === 0 && now - t.lastSeen > idleMs);
+    for (const { transport } of idle)
+      this.log(`mcp http: session ${transport.sessionId} idle for ${idleMs} ms: closed`);
+    return this.closeEach(idle);
   }
 
   closeAll(): Promise<void> {

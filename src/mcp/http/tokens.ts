@@ -3,9 +3,8 @@
 // the lookup compares digests, which a caller cannot steer a byte at a time, so the time it takes
 // says nothing about how close a guess was (and the tokens themselves are not held in memory).
 import { createHash, randomBytes } from 'node:crypto';
+import { TOKEN_PREFIX } from '../../lib/redact.js';
 
-/** Every token starts with this, so the redactor knows one by its shape (src/lib/redact.ts). */
-export const TOKEN_PREFIX = 'psp_';
 /** 256 random bits: 43 base64url characters after the prefix. */
 const TOKEN_BYTES = 32;
 

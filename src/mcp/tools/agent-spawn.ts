@@ -152,7 +152,8 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
 }
 
 /** Registers spawn_<agent> for every definition in effect, and keeps them in step with the files. */
-export function registerAgentSpawnTools(server: McpServer, app: App): void {
+/** The function it returns stops following the definitions (the server closed). */
+export function registerAgentSpawnTools(server: McpServer, app: App): () => void {
   const registered = new Map<string, { fingerprint: string; tool: RegisteredTool }>();
   const sync = () => {
     const wanted = new Map<string, { definition: AgentDefinition; backend: Backend; fingerprint: string }>();
@@ -178,5 +179,5 @@ export function registerAgentSpawnTools(server: McpServer, app: App): void {
     }
   };
   sync();
-  app.agents.onChange(sync);
+  return app.agents.onChange(sync);
 }

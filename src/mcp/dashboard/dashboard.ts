@@ -1,0 +1,178 @@
+// The dashboard the shared server serves beside MCP: `/` (the agents, history, cost), an agent's
+// page with its log streaming live, the answer box for its questions. Admission: the project's
+// token once, in the URL `polyspawn dashboard` prints (`/?token=...`), traded at once for an
+// HttpOnly, SameSite=Strict cookie that holds a secret of this server process only, and a
+// redirect that takes the token out of the address bar and history. The listener has checked
+// Host and Origin already, so a form posted from another site never gets here.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readBody } from '../http/body.js';
+import type { App } from '../../app.js';
+import { isFinished, type JobRecord } from '../../jobs/table.js';
+import { runFolder } from '../../lib/run-folder.js';
+import { tokenMatches } from '../../lib/daemon-file.js';
+import { readLogPage } from '../tools/logs.js';
+import {
+  activeSection,
+  agentPage,
+  costSection,
+  esc,
+  historySection,
+  overviewPage,
+  page,
+  recordSection,
+} from './render.js';
+
+const COOKIE = 'polyspawn_dashboard';
+const ID = /^[a-z0-9]{1,64}$/;
+/** How often a streaming log is read again while its agent runs. */
+const LOG_POLL_MS = 300;
+const LOG_CHUNK_BYTES = 64 * 1024;
+const MAX_FORM_BYTES = 64 * 1024;
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
+
+function send(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): true {
+  res.writeHead(status, {
+    'Content-Type': 'text/html; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    // No script but our own inline one; no frames of this page elsewhere.
+    'Content-Security-Policy':
+      "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'",
+    'X-Content-Type-Options': 'nosniff',
+    // Not no-referrer: with it a browser sends "Origin: null" on a form post, which the listener refuses.
+    'Referrer-Policy': 'same-origin',
+    'Cache-Control': 'no-store',
+    ...headers,
+  });
+  res.end(body);
+  return true;
+}
+
+const redirect = (res: ServerResponse, to: string, headers: Record<string, string> = {}) =>
+  send(res, 303, '', { Location: to, ...headers });
+
+function cookieOf(req: IncomingMessage): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const [name, ...value] = part.trim().split('=');
+    if (name === COOKIE) return value.join('=');
+  }
+  return undefined;
+}
+
+/** Server-sent events: the headers, then `event(name, data)` until the client goes away. */
+function eventStream(req: IncomingMessage, res: ServerResponse) {
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
+  res.write(': polyspawn\n\n');
+  return {
+    event: (name: string, data: unknown) => void res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`),
+    onClose: (fn: () => void) => void req.once('close', fn),
+  };
+}
+
+export function dashboard(app: App, token: string): Handler {
+  const secret = randomBytes(32).toString('base64url');
+  const admitted = (req: IncomingMessage) => {
+    const given = cookieOf(req);
+    return (
+      given !== undefined && given.length === secret.length && timingSafeEqual(Buffer.from(given), Buffer.from(secret))
+    );
+  };
+
+  const findJob = (id: string): JobRecord | undefined => (ID.test(id) ? app.jobs.get(id) : undefined);
+
+  const streamLog = (req: IncomingMessage, res: ServerResponse, job: JobRecord) => {
+    const events = eventStream(req, res);
+    const file = runFolder(app.config.stateDir, job.id).stdout;
+    let offset = 0;
+    let closed = false;
+    let timer: NodeJS.Timeout | undefined;
+    const pump = () => {
+      if (closed) return;
+      // The logs tool's reading: whole lines and characters, secrets redacted.
+      for (;;) {
+        const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
+        if (page.next_offset === offset) break;
+        if (page.text) events.event('chunk', page.text);
+        offset = page.next_offset;
+      }
+      if (isFinished(app.jobs.get(job.id)?.state ?? 'interrupted')) {
+        const last = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
+        if (last.text) events.event('chunk', last.text);
+        events.event('end', app.jobs.get(job.id)?.state ?? 'unknown');
+        return void res.end();
+      }
+      timer = setTimeout(pump, LOG_POLL_MS);
+    };
+    events.onClose(() => {
+      closed = true;
+      clearTimeout(timer);
+    });
+    pump();
+  };
+
+  const changes = (req: IncomingMessage, res: ServerResponse) => {
+    const events = eventStream(req, res);
+    const offChange = app.jobs.onChange((job) => events.event('change', job.id));
+    const offQuestion = app.jobs.onQuestion((job) => events.event('change', job.id));
+    events.onClose(() => {
+      offChange();
+      offQuestion();
+    });
+  };
+
+  const reply = async (req: IncomingMessage, res: ServerResponse, job: JobRecord) => {
+    const body = await readBody(req, MAX_FORM_BYTES);
+    if (body === 'too-large')
+      return send(res, 413, page('too large', '<p>The answer is too long.</p>'), { Connection: 'close' });
+    const form = new URLSearchParams(body.toString('utf8'));
+    try {
+      app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '');
+    } catch (error) {
+      return send(res, 400, page('not answered', `<p>${esc((error as Error).message)}</p><p><a href="/">back</a></p>`));
+    }
+    return redirect(res, `/agents/${job.id}`);
+  };
+
+  return async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://dashboard');
+    const path = url.pathname;
+    if (req.method === 'GET' && path === '/' && url.searchParams.has('token')) {
+      if (!tokenMatches(token, url.searchParams.get('token') ?? ''))
+        return send(res, 401, page('not admitted', "<p>That token is not this project's.</p>"));
+      return redirect(res, '/', { 'Set-Cookie': `${COOKIE}=${secret}; HttpOnly; SameSite=Strict; Path=/` });
+    }
+    const known = path === '/' || path === '/events' || path.startsWith('/fragment/') || path.startsWith('/agents/');
+    if (!known) return false;
+    if (!admitted(req)) {
+      return send(
+        res,
+        401,
+        page(
+          'not admitted',
+          '<p>Open the address <code>polyspawn dashboard</code> prints (it holds the token once; this browser then keeps a cookie until the server restarts).</p>',
+        ),
+      );
+    }
+    const filter = {
+      backend: url.searchParams.get('backend') || undefined,
+      state: url.searchParams.get('state') || undefined,
+      text: url.searchParams.get('text') || undefined,
+    };
+    if (req.method === 'GET' && path === '/') return send(res, 200, overviewPage(app, filter));
+    if (req.method === 'GET' && path === '/events') return (changes(req, res), true);
+    if (req.method === 'GET' && path === '/fragment/active') return send(res, 200, activeSection(app));
+    if (req.method === 'GET' && path === '/fragment/history') return send(res, 200, historySection(app, filter));
+    if (req.method === 'GET' && path === '/fragment/cost') return send(res, 200, costSection(app));
+    const [, , id = '', rest = '', more = ''] = path.split('/');
+    const job = path.startsWith('/agents/') ? findJob(id) : undefined;
+    if (!job) return send(res, 404, page('not found', `<p>No agent "${esc(id)}" here.</p>`));
+    if (req.method === 'GET' && rest === '') return send(res, 200, agentPage(app, job));
+    if (req.method === 'GET' && rest === 'log') return (streamLog(req, res, job), true);
+    if (req.method === 'GET' && rest === 'fragment' && more === 'record')
+      return send(res, 200, recordSection(app, job));
+    if (req.method === 'GET' && rest === 'fragment') return send(res, 200, '');
+    if (req.method === 'POST' && rest === 'reply') return reply(req, res, job);
+    return send(res, 404, page('not found', '<p>Nothing here.</p>'));
+  };
+}

@@ -1,0 +1,115 @@
+// `polyspawn serve --http`: one polyspawn for every client of a project, over MCP Streamable HTTP.
+// One app (one job table, one concurrency limit, one run store writer, one channel for running
+// agents) and one McpServer per client session over it (createServer removes what a session's
+// server added to the app when the session closes). Every request carries the project's bearer
+// token; Host, Origin, body size and sessions are src/mcp/http/listener.ts's.
+import { isIP } from 'node:net';
+import { parseArgs } from 'node:util';
+import { createApp } from '../app.js';
+import { collectWhenIdle } from '../jobs/idle-gc.js';
+import { InputError, SetupError } from '../lib/errors.js';
+import { VERSION } from '../lib/version.js';
+import { lazyParentChannel } from './channel/index.js';
+import { dashboard } from './dashboard/dashboard.js';
+import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
+import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
+import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
+import { createServer } from './server.js';
+
+export type HttpServeOptions = {
+  /** Default: a free port. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Binding an address other than loopback must be asked for. */
+  allowRemote?: boolean;
+};
+
+/** The one principal of the shared server: whoever holds the project's token. */
+const CLIENT = 'client';
+/** Clients at once (each session holds one McpServer); one more gets 429. */
+const MAX_SESSIONS = 256;
+/**
+ * A session with no request and no open stream for this long is ended, so clients that vanish
+ * without ending theirs cannot use up MAX_SESSIONS; a client that comes back re-initializes on
+ * the 404 (as the transport spec asks).
+ */
+const IDLE_SESSION_MS = 30 * 60_000;
+
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || /^127\./.test(host);
+
+export async function serveHttp(log: (message: string) => void, options: HttpServeOptions): Promise<void> {
+  keepConsoleOffStdout();
+  const host = options.host ?? '127.0.0.1';
+  if (!isIP(host) && host !== 'localhost') throw new InputError(`--host "${host}" is not an IP address`);
+  if (!isLoopback(host) && !options.allowRemote) {
+    throw new InputError(
+      `--host ${host} is not loopback: anyone who can reach it and holds the token can run agents in this project; add --allow-remote to mean it`,
+    );
+  }
+  const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
+  const stateDir = app.config.stateDir;
+  const token = projectToken(stateDir, app.env, true)!;
+  const unlock = await lockDaemon(stateDir);
+  let listener: HttpMcpListener<string>;
+  try {
+    listener = await listenHttpMcp<string>({
+      authenticate: (given) => (tokenMatches(token, given) ? CLIENT : undefined),
+      serverFor: () => createServer(app),
+      maxSessionsPerPrincipal: MAX_SESSIONS,
+      idleSessionMs: IDLE_SESSION_MS,
+      host,
+      port: options.port,
+      otherPath: dashboard(app, token),
+      log,
+    });
+  } catch (error) {
+    await unlock();
+    if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new SetupError(
+        `port ${options.port} on ${host} is in use: pick another with --port, or leave it out for a free one`,
+      );
+    }
+    throw error;
+  }
+  collectWhenIdle(app.jobs);
+  const info = writeDaemonFile(stateDir, listener.url, listener.port);
+  exitOnSignals(app, log, {
+    beforeAgents: () => listener.close(),
+    afterAgents: async () => {
+      removeDaemonFile(stateDir);
+      await unlock();
+    },
+  });
+  app.iac.start();
+  log(
+    `${VERSION} serving ${app.config.projectDir} on ${listener.url} (pid ${info.pid}; ${app.backends.map((b) => b.name).join(', ')})`,
+  );
+}
+
+/** `serve --http ...`'s arguments. */
+export async function serveHttpCommand(argv: string[], log: (message: string) => void): Promise<void> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        http: { type: 'boolean' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'allow-remote': { type: 'boolean' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new InputError(`serve: ${(error as Error).message}`);
+  }
+  if (!values.http)
+    throw new InputError('serve takes no arguments without --http (serve --http [--port N] [--host H])');
+  const port = values.port === undefined ? undefined : Number(values.port);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536)) {
+    throw new InputError(`--port "${values.port}" is not a port number (0 to 65535; 0 or none: a free one)`);
+  }
+  return serveHttp(log, { port, host: values.host, allowRemote: values['allow-remote'] });
+}

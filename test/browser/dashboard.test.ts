@@ -1,0 +1,120 @@
+// The dashboard in a real browser: Debian's chromium (/usr/bin/chromium; `.ci/run` installs it)
+// driven by playwright-core, against `polyspawn serve --http` with the fake CLIs. The page is
+// admitted by the token once, then shows agents appear and finish, streams a log, takes an
+// answer to a question, and shows an agent's markup as text. Screenshots go to
+// test/browser/output/ (git-ignored); the last one is also copied to /tmp/dashboard.png.
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
+import { httpClient, startHttpServer, type HttpTestClient, type HttpTestServer } from '../helpers/http.js';
+import { repoRoot } from '../helpers/mcp.js';
+
+vi.setConfig({ testTimeout: 120_000 });
+
+const CHROMIUM = '/usr/bin/chromium';
+const OUTPUT = join(repoRoot, 'test', 'browser', 'output');
+/** Long enough that only the behaviour under test ends these waits. */
+const APPEARS_MS = 30_000;
+
+type Job = { agent_id: string; state: string; text?: string };
+
+let server: HttpTestServer;
+let mcp: HttpTestClient;
+let browser: Browser;
+let page: Page;
+let origin: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+  mkdirSync(OUTPUT, { recursive: true });
+  server = await startHttpServer({ env: { POLYSPAWN_CONCURRENCY: '4' } });
+  mcp = await httpClient(server.url, server.token, 'browser-test');
+  origin = new URL(server.url).origin;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+});
+afterAll(async () => {
+  await browser?.close();
+  await mcp?.close();
+  await server?.stop();
+});
+
+const shot = (name: string) => page.screenshot({ path: join(OUTPUT, `${name}.png`), fullPage: true });
+const row = (id: string) => page.locator(`tr[data-agent="${id}"]`).first();
+
+test('without the token the page is refused; with it once, a cookie admits the browser and the token leaves the URL', async () => {
+  const refused = await page.goto(`${origin}/`);
+  expect(refused!.status()).toBe(401);
+  await page.goto(`${origin}/?token=${encodeURIComponent(server.token)}`);
+  expect(page.url()).toBe(`${origin}/`);
+  await expect.poll(() => page.locator('h2').first().textContent()).toContain('Running and queued');
+  const [cookie] = await page.context().cookies();
+  expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+  expect(cookie!.value).not.toContain(server.token);
+});
+
+test('an agent appears while it runs, then finishes into the history, and its log streams', async () => {
+  await page.goto(`${origin}/`);
+  const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'dashboard sees me [[cli:sleep:2500]]' });
+  await row(job.agent_id).waitFor({ timeout: APPEARS_MS });
+  await expect.poll(() => row(job.agent_id).textContent(), { timeout: APPEARS_MS }).toContain('running');
+  await shot('running');
+  await expect
+    .poll(() => page.locator(`#history tr[data-agent="${job.agent_id}"]`).textContent(), { timeout: APPEARS_MS })
+    .toContain('succeeded');
+  await page.click(`a[href="/agents/${job.agent_id}"]`);
+  await expect.poll(() => page.locator('#log').getAttribute('data-ended'), { timeout: APPEARS_MS }).toBe('true');
+  expect(await page.locator('#log').textContent()).toContain('FAKE codex: dashboard sees me');
+  await shot('agent-log');
+});
+
+test('a question is answered from the page, and the agent carries on with the answer', async () => {
+  await page.goto(`${origin}/`);
+  const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'asks [[cli:ask:Which color should the button be?]]' });
+  const form = page.locator(`form[action="/agents/${job.agent_id}/reply"]`);
+  await form.waitFor({ timeout: APPEARS_MS });
+  expect(await form.textContent()).toContain('Which color should the button be?');
+  await shot('question');
+  await form.locator('input[name="answer"]').fill('blue, please');
+  await form.locator('button').click();
+  // A wait returns early with an open question (once); the next one waits for the end.
+  let finished: Job | undefined;
+  for (let i = 0; i < 3 && !finished; i++) {
+    const waited = await mcp.callOk<{ finished: Job[] }>('wait_for_agents', {
+      agent_ids: [job.agent_id],
+      timeout_s: 60,
+    });
+    finished = waited.finished[0];
+  }
+  expect(finished).toMatchObject({ state: 'succeeded' });
+  expect(finished!.text).toContain('ANSWER blue, please');
+});
+
+test("an agent's <script> and <img onerror> show as text and never run", async () => {
+  const markup = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">';
+  const job = await mcp.callOk<Job>('spawn_claude', { prompt: `hostile ${markup} [[cli:sleep:10]]`, wait_s: 60 });
+  expect(job.state).toBe('succeeded');
+  await page.goto(`${origin}/`);
+  await row(job.agent_id).waitFor({ timeout: APPEARS_MS });
+  expect(await row(job.agent_id).textContent()).toContain(markup);
+  await page.goto(`${origin}/agents/${job.agent_id}`);
+  await expect.poll(() => page.locator('#log').getAttribute('data-ended'), { timeout: APPEARS_MS }).toBe('true');
+  expect(await page.locator('pre.answer').textContent()).toContain(markup);
+  expect(await page.locator('#log').textContent()).toContain('<script>');
+  expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+  expect(await page.locator('img').count()).toBe(0);
+  await shot('hostile');
+});
+
+test('the overview with running and finished agents and the cost chart (the screenshot for the note)', async () => {
+  await mcp.callOk<Job>('spawn_copilot', { prompt: 'still working on the refactor [[cli:hang]]' });
+  await mcp.callOk<Job>('spawn_claude', {
+    prompt: 'review the parser [[cli:usage:1200:300]] [[cli:sleep:10]]',
+    wait_s: 60,
+  });
+  await page.goto(`${origin}/`);
+  await expect.poll(() => page.locator('#active tr[data-agent]').count(), { timeout: APPEARS_MS }).toBeGreaterThan(0);
+  await shot('overview');
+  copyFileSync(join(OUTPUT, 'overview.png'), '/tmp/dashboard.png');
+});

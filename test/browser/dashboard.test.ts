@@ -107,6 +107,26 @@ test("an agent's <script> and <img onerror> show as text and never run", async (
   await shot('hostile');
 });
 
+test('a team shows with its members, live, then its answer; its task is text', async () => {
+  await page.goto(`${origin}/`);
+  const team = await mcp.callOk<{ team_id: string }>('run_team', {
+    topology: 'pipeline',
+    members: ['codex', 'claude'],
+    task: 'draft then polish <b>bold</b> [[cli:sleep:1500]]',
+  });
+  const article = page.locator(`article[data-team="${team.team_id}"]`);
+  await article.waitFor({ timeout: APPEARS_MS });
+  await expect.poll(() => article.locator('.members li').count(), { timeout: APPEARS_MS }).toBe(2);
+  await expect.poll(() => article.locator('h3').textContent(), { timeout: APPEARS_MS }).toContain('succeeded');
+  expect(await article.locator('.task').textContent()).toContain('<b>bold</b>');
+  expect(await article.locator('b').count()).toBe(0);
+  expect(await article.locator('.members').textContent()).toMatch(
+    /stage 1 · codex · succeeded[\s\S]*stage 2 · claude · succeeded/,
+  );
+  expect(await article.locator('pre.answer').textContent()).toContain('FAKE claude: draft then polish');
+  await shot('team');
+});
+
 test('the overview with running and finished agents and the cost chart (the screenshot for the note)', async () => {
   await mcp.callOk<Job>('spawn_copilot', { prompt: 'still working on the refactor [[cli:hang]]' });
   await mcp.callOk<Job>('spawn_claude', {

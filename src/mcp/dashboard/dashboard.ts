@@ -16,6 +16,7 @@ import {
   activeSection,
   agentPage,
   costSection,
+  teamsSection,
   esc,
   historySection,
   overviewPage,
@@ -115,9 +116,11 @@ export function dashboard(app: App, token: string): Handler {
     const events = eventStream(req, res);
     const offChange = app.jobs.onChange((job) => events.event('change', job.id));
     const offQuestion = app.jobs.onQuestion((job) => events.event('change', job.id));
+    const offTeam = app.teams.onChange((team) => events.event('change', team.id));
     events.onClose(() => {
       offChange();
       offQuestion();
+      offTeam();
     });
   };
 
@@ -164,6 +167,7 @@ export function dashboard(app: App, token: string): Handler {
     if (req.method === 'GET' && path === '/fragment/active') return send(res, 200, activeSection(app));
     if (req.method === 'GET' && path === '/fragment/history') return send(res, 200, historySection(app, filter));
     if (req.method === 'GET' && path === '/fragment/cost') return send(res, 200, costSection(app));
+    if (req.method === 'GET' && path === '/fragment/teams') return send(res, 200, teamsSection(app));
     const [, , id = '', rest = '', more = ''] = path.split('/');
     const job = path.startsWith('/agents/') ? findJob(id) : undefined;
     if (!job) return send(res, 404, page('not found', `<p>No agent "${esc(id)}" here.</p>`));

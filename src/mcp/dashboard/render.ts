@@ -6,6 +6,7 @@
 import type { App } from '../../app.js';
 import { fullResult, type JobResult } from '../../jobs/result.js';
 import { isFinished, JOB_STATES, type JobRecord } from '../../jobs/table.js';
+import { summarizeTeam, type TeamSummary } from '../../jobs/teams/result.js';
 
 export const esc = (text: unknown): string =>
   String(text ?? '').replace(
@@ -51,7 +52,6 @@ export function activeSection(app: App): string {
     .filter((j) => !isFinished(j.state))
     .reverse()
     .map((j) => fullResult(app, j));
-  // Teams (issue 13): when jobs carry a team id, group these rows under one heading per team here.
   return `<section id="active"><h2>Running and queued (${active.length})</h2>
 ${active.map(questionForms).join('\n')}
 <table>${HEAD}${active.map(agentRow).join('\n')}</table>${active.length ? '' : '<p class="empty">No agent is running.</p>'}</section>`;
@@ -81,6 +81,34 @@ export function historySection(app: App, filter: HistoryFilter): string {
 <label>state <select name="state">${['', ...JOB_STATES.filter((s) => isFinished(s))].map((s) => option(s, filter.state)).join('')}</select></label>
 <label>text <input name="text" value="${esc(filter.text ?? '')}"></label> <button type="submit">Filter</button></form>
 <table>${HEAD}${finished.map(agentRow).join('\n')}</table>${finished.length ? '' : '<p class="empty">Nothing finished matches.</p>'}</section>`;
+}
+
+/** How many teams the page shows, newest first. */
+const TEAMS_SHOWN = 20;
+const ANSWER_CHARS = 2000;
+
+/** Teams (run_team): each with its topology, task and members (linked to their agents), and its answer. */
+export function teamsSection(app: App): string {
+  const teams = app.teams.recent(TEAMS_SHOWN).map((t) => summarizeTeam(app, t));
+  const full = new Map(app.teams.recent(TEAMS_SHOWN).map((t) => [t.id, t]));
+  const one = (t: TeamSummary) => {
+    const record = full.get(t.team_id)!;
+    const answer = record.answer ? app.secrets.text(record.answer) : '';
+    const members = t.members
+      .map(
+        (m) =>
+          `<li><a href="/agents/${esc(m.agent_id)}">${esc(m.agent_id)}</a> ${esc(m.role)} · ${esc(m.member)} · <span class="state-${esc(m.state)}">${esc(m.state)}</span></li>`,
+      )
+      .join('');
+    return `<article class="team state-${esc(t.state)}" data-team="${esc(t.team_id)}"><h3>${esc(t.team_id)} · ${esc(t.topology)} · ${esc(t.state)}</h3>
+<p class="task">${esc(t.task)}</p><p>${t.elapsed_s.toFixed(1)} s${t.cost_usd !== undefined ? ` · $${t.cost_usd.toFixed(4)}` : ''}${t.parent_team_id ? ` · started by team ${esc(t.parent_team_id)}` : ''}</p>
+<ul class="members">${members || '<li class="empty">no member started yet</li>'}</ul>${
+      answer
+        ? `<details><summary>Answer</summary><pre class="answer">${esc(answer.length > ANSWER_CHARS ? `${answer.slice(0, ANSWER_CHARS)}…` : answer)}</pre></details>`
+        : ''
+    }${record.error && t.state !== 'succeeded' ? `<p class="error">${esc(app.secrets.text(record.error))}</p>` : ''}</article>`;
+  };
+  return `<section id="teams"><h2>Teams (${teams.length})</h2>${teams.length ? teams.map(one).join('\n') : '<p class="empty">No team has run.</p>'}</section>`;
 }
 
 /** Cost per backend and per day, as an inline SVG bar chart (one bar a day, stacked by backend). */
@@ -133,7 +161,7 @@ td,th{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-alig
 .state-running td{background:#eef6ff}.state-queued td{background:#f6f6f6}.state-failed td,.state-timed_out td{background:#fff0f0}
 .question{background:#fff8e0;padding:.5em;margin:.5em 0;border-left:4px solid #e0a800}.empty{color:#777}
 pre{background:#111;color:#eee;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere;max-height:60vh;overflow:auto}
-.legend{list-style:none;padding:0}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px}`;
+.legend{list-style:none;padding:0}.team{border-left:4px solid #4e79a7;padding:0 .75em;margin:.75em 0}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px}`;
 
 /** Refreshes the sections on each change the server announces; streams an agent's log as text. */
 const SCRIPT = `(() => {
@@ -148,7 +176,7 @@ const SCRIPT = `(() => {
   const changes = new EventSource('/events');
   changes.addEventListener('change', () => {
     clearTimeout(timer);
-    timer = setTimeout(() => { if (!document.activeElement || document.activeElement.tagName !== 'INPUT') ['active', 'history', 'cost', 'record'].forEach(refresh); }, 150);
+    timer = setTimeout(() => { if (!document.activeElement || document.activeElement.tagName !== 'INPUT') ['active', 'teams', 'history', 'cost', 'record'].forEach(refresh); }, 150);
   });
   const log = document.getElementById('log');
   if (log) {
@@ -165,7 +193,10 @@ export function page(title: string, body: string): string {
 }
 
 export function overviewPage(app: App, filter: HistoryFilter): string {
-  return page(app.config.projectDir, activeSection(app) + costSection(app) + historySection(app, filter));
+  return page(
+    app.config.projectDir,
+    activeSection(app) + teamsSection(app) + costSection(app) + historySection(app, filter),
+  );
 }
 
 /** One agent's record; its log streams into #log. */

@@ -1,10 +1,10 @@
 // The real claude and codex CLIs with isolation "worktree": each runs a shell command (the fake
 // model API's [[fake:tool:...]]) that writes a file where it works, which is its own git worktree;
 // the change is reported, committed on its branch, and the user's checkout never sees it.
-import { execFileSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { initRepo, userGit as git } from '../helpers/git.js';
 import type { TestServer } from '../helpers/mcp.js';
 import { startContractRig, type ContractRig } from './clis.js';
 
@@ -15,22 +15,13 @@ type Job = {
   worktree?: { path: string; branch: string; kept: boolean; files?: string[]; uncommitted?: string[] };
 };
 
-const git = (dir: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
-
 let rig: ContractRig;
 let server: TestServer;
 
 beforeAll(async () => {
   rig = await startContractRig();
   server = rig.server;
-  git(server.projectDir, 'init', '-q', '-b', 'main');
-  writeFileSync(join(server.projectDir, 'README.md'), 'a project\n');
-  git(server.projectDir, 'add', 'README.md');
-  git(server.projectDir, 'commit', '-q', '-m', 'first');
+  initRepo(server.projectDir);
 }, 900_000);
 
 afterAll(() => rig?.close());

@@ -1,11 +1,11 @@
 // Teams (run_team) through the built server with the fake CLIs: every topology's flow as
 // `result` returns it and IAC.md shows it, bad input, a failing member, cancel, the budget stop,
 // a member's question waking the orchestrator's wait, and a restart after SIGKILL.
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
+import { initRepo, userGit } from '../helpers/git.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 
@@ -263,14 +263,7 @@ describe('run_team', () => {
     { timeout: 60_000 },
     async () => {
       const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-worktree-'));
-      const git = (...args: string[]) =>
-        execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
-          cwd: projectDir,
-        });
-      git('init', '-q', '-b', 'main');
-      writeFileSync(join(projectDir, 'README.md'), 'a project\n');
-      git('add', '.');
-      git('commit', '-q', '-m', 'first');
+      initRepo(projectDir);
       const s = await server({}, projectDir);
       const team = await runTeam(s, {
         topology: 'map_reduce',
@@ -281,9 +274,7 @@ describe('run_team', () => {
       expect(team.state).toBe('succeeded');
       const [a, b] = team.members.map((m) => m.agent_id);
       expect(team.overlaps).toEqual([{ file: 'src/config.ts', agent_ids: expect.arrayContaining([a, b]) }]);
-      expect(execFileSync('git', ['status', '--porcelain'], { cwd: projectDir, encoding: 'utf8' })).not.toMatch(
-        /config/,
-      );
+      expect(userGit(projectDir, 'status', '--porcelain')).not.toMatch(/config/);
     },
   );
 

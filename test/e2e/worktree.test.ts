@@ -3,10 +3,11 @@
 // changes and the overlap; integrate merges one, refuses the conflicting second (nothing changed),
 // discards the third; a resumed agent continues in its worktree; one that changes nothing leaves none.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
+import { initRepo, userGit as git } from '../helpers/git.js';
 import { fakeBinDir, serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
 
 vi.setConfig({ testTimeout: 120_000 });
@@ -24,12 +25,6 @@ type Worktree = {
 };
 type Job = { agent_id: string; state: string; error?: string; changed_files?: number; worktree?: Worktree };
 
-const git = (dir: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
-
 let root: string;
 let project: string;
 let s: TestServer;
@@ -38,10 +33,7 @@ beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'polyspawn worktree e2e '));
   project = join(root, 'the project');
   mkdirSync(project);
-  git(project, 'init', '-q', '-b', 'main');
-  writeFileSync(join(project, 'README.md'), 'a project\n');
-  git(project, 'add', '.');
-  git(project, 'commit', '-q', '-m', 'first');
+  initRepo(project);
   s = await startServer({ projectDir: project });
 });
 afterAll(async () => {

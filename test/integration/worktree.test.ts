@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { userGit as sh } from '../helpers/git.js';
 import type { Outcome } from '../../backends/types.js';
 import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 import { integrate } from '../../src/jobs/worktree/integrate.js';
@@ -13,13 +14,6 @@ import { leftoverWorktrees, withWorktree } from '../../src/jobs/worktree/worktre
 import { Redactor } from '../../src/lib/redact.js';
 
 const ok: Outcome = { ok: true, text: 'done', costSource: 'unknown' };
-
-/** Runs git in `dir` as a user would (with an identity of their own), returning its output. */
-const sh = (dir: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
 
 let root: string;
 let project: string;

@@ -7,17 +7,12 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
+import { userGit as git } from '../helpers/git.js';
 import { serverEntry } from '../helpers/mcp.js';
 import { isGone, waitFor } from '../helpers/processes.js';
 import { reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string; error?: string; worktree?: { path: string; kept: boolean } };
-
-const git = (dir: string, ...args: string[]) =>
-  execFileSync('git', ['-c', 'user.name=User', '-c', 'user.email=user@example.com', ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
 
 const root = mkdtempSync(join(tmpdir(), 'polyspawn worktree sigkill '));
 afterAll(async () => {

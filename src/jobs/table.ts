@@ -160,8 +160,11 @@ export class JobTable {
   private readonly finishedOrder: string[] = [];
   private readonly queue: PQueue;
   private readonly events = new EventEmitter();
-  /** `<job id>/<message id>` of the questions a wait has returned (waitFor), while their jobs run. */
-  private readonly reportedQuestions = new Set<string>();
+  /**
+   * `<job id>/<message id>` of the questions a wait has returned (waitFor), while their jobs run,
+   * with the waiters it returned them to: each client of a shared server is woken once by each.
+   */
+  private readonly reportedQuestions = new Map<string, Set<string>>();
 
   constructor(
     private readonly options: {
@@ -299,11 +302,15 @@ export class JobTable {
     return record;
   }
 
-  /** Waits until every job in `ids` (mode "all") or any of them (mode "any") has finished. */
+  /**
+   * Waits until every job in `ids` (mode "all") or any of them (mode "any") has finished, or one
+   * asks a question this `waiter` (a client; default: the one) has not been returned yet.
+   */
   waitFor(
     ids: string[],
-    options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
+    options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal; waiter?: string },
   ): Promise<WaitResult> {
+    const waiter = options.waiter ?? '';
     // Each record looked up once (a stored one is read from disk): this table's own are updated
     // in place, even once left to the store; a stored job of another live server never
     // finishes here: it stays pending.
@@ -317,7 +324,7 @@ export class JobTable {
     const done = (r: WaitResult) =>
       r.pending.length === 0 ||
       (options.mode === 'any' && r.finished.length > 0) ||
-      r.pending.some((p) => this.unreportedQuestions(p).length > 0);
+      r.pending.some((p) => this.unreportedQuestions(p, waiter).length > 0);
     return new Promise((resolve) => {
       const finish = () => {
         clearTimeout(timer);
@@ -325,8 +332,9 @@ export class JobTable {
         this.events.off('change', onChange);
         const result = split();
         for (const job of result.pending) {
-          for (const q of this.unreportedQuestions(job)) {
-            this.reportedQuestions.add(`${job.id}/${q.messageId}`);
+          for (const q of this.unreportedQuestions(job, waiter)) {
+            const key = `${job.id}/${q.messageId}`;
+            this.reportedQuestions.set(key, (this.reportedQuestions.get(key) ?? new Set()).add(waiter));
             result.questioned = true;
           }
         }
@@ -468,10 +476,12 @@ export class JobTable {
     this.changed(record);
   }
 
-  /** A running job's open questions that no wait has returned yet. */
-  private unreportedQuestions(job: JobRecord): Question[] {
+  /** A running job's open questions that no wait of this waiter has returned yet. */
+  private unreportedQuestions(job: JobRecord, waiter: string): Question[] {
     if (job.state !== 'running') return [];
-    return openQuestions(job.conversation).filter((q) => !this.reportedQuestions.has(`${job.id}/${q.messageId}`));
+    return openQuestions(job.conversation).filter(
+      (q) => !this.reportedQuestions.get(`${job.id}/${q.messageId}`)?.has(waiter),
+    );
   }
 
   /** This table's job, while it runs: only a running agent talks to the orchestrator. */

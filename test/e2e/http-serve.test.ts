@@ -41,6 +41,36 @@ describe('two clients, one job table', () => {
     expect(listed.agents.map((j) => j.agent_id)).toContain(job.agent_id);
   });
 
+  test("an agent's question wakes each client's wait once", async () => {
+    const a = await s.connect('a');
+    const b = await s.connect('b');
+    const job = await a.callOk<Job>('spawn_codex', { prompt: 'asks both [[cli:ask:Which one?]]' });
+    type Asked = Waited & { questions?: { agent_id: string; message_id: string }[]; timed_out: boolean };
+    const startedAt = Date.now();
+    const [fromA, fromB] = await Promise.all(
+      [a, b].map((c) => c.callOk<Asked>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S })),
+    );
+    expect(Date.now() - startedAt).toBeLessThan(WOKEN_WITHIN_MS);
+    expect(fromA.questions?.[0]?.agent_id).toBe(job.agent_id);
+    expect(fromB.questions?.[0]?.agent_id).toBe(job.agent_id);
+    // Once returned to a client, the same question no longer wakes that client's wait: it runs its
+    // time out (a lower bound, not a speed), and still lists the question.
+    const againAt = Date.now();
+    const again = await a.callOk<Asked>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 1 });
+    expect(Date.now() - againAt).toBeGreaterThanOrEqual(900);
+    expect(again.questions).toHaveLength(1);
+    await b.callOk('reply_subagent', {
+      agent_id: job.agent_id,
+      message_id: fromB.questions![0]!.message_id,
+      answer: 'that one',
+    });
+    let done: Job | undefined;
+    for (let i = 0; i < 3 && !done; i++)
+      done = (await a.callOk<Waited>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S }))
+        .finished[0];
+    expect(done).toMatchObject({ state: 'succeeded' });
+  });
+
   test('the concurrency limit holds across clients', async () => {
     const a = await s.connect('a');
     const b = await s.connect('b');

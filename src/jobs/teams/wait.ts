@@ -16,7 +16,7 @@ export async function waitForWork(
   teams: Pick<TeamTable, 'get' | 'waitFor' | 'activeMembers'>,
   jobIds: string[],
   teamIds: string[],
-  options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal },
+  options: { timeoutMs: number; mode: 'all' | 'any'; signal?: AbortSignal; waiter?: string },
 ): Promise<WorkWait> {
   const deadline = Date.now() + options.timeoutMs;
   const state = () => {
@@ -45,7 +45,9 @@ export async function waitForWork(
     options.signal?.addEventListener('abort', stop, { once: true });
     const watched = [...now.pending.map((j) => j.id), ...teams.activeMembers(pendingTeams.map((t) => t.id))];
     const jobWait: Promise<boolean> = watched.length
-      ? jobs.waitFor(watched, { timeoutMs: remaining, mode: 'any', signal: round.signal }).then((r) => !!r.questioned)
+      ? jobs
+          .waitFor(watched, { timeoutMs: remaining, mode: 'any', signal: round.signal, waiter: options.waiter })
+          .then((r) => !!r.questioned)
       : new Promise((resolve) => {
           const timer = setTimeout(() => resolve(false), remaining);
           round.signal.addEventListener('abort', () => (clearTimeout(timer), resolve(false)), { once: true });

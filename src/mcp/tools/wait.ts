@@ -58,10 +58,12 @@ export async function waitWithProgress(
             .catch(() => undefined);
         }, PROGRESS_EVERY_MS);
   try {
+    // Each client of a shared server (its session) is woken once by each question.
     return await waitForWork(app.jobs, app.teams, ids, teamIds, {
       timeoutMs: waitS * 1000,
       mode,
       signal: extra.signal,
+      ...(extra.sessionId ? { waiter: extra.sessionId } : {}),
     });
   } finally {
     clearInterval(ticker);

@@ -58,6 +58,7 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
       serverFor: () => createServer(app),
       maxSessionsPerPrincipal: MAX_SESSIONS,
       idleSessionMs: IDLE_SESSION_MS,
+      resumableStreams: true,
       host,
       port: options.port,
       otherPath: dashboard(app, token),

@@ -47,9 +47,9 @@ describe('two clients, one job table', () => {
     const job = await a.callOk<Job>('spawn_codex', { prompt: 'asks both [[cli:ask:Which one?]]' });
     type Asked = Waited & { questions?: { agent_id: string; message_id: string }[]; timed_out: boolean };
     const startedAt = Date.now();
-    const [fromA, fromB] = await Promise.all(
+    const [fromA, fromB] = (await Promise.all(
       [a, b].map((c) => c.callOk<Asked>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S })),
-    );
+    )) as [Asked, Asked];
     expect(Date.now() - startedAt).toBeLessThan(WOKEN_WITHIN_MS);
     expect(fromA.questions?.[0]?.agent_id).toBe(job.agent_id);
     expect(fromB.questions?.[0]?.agent_id).toBe(job.agent_id);

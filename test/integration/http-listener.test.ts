@@ -50,13 +50,23 @@ afterAll(() => {
 });
 
 /** The tools' events: 'blocked' when `block` starts waiting, 'aborted' when its session ended. */
-type ToolEvents = EventEmitter<{ blocked: [principal: string]; aborted: [principal: string] }>;
+type ToolEvents = EventEmitter<{
+  blocked: [principal: string];
+  aborted: [principal: string];
+  release: [principal: string];
+}>;
 
 function serverFor(principal: string, events: ToolEvents): McpServer {
   const server = new McpServer({ name: 'test-channel', version: '1.0.0' });
   server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
     content: [{ type: 'text', text: `${principal}: ${text}` }],
   }));
+  server.registerTool('slow-echo', { inputSchema: { text: z.string() } }, async ({ text }) => {
+    const released = once(events, 'release');
+    events.emit('blocked', principal);
+    await released;
+    return { content: [{ type: 'text', text: `${principal}: ${text}` }] };
+  });
   server.registerTool('block', {}, async (extra) => {
     events.emit('blocked', principal);
     await new Promise((resolve) => extra.signal.addEventListener('abort', resolve));
@@ -121,8 +131,8 @@ function raw(
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 /** A session opened with raw requests: initialize, then initialized. */
-async function rawSession(url: string, token: string): Promise<string> {
-  const opened = await raw(url, { headers: { ...MCP_HEADERS, ...bearer(token) }, body: INITIALIZE });
+async function rawSession(url: string, token: string, initialize = INITIALIZE): Promise<string> {
+  const opened = await raw(url, { headers: { ...MCP_HEADERS, ...bearer(token) }, body: initialize });
   expect(opened.status).toBe(200);
   const sessionId = opened.headers['mcp-session-id'] as string;
   const initialized = await raw(url, {
@@ -186,7 +196,7 @@ describe('listenHttpMcp', () => {
     const a = await connectClient(listener.url, tokens.issue('run-a'));
     const b = await connectClient(listener.url, tokens.issue('run-b'));
     expect(a.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['block', 'echo']);
+    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['block', 'echo', 'slow-echo']);
     expect(await echo(a.client, 'hello')).toBe('run-a: hello');
     expect(await echo(b.client, 'hello')).toBe('run-b: hello');
   });
@@ -485,5 +495,54 @@ describe('idle sessions', () => {
     }
     expect(log.join('\n')).toContain('idle for 300 ms: closed');
     expect(await echo(client, 'still here')).toBe('idle: still here');
+  });
+
+  test('resumable streams: a client whose SSE response dropped reconnects with Last-Event-ID and gets what it missed', async () => {
+    const { listener, tokens, events } = await start({ resumableStreams: true });
+    const token = tokens.issue('job-1');
+    // Resumable from the protocol version that primes each stream with an event id (2025-11-25).
+    const sessionId = await rawSession(listener.url, token, INITIALIZE.replace('2025-06-18', '2025-11-25'));
+    const headers = {
+      ...MCP_HEADERS,
+      ...bearer(token),
+      'mcp-session-id': sessionId,
+      'mcp-protocol-version': '2025-11-25',
+    };
+    // The call's response stream: its first event (the priming event with an id) arrives, then
+    // the connection drops while the tool still runs.
+    const blocked = once(events, 'blocked');
+    const stream = await openStream(listener.url, 'POST', headers, call(7, 'slow-echo', { text: 'after the drop' }));
+    const firstId = await new Promise<string>((resolve) => {
+      let text = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => {
+        text += chunk;
+        const id = /^id: (.+)$/m.exec(text)?.[1];
+        if (id) resolve(id);
+      });
+    });
+    await blocked;
+    stream.destroy();
+    events.emit('release', 'job-1');
+    // The answer was sent while nobody listened: it comes back on a GET with Last-Event-ID.
+    const resumed = await openStream(listener.url, 'GET', {
+      ...bearer(token),
+      accept: 'text/event-stream',
+      'mcp-session-id': sessionId,
+      'mcp-protocol-version': '2025-11-25',
+      'last-event-id': firstId,
+    });
+    expect(resumed.statusCode).toBe(200);
+    const replay = await new Promise<string>((resolve) => {
+      let text = '';
+      resumed.setEncoding('utf8');
+      resumed.on('data', (chunk: string) => {
+        text += chunk;
+        if (text.includes('job-1: after the drop')) resolve(text);
+      });
+    });
+    resumed.destroy();
+    const answer = JSON.parse(/^data: (.*job-1: after the drop.*)$/m.exec(replay)![1]!);
+    expect(answer).toMatchObject({ id: 7, result: { content: [{ text: 'job-1: after the drop' }] } });
   });
 });

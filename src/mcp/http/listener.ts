@@ -29,6 +29,8 @@ export type HttpMcpOptions<P> = {
   maxSessionsPerPrincipal?: number;
   /** One line per refused request. */
   log?: (line: string) => void;
+  /** Streams a client can resume after a dropped connection (Last-Event-ID; default: off). */
+  resumableStreams?: boolean;
   /** Sessions with no request and no open response for this long are ended (default: never). */
   idleSessionMs?: number;
   /** Default 127.0.0.1; the caller decides whether another address may be bound. */
@@ -82,7 +84,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const maxSessions = options.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS;
   const log = options.log ?? (() => {});
   const host = options.host ?? LOOPBACK;
-  const sessions = new Sessions<P>(log);
+  const sessions = new Sessions<P>(log, options.resumableStreams === true);
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
   let closing: Promise<void> | undefined;

@@ -14,6 +14,7 @@ import {
   type JSONRPCMessage,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
+import { BoundedEventStore } from './event-store.js';
 
 /** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
 class TrackingTransport extends StreamableHTTPServerTransport {
@@ -50,7 +51,11 @@ export class Sessions<P> {
   /** Every session a principal holds, initialized or still being opened: what its limit counts. */
   private readonly byPrincipal = new Map<P, Set<Session<P>>>();
 
-  constructor(private readonly log: (line: string) => void) {}
+  constructor(
+    private readonly log: (line: string) => void,
+    /** Each session keeps what it sent, so a client that reconnects with Last-Event-ID gets what it missed. */
+    private readonly resumable = false,
+  ) {}
 
   /** The principal's session with this id; another principal's is not found either. */
   find(id: string, principal: P): Session<P> | undefined {
@@ -75,6 +80,7 @@ export class Sessions<P> {
     const transport = new TrackingTransport({
       sessionIdGenerator: randomUUID,
       onsessioninitialized: (id) => void this.byId.set(id, session),
+      ...(this.resumable ? { eventStore: new BoundedEventStore() } : {}),
     });
     const session: Session<P> = { principal, transport };
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();

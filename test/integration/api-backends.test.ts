@@ -163,6 +163,7 @@ test('starting the server and listing tools loads none of the three SDKs', async
     const tool = tools.tools.find((t) => t.name === `spawn_${name}`)!;
     const props = Object.keys(tool.inputSchema.properties ?? {});
     expect(props.sort()).toEqual([
+      'budget',
       'max_output_tokens',
       'model',
       'output_schema',

@@ -46,7 +46,7 @@ export const claude: CliBackend = {
   title: 'Claude Code agent',
   // Anthropic keys: sk-ant-api03-…; codex's sk- shape covers them too, this one holds without codex.
   secretPatterns: [String.raw`\bsk-ant-[A-Za-z0-9_-]{12,}`],
-  description: 'Claude Code, a coding agent working in a folder: multi-file changes, refactors, debugging, reviews.',
+  description: 'Claude Code: multi-file changes, refactors, debugging, reviews.',
   executable: 'claude',
   binEnv: 'POLYSPAWN_CLAUDE_BIN',
   installHint: 'install it with `npm install -g @anthropic-ai/claude-code`',

@@ -44,7 +44,7 @@ export const codex: CliBackend = {
   title: 'OpenAI Codex agent',
   // OpenAI keys: sk-…, sk-proj-…, sk-svcacct-…
   secretPatterns: [String.raw`\bsk-[A-Za-z0-9_-]{16,}`],
-  description: 'OpenAI Codex CLI, a coding agent working in a folder: focused implementation, tests, fixes.',
+  description: 'OpenAI Codex CLI: focused implementation, tests, fixes.',
   executable: 'codex',
   binEnv: 'POLYSPAWN_CODEX_BIN',
   installHint: 'install it with `npm install -g @openai/codex`',

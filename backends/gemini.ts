@@ -26,7 +26,7 @@ export const gemini: ApiBackend = {
   title: 'Gemini (Google AI API)',
   // Google API keys: AIza…
   secretPatterns: [String.raw`\bAIza[0-9A-Za-z_-]{30,}`],
-  description: 'Google Gemini by API, from the prompt alone (no files): long inputs, second opinions, plans.',
+  description: 'Google Gemini by API: long inputs, second opinions, plans.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

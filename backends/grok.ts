@@ -57,7 +57,7 @@ export const grok: ApiBackend = {
   defaultBaseUrl: XAI_BASE_URL,
   title: 'Grok (xAI API)',
   secretPatterns: [String.raw`\bxai-[A-Za-z0-9_-]{16,}`],
-  description: 'xAI Grok by API, from the prompt alone (no files): second opinions, plans, brainstorming.',
+  description: 'xAI Grok by API: second opinions, plans, brainstorming.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

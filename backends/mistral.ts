@@ -49,7 +49,7 @@ export const mistral: ApiBackend = {
   title: 'Mistral (Mistral AI API)',
   // Its keys have no recognizable shape: only configured values are redacted.
   secretPatterns: [],
-  description: 'Mistral by API, from the prompt alone (no files): second opinions, plans, European languages.',
+  description: 'Mistral by API: second opinions, plans, European languages.',
   supportsSystemPrompt: true,
   supportsResume: false,
   extraInput: apiExtraInput,

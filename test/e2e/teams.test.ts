@@ -207,6 +207,9 @@ describe('run_team', () => {
     });
     expect(team.state).toBe('succeeded');
     expect(team.answer).toBe('DONE in round 2');
+    // The member that wrote done finishes its run; the round's others are no longer needed.
+    const author = /(\w+) wrote done:/.exec(team.events.map((e) => e.text).join('\n'))![1];
+    expect(team.members.find((m) => m.agent_id === author)!.state).toBe('succeeded');
     expect(team.members.filter((m) => m.role.startsWith('member'))).toHaveLength(4); // two rounds of two
     expect(team.events.filter((e) => e.kind === 'board').length).toBeGreaterThanOrEqual(3);
   });

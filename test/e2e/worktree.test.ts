@@ -167,6 +167,20 @@ describe('agents in worktrees, through the server', () => {
     expect(git(project, 'show', `polyspawn/${job.agent_id}:ran.txt`)).toBe('ran\n');
   });
 
+  test('base on a spawn: the worktree starts from that ref; base without isolation is refused', async () => {
+    const first = git(project, 'rev-list', '--max-parents=0', 'HEAD').trim();
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: 'from the first commit [[cli:write:based.txt=based]]',
+      isolation: 'worktree',
+      base: first,
+      wait_s: 60,
+    });
+    expect(job.worktree).toMatchObject({ base: first, files: ['based.txt'] });
+    const refused = await s.call('spawn_claude', { prompt: 'x', base: first });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toMatch(/base applies only with isolation/);
+  });
+
   test('an API backend takes no isolation', async () => {
     const refused = await s.call('spawn_grok', { prompt: 'x', isolation: 'worktree' });
     expect(refused.isError).toBe(true);

@@ -72,7 +72,8 @@ export function teamTotals(team: Pick<TeamRecord, 'members'>): {
     cached += m.cachedInputTokens ?? 0;
   }
   return {
-    ...(cost !== undefined ? { costUsd: cost } : {}),
+    // Summed floats (0.000188 + 0.00017 …) carry noise in the last digits: kept to 1e-10 USD.
+    ...(cost !== undefined ? { costUsd: Math.round(cost * 1e10) / 1e10 } : {}),
     inputTokens: input,
     outputTokens: output,
     cachedInputTokens: cached,

@@ -75,9 +75,8 @@ export const budgetRequest = (budget: BudgetArg | undefined) => ({
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 /**
- * A CLI agent's own git worktree (src/jobs/worktree/): listed as a plain string, the server's
- * instructions say what the values do. (A base other than HEAD is not offered here: the tool list
- * has no bytes to spare; a team member or `JobRequest.base` sets one.)
+ * A CLI agent's own git worktree (src/jobs/worktree/) and the ref it starts from: listed as plain
+ * strings, the server's instructions say what the values do.
  */
 export const isolationField = () =>
   brief(
@@ -86,6 +85,11 @@ export const isolationField = () =>
       .optional()
       .describe('worktree: it works in a git worktree of its own, on branch polyspawn/<agent_id>; see integrate'),
     { type: 'string' },
+  );
+export const baseField = () =>
+  brief(
+    z.string().min(1).max(200).optional().describe('With isolation "worktree": the ref it starts from (default HEAD)'),
+    '',
   );
 export const timeoutField = () => timeoutSeconds().optional();
 export const waitField = () => z.number().min(0).max(MAX_WAIT_S).optional();
@@ -118,7 +122,7 @@ function inputSchema(backend: Backend, app: App) {
       prompt: promptField(),
       model: modelField(app.models[backend.name]!),
       // API backends answer from the prompt alone: no folder to work in.
-      ...(backend.kind === 'cli' ? { cwd: cwdField(), isolation: isolationField() } : {}),
+      ...(backend.kind === 'cli' ? { cwd: cwdField(), isolation: isolationField(), base: baseField() } : {}),
       ...(backend.supportsSystemPrompt ? { system_prompt: z.string().max(200_000).optional() } : {}),
       ...(backend.supportsResume
         ? { resume: brief(resumeField().describe('agent_id or session_id to continue'), '') }
@@ -152,6 +156,7 @@ type SpawnArgs = {
   ask_parent?: boolean;
   budget?: BudgetArg;
   isolation?: Isolation;
+  base?: string;
   sandbox?: SandboxMode;
   [extra: string]: unknown;
 };
@@ -190,6 +195,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           ask_parent,
           budget,
           isolation,
+          base,
           sandbox,
           ...rest
         } = args as SpawnArgs;
@@ -206,6 +212,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           askParent: ask_parent,
           ...budgetRequest(budget),
           isolation,
+          ...(base !== undefined ? { base } : {}),
           ...(sandbox ? { sandbox } : {}),
           extra: rest,
         });

@@ -17,10 +17,11 @@ export async function runBlackboard(run: TeamRun): Promise<TopologyOutcome> {
   const rounds = spec.rounds ?? DEFAULT_ROUNDS;
   let done: BoardEntry | undefined;
   let roundJobs: string[] = [];
-  // Once the answer is on the board, the round's other members are no longer needed.
+  // Once the answer is on the board, the round's other members are no longer needed (its
+  // author finishes its run).
   const stop = workspace.onDone((entry) => {
     done = entry;
-    void run.cancelMembers(roundJobs);
+    void run.cancelMembers(roundJobs.filter((id) => id !== entry.author));
   });
   try {
     for (let round = 1; round <= rounds && !done; round++) {

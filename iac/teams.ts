@@ -20,6 +20,8 @@ export class TeamFiles implements TeamStore {
     stateDir: string,
     private readonly redactor: Redactor,
     private readonly identity: ProcessIdentity,
+    /** false: a reader only (`polyspawn status`): a dead server's team is reported, not rewritten. */
+    private readonly recover = true,
   ) {
     this.dir = teamRunsDir(stateDir);
   }
@@ -79,7 +81,7 @@ export class TeamFiles implements TeamStore {
     const owner = team.owner;
     if (team.state !== 'running' || !owner) return team;
     if (owner.pid === this.identity.pid && owner.start === this.identity.start) return team;
-    if (sameProcessAlive(owner.pid, owner.start)) return team;
+    if (sameProcessAlive(owner.pid, owner.start) || !this.recover) return team;
     const now = new Date().toISOString();
     team.state = 'interrupted';
     team.endedAt = now;

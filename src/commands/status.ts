@@ -5,6 +5,9 @@ import { sameProcessAlive, selfIdentity } from '../lib/proc.js';
 import { Redactor } from '../lib/redact.js';
 import { duration, time } from '../../iac/render.js';
 import { indexRow, RunStore, type IndexRow } from '../../iac/store.js';
+import { TeamFiles } from '../../iac/teams.js';
+import type { TeamRecord } from '../jobs/teams/record.js';
+import { taskLine } from '../lib/text.js';
 import { loadConfig } from '../config/config.js';
 import type { JobState } from '../jobs/table.js';
 import { leftoverWorktrees, type LeftoverWorktree } from '../jobs/worktree/worktree.js';
@@ -32,6 +35,14 @@ export type Status = {
   history: StatusRow[];
   finished: number;
   worktrees: KeptWorktree[];
+  /** The newest teams (run_team), each with whether its server is gone while it says running. */
+  teams: (TeamSummaryRow & { orphaned?: boolean })[];
+};
+
+type TeamSummaryRow = Pick<TeamRecord, 'id' | 'state' | 'createdAt' | 'endedAt'> & {
+  topology: string;
+  members: number;
+  task: string;
 };
 
 /** The worktrees left in the project, each with what the store says of its job. */
@@ -56,13 +67,30 @@ export function worktreeLines(worktrees: readonly KeptWorktree[]): string[] {
   );
 }
 
-export function collectStatus(store: RunStore, limit: number): Status {
+export function collectStatus(store: RunStore, limit: number, teams?: TeamFiles): Status {
   store.refresh();
   const active = store
     .active()
     .map((l) => ({ ...indexRow(l), ...(l.p !== undefined && !sameProcessAlive(l.p, l.ps) ? { orphaned: true } : {}) }));
   const history = store.newestFinished(limit).map((id) => indexRow(store.line(id)!));
-  return { stateDir: store.dir, active, history, finished: store.finishedCount, worktrees: keptWorktrees(store) };
+  const teamRows = (teams?.recent(limit) ?? []).map((t) => ({
+    id: t.id,
+    state: t.state,
+    createdAt: t.createdAt,
+    ...(t.endedAt ? { endedAt: t.endedAt } : {}),
+    topology: t.spec.topology,
+    members: t.members.length,
+    task: taskLine(t.spec.task),
+    ...(t.state === 'running' && t.owner && !sameProcessAlive(t.owner.pid, t.owner.start) ? { orphaned: true } : {}),
+  }));
+  return {
+    stateDir: store.dir,
+    active,
+    history,
+    finished: store.finishedCount,
+    worktrees: keptWorktrees(store),
+    teams: teamRows,
+  };
 }
 
 const cost = (r: StatusRow) =>
@@ -107,6 +135,19 @@ export function formatStatus(s: Status, now: number): string {
       indent(textTable(['agent', 'state', 'backend', 'model', 'ended', 'took', 'tokens in/out', 'cost', 'task'], rows)),
     );
   }
+  if (s.teams.length) {
+    out.push('', `Teams (newest ${s.teams.length})`);
+    const rows = s.teams.map((t) => [
+      t.id,
+      t.orphaned ? `${t.state} (server gone)` : t.state,
+      t.topology,
+      String(t.members),
+      time(t.createdAt),
+      t.endedAt && t.state !== 'interrupted' ? duration(Date.parse(t.endedAt) - Date.parse(t.createdAt)) : '—',
+      cell(t.task, 60),
+    ]);
+    out.push(indent(textTable(['team', 'state', 'topology', 'members', 'started', 'took', 'task'], rows)));
+  }
   if (s.worktrees.length) {
     out.push('', `Worktrees kept (${s.worktrees.length}): integrate (merge, cherry-pick, patch) or discard each`);
     out.push(...worktreeLines(s.worktrees).map((line) => `  ${line}`));
@@ -141,7 +182,8 @@ export async function statusCommand(argv: string[], io: CommandIo): Promise<numb
   const config = loadConfig(allBackends, io.env, io.cwd);
   // It only reads: the store redacts what it writes, and nothing is written here.
   const store = new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() });
-  const status = collectStatus(store, limit);
+  // A reader only: a dead server's team is shown so, and left for the next server to mark.
+  const status = collectStatus(store, limit, new TeamFiles(config.stateDir, new Redactor(), selfIdentity(), false));
   io.stdout.write(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status, Date.now()));
   return 0;
 }

@@ -1,12 +1,13 @@
 // Teams (run_team) through the built server with the fake CLIs: every topology's flow as
 // `result` returns it and IAC.md shows it, bad input, a failing member, cancel, the budget stop,
 // a member's question waking the orchestrator's wait, and a restart after SIGKILL.
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { initRepo, userGit } from '../helpers/git.js';
-import { startServer, type TestServer } from '../helpers/mcp.js';
+import { serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 
 type Member = { agent_id: string; member: string; role: string; state: string };
@@ -52,6 +53,8 @@ async function runTeam(s: TestServer, args: Record<string, unknown>): Promise<Te
 }
 
 const iac = (s: TestServer) => readFileSync(join(s.projectDir, 'IAC.md'), 'utf8');
+const status = (projectDir: string) =>
+  execFileSync(process.execPath, [serverEntry, 'status'], { cwd: projectDir, encoding: 'utf8' });
 
 describe('run_team', () => {
   test(
@@ -97,6 +100,8 @@ describe('run_team', () => {
         expect(doc).toContain(`<a id="agent-${m.agent_id}"></a>`);
       }
       expect(doc).toContain(`**Team:** \`${team.team_id}\``);
+      // The terminal's view of the store lists it too.
+      expect(status(s.projectDir)).toMatch(new RegExp(`${team.team_id} +succeeded +map_reduce +4 `));
     },
   );
 
@@ -378,6 +383,8 @@ describe('run_team', () => {
     );
     process.kill(first.transport.pid!, 'SIGKILL');
     await first.close().catch(() => undefined);
+    // Read by `polyspawn status` (which only reads): still running, its server gone.
+    expect(status(projectDir)).toMatch(new RegExp(`${started.team_id} +running \\(server gone\\) +map_reduce`));
     const second = await server({}, projectDir);
     const team = await second.callOk<Team>('result', { agent_id: started.team_id });
     expect(team.state).toBe('interrupted');

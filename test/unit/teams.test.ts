@@ -7,6 +7,10 @@ import { describe, expect, test } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
 import { checkTeamOptions, parseMember, teamSpec } from '../../src/jobs/teams/spec.js';
 import { TeamWorkspace } from '../../src/jobs/teams/workspace.js';
+import { JobTable } from '../../src/jobs/table.js';
+import type { TeamRecord } from '../../src/jobs/teams/record.js';
+import { TeamTable, type TeamStore } from '../../src/jobs/teams/table.js';
+import { waitForWork } from '../../src/jobs/teams/wait.js';
 
 const workspace = () => {
   const events: string[] = [];
@@ -128,5 +132,49 @@ describe('team presets', () => {
     ]);
     expect(() => presetFor(dir, 'broken')).toThrow(/team preset "broken" \(.*broken\.md\) cannot be used: topology: /);
     expect(() => presetFor(dir, '../x')).toThrow(/is not a preset name/);
+  });
+});
+
+describe('waiting for a team', () => {
+  test("another server's running team is waited for until the time is up, not polled", async () => {
+    const jobs = new JobTable({
+      concurrency: 1,
+      execute: async () => ({ state: 'succeeded', outcome: { ok: true, text: '', costSource: 'unknown' } }),
+    });
+    const running: TeamRecord = {
+      id: 'team-abcdef',
+      spec: { topology: 'map_reduce', task: 't', members: ['codex'] },
+      state: 'running',
+      createdAt: new Date().toISOString(),
+      members: [],
+      events: [],
+    };
+    const store: TeamStore = {
+      claimId: () => false,
+      save: () => undefined,
+      get: () => running,
+      recent: () => [running],
+    };
+    const table = new TeamTable({
+      checkMember: () => undefined,
+      spawnMember: () => {
+        throw new Error('not used');
+      },
+      jobs,
+      store,
+      maxTeamDepth: 1,
+    });
+    let waits = 0;
+    const counted = {
+      get: (id: string) => table.get(id),
+      activeMembers: (ids: string[]) => table.activeMembers(ids),
+      waitFor: (id: string, options: { timeoutMs: number; signal?: AbortSignal }) => (
+        waits++,
+        table.waitFor(id, options)
+      ),
+    };
+    const result = await waitForWork(jobs, counted, [], [running.id], { timeoutMs: 300, mode: 'all' });
+    expect(result.teams.map((t) => t.state)).toEqual(['running']);
+    expect(waits).toBe(1); // one wait that ran out, not a loop of waits that return at once
   });
 });

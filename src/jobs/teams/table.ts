@@ -240,11 +240,15 @@ export class TeamTable {
     return entry.record;
   }
 
-  /** Resolves once the team has finished, or when the time is up or the signal aborts. */
+  /**
+   * Resolves once the team has finished, or when the time is up or the signal aborts. A stored
+   * team another server runs never finishes here: it is waited for until the time is up (as
+   * JobTable.waitFor does with another server's job), never returned at once to be waited again.
+   */
   waitFor(id: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<TeamRecord> {
     const entry = this.entries.get(id);
     const current = () => entry?.record ?? this.get(id)!;
-    if (!entry || isTeamFinished(entry.record.state)) return Promise.resolve(current());
+    if (isTeamFinished(current().state) || options.signal?.aborted) return Promise.resolve(current());
     return new Promise((resolve) => {
       const finish = () => {
         clearTimeout(timer);

@@ -6,7 +6,8 @@
 import type { App } from '../../app.js';
 import { fullResult, type JobResult } from '../../jobs/result.js';
 import { isFinished, JOB_STATES, type JobRecord } from '../../jobs/table.js';
-import { summarizeTeam, type TeamSummary } from '../../jobs/teams/result.js';
+import { summarizeTeam } from '../../jobs/teams/result.js';
+import type { TeamRecord } from '../../jobs/teams/record.js';
 
 export const esc = (text: unknown): string =>
   String(text ?? '').replace(
@@ -89,10 +90,9 @@ const ANSWER_CHARS = 2000;
 
 /** Teams (run_team): each with its topology, task and members (linked to their agents), and its answer. */
 export function teamsSection(app: App): string {
-  const teams = app.teams.recent(TEAMS_SHOWN).map((t) => summarizeTeam(app, t));
-  const full = new Map(app.teams.recent(TEAMS_SHOWN).map((t) => [t.id, t]));
-  const one = (t: TeamSummary) => {
-    const record = full.get(t.team_id)!;
+  const teams = app.teams.recent(TEAMS_SHOWN);
+  const one = (record: TeamRecord) => {
+    const t = summarizeTeam(app, record);
     const answer = record.answer ? app.secrets.text(record.answer) : '';
     const members = t.members
       .map(

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { Backend, Budget, BudgetKind, CliBackend, Outcome, Usage } from '../../backends/types.js';
 import type { ModelsTable } from '../config/models.js';
 import { InputError } from '../lib/errors.js';
-import type { JobRecord, JobRequest } from './table.js';
+import type { JobRequest } from './table.js';
 
 /** The limits a budget takes, wherever it is given (spawn tools, agent.md, `polyspawn run`). */
 export const MAX_TURNS_LIMIT = 1000;
@@ -97,15 +97,4 @@ export function thisRunsShare(total: Usage, before: Usage | undefined): Usage {
 export function markCostOverrun(job: Pick<JobRequest, 'maxBudgetUsd'>, outcome: Outcome): void {
   if (outcome.budgetExceeded || job.maxBudgetUsd === undefined || outcome.costUsd === undefined) return;
   if (outcome.costUsd > job.maxBudgetUsd) outcome.budgetExceeded = 'cost';
-}
-
-/** What a set of jobs cost so far (a team's budget): the USD known, and how many jobs have no cost yet or an unknown one. */
-export function totalCost(jobs: readonly Pick<JobRecord, 'outcome'>[]): { usd: number; unknown: number } {
-  let usd = 0;
-  let unknown = 0;
-  for (const job of jobs) {
-    if (job.outcome?.costUsd === undefined) unknown++;
-    else usd += job.outcome.costUsd;
-  }
-  return { usd, unknown };
 }

@@ -7,14 +7,7 @@ import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
 import type { Outcome } from '../../backends/types.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
-import {
-  budgetOf,
-  costBudgetProblem,
-  markCostOverrun,
-  spawnBudget,
-  totalCost,
-  turnMeter,
-} from '../../src/jobs/budget.js';
+import { budgetOf, costBudgetProblem, markCostOverrun, spawnBudget, turnMeter } from '../../src/jobs/budget.js';
 import { InputError } from '../../src/lib/errors.js';
 
 const definition = { maxTurns: 4, maxBudgetUsd: 2, file: '/p/.polyspawn/agents/capped/agent.md' };
@@ -102,13 +95,5 @@ describe('cost', () => {
     expect(costBudgetProblem(copilot, models, 'unpriced-model')).toMatch(
       /^max_budget_usd: polyspawn knows no price for copilot's model unpriced-model, so it cannot follow its cost: add its prices/,
     );
-  });
-
-  test('totalCost adds the known costs and counts the jobs without one', () => {
-    expect(totalCost([])).toEqual({ usd: 0, unknown: 0 });
-    expect(totalCost([{ outcome: outcome(0.25) }, { outcome: outcome(0.5) }, { outcome: outcome() }, {}])).toEqual({
-      usd: 0.75,
-      unknown: 2,
-    });
   });
 });

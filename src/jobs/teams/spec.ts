@@ -2,6 +2,7 @@
 // topology, the members, the task and the topology's options, checked before anything starts.
 import { z } from 'zod';
 import { InputError } from '../../lib/errors.js';
+import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 
 export const TOPOLOGIES = [
   'map_reduce',
@@ -34,8 +35,8 @@ export const teamOptionsSchema = z
     judge: z.string().regex(MEMBER_PATTERN).optional(),
     rounds: z.number().int().min(1).max(TEAM_LIMITS.rounds).optional(),
     on_failure: z.enum(['stop', 'continue']).optional(),
-    max_budget_usd: z.number().positive().max(10_000).optional(),
-    max_turns: z.number().int().min(1).max(1000).optional(),
+    max_budget_usd: maxBudgetUsdSchema().optional(),
+    max_turns: maxTurnsSchema().optional(),
     timeout_s: z.number().int().min(1).max(86_400).optional(),
     isolation: z.enum(['none', 'worktree']).optional(),
   })

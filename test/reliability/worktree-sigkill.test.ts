@@ -40,6 +40,8 @@ describe('SIGKILL while an isolated agent writes, then a restart', () => {
       const path = join(project, '.polyspawn', 'worktrees', job.agent_id);
       await waitFor('the agent to write in its worktree', () => existsSync(join(path, 'half.txt')), 30_000);
 
+      // The agent writes first thing, which can be before the server has started its reaper.
+      await waitFor('the reaper sidecar', () => reaperOf(first.pid) !== undefined, 30_000);
       const reaper = reaperOf(first.pid);
       expect(reaper, 'the reaper sidecar').toBeTypeOf('number');
       process.kill(reaper!, 'SIGKILL');

@@ -1,10 +1,20 @@
 // Writes IAC.md: coalesced, under a lock held across processes, by temp file + rename. A reader
 // sees the old file or the new one, never half of one; and since every write starts from the
 // whole index, the last write shows every server's jobs.
-import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
+import { writeFile } from 'node:fs/promises';
 import { basename, dirname, join, parse, relative, sep } from 'node:path';
 import { lock } from 'proper-lockfile';
-import writeFileAtomic from 'write-file-atomic';
 import { END_MARK, renderDocument, renderEntry, TITLE, type ActiveRow } from './render.js';
 import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';
 import { openQuestions } from '../src/jobs/conversation.js';
@@ -72,9 +82,14 @@ export type IacWriterOptions = {
   onRecovered?: (recovered: Recovered[]) => void;
   /** Tests: called after each write with the document written. */
   afterWrite?: (document: string) => void;
+  /** Tests: awaited between writing the new document aside and putting it in place. */
+  beforeReplace?: () => Promise<void>;
   /** The newest teams to show, newest first (iac/teams.ts). */
   teams?: () => TeamRecord[];
 };
+
+/** Temp files this process made: two writers in one process (tests) never share one. */
+let temps = 0;
 
 export class IacWriter {
   private timer: NodeJS.Timeout | undefined;
@@ -144,6 +159,7 @@ export class IacWriter {
   private async write(): Promise<void> {
     const { file } = this.options;
     let release: (() => Promise<void>) | undefined;
+    let compromised = false;
     try {
       makeDirs(this.store.dir);
       release = await lock(this.store.dir, {
@@ -151,8 +167,12 @@ export class IacWriter {
         realpath: false,
         stale: Math.max(2000, this.options.staleLockMs ?? 5000),
         retries: { retries: 400, factor: 1.2, minTimeout: 5, maxTimeout: 100 },
-        onCompromised: (error) => this.options.log?.(`the IAC.md lock was taken over: ${error.message}`),
+        onCompromised: (error) => {
+          compromised = true;
+          this.options.log?.(`the IAC.md lock was taken over: ${error.message}`);
+        },
       });
+      const before = version(file);
       const recovered = this.store.recoverOrphans();
       if (recovered.length) this.options.onRecovered?.(recovered);
       if (!this.cleaned) this.removeStaleTemps();
@@ -163,8 +183,20 @@ export class IacWriter {
         );
       const document = this.render(Date.now());
       makeDirs(dirname(file));
-      // No fsync: IAC.md is a view, rewritten whole from the store by the next write.
-      await writeFileAtomic(file, document, { fsync: false });
+      const temp = `${file}.${process.pid}.${++temps}`;
+      // No fsync: IAC.md is a view, rewritten whole from the store by the next write. The mode is
+      // the one IAC.md has, or what the umask gives a new file: it is meant to be read.
+      await writeFile(temp, document, { mode: modeOf(file) });
+      await this.options.beforeReplace?.();
+      // A writer stalled past the lock's stale age (a busy event loop, a stopped process) loses the
+      // lock to another, which may since have written a newer document: ours, rendered from an
+      // older view of the store, must not replace it. Checked and replaced in one synchronous step.
+      if (compromised || version(file) !== before) {
+        rmSync(temp, { force: true });
+        this.dirty = true; // rendered again, under a lock of our own
+        return;
+      }
+      renameSync(temp, file);
       this.writes++;
       this.lastError = '';
       this.options.afterWrite?.(document);
@@ -227,11 +259,13 @@ export class IacWriter {
     };
   }
 
-  /** Temp files of a writer killed between write and rename (write-file-atomic names them IAC.md.<digits>). */
+  /** Temp files of a writer killed between write and rename (IAC.md.<pid>.<n>; write-file-atomic's IAC.md.<n> from older versions). */
   private removeStaleTemps(): void {
     this.cleaned = true;
     const dir = dirname(this.options.file);
-    const pattern = new RegExp(`^${basename(this.options.file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d+$`);
+    const pattern = new RegExp(
+      `^${basename(this.options.file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.\\d+(\\.\\d+)?$`,
+    );
     try {
       for (const name of readdirSync(dir)) {
         if (!pattern.test(name)) continue;
@@ -241,5 +275,23 @@ export class IacWriter {
     } catch {
       // best effort
     }
+  }
+}
+
+/** Which document is at `path`: a rename puts a new file there (a new inode, a new mtime). */
+function version(path: string): string {
+  try {
+    const s = statSync(path, { bigint: true });
+    return `${s.ino}:${s.mtimeNs}:${s.size}`;
+  } catch {
+    return 'none';
+  }
+}
+
+function modeOf(path: string): number {
+  try {
+    return statSync(path).mode & 0o777;
+  } catch {
+    return 0o666;
   }
 }

@@ -140,6 +140,16 @@ describe('two servers on one project', () => {
           failures.push(`${(error as Error).message}: ${text.length} chars`);
         }
       }
+      // What the servers said of the lock, to tell a take-over from another fault if this fails.
+      if (failures.length)
+        for (const [n, s] of servers.entries())
+          failures.push(
+            ...s
+              .stderr()
+              .split('\n')
+              .filter((l) => /IAC\.md/.test(l))
+              .map((l) => `server ${n}: ${l}`),
+          );
       expect(failures).toEqual([]);
       expect(reads.documents.length).toBeGreaterThan(0);
 

@@ -2,7 +2,7 @@
 // (each its own RunStore with its own identity), real processes for recovery.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -292,6 +292,50 @@ describe('IacWriter', () => {
     const parsed = parseIac(readFileSync(p.iac, 'utf8'));
     expect(new Set(parsed.entries.map((e) => e.id))).toEqual(new Set(finished));
     expect(parsed.entries).toHaveLength(40);
+  });
+  test('a writer that lost the lock while it stalled (taken over as stale) never replaces the newer document the other wrote', async () => {
+    const p = project();
+    const a = openStore(p.state);
+    const b = openStore(p.state, { pid: process.ppid, start: processStart(process.ppid) ?? 'p' });
+    const lockDir = join(p.state, 'iac.lock');
+    const documents: { by: string; ids: string[] }[] = [];
+    const writer = (name: string, store: RunStore, beforeReplace?: () => Promise<void>) =>
+      new IacWriter(store, {
+        file: p.iac,
+        entries: 200,
+        debounceMs: 0,
+        staleLockMs: 2000,
+        afterWrite: (document) => documents.push({ by: name, ids: parseIac(document).entries.map((e) => e.id) }),
+        ...(beforeReplace ? { beforeReplace } : {}),
+      });
+    const wb = writer('b', b);
+    const first = run(a).id;
+    let second = '';
+    let stalled = false;
+    // a has rendered (it knows `first` only) and written its document aside. Meanwhile, as if a's
+    // event loop had stalled past the stale age, b finds the lock stale, takes it over, and writes
+    // a document with a job finished since.
+    const wa = writer('a', a, async () => {
+      if (stalled) return;
+      stalled = true;
+      const past = new Date(Date.now() - 60_000);
+      utimesSync(lockDir, past, past);
+      second = run(b).id;
+      b.refresh();
+      wb.schedule();
+      await wb.flush();
+    });
+    wa.schedule();
+    await wa.flush();
+    expect(stalled).toBe(true);
+    expect(documents[0]).toEqual({ by: 'b', ids: [second, first] });
+    // Every document written shows every job the one before it showed.
+    for (let i = 1; i < documents.length; i++)
+      expect(documents[i]!.ids, `document ${i} by ${documents[i]!.by}`).toEqual(
+        expect.arrayContaining(documents[i - 1]!.ids),
+      );
+    expect(new Set(parseIac(readFileSync(p.iac, 'utf8')).entries.map((e) => e.id))).toEqual(new Set([first, second]));
+    expect(readdirSync(p.dir).filter((name) => name.startsWith('IAC.md.'))).toEqual([]); // its copy removed
   });
 });
 

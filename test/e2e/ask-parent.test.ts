@@ -168,6 +168,23 @@ describe('answering', () => {
     );
   });
 
+  test('result shows a waiting agent, its time counting; check_message_status repeats an answer, refuses an unknown message', async () => {
+    const id = await spawn('copilot', '[[cli:ask:Again?]] [[cli:ask-check]]');
+    await questionOf(id);
+    // While it waits, result shows the question too, and its elapsed time keeps counting.
+    const waiting = await server.callOk<Job & { elapsed_s: number }>('result', { agent_id: id });
+    expect(waiting).toMatchObject({ state: 'running', waiting_for_parent: true });
+    expect(waiting.questions).toEqual([expect.objectContaining({ message_id: 'q1', question: 'Again?' })]);
+    await new Promise((r) => setTimeout(r, 300));
+    const later = await server.callOk<Job & { elapsed_s: number }>('result', { agent_id: id });
+    expect(later.elapsed_s).toBeGreaterThan(waiting.elapsed_s);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'once' });
+    const done = await finished(id);
+    expect(done.text).toMatch(
+      /^ANSWER once CHECKED answered once UNKNOWN .*no question "q99" in this run: pass the message_id ask_parent returned/,
+    );
+  });
+
   test('a run may hold 5 open questions: the next is refused with what to do', async () => {
     const id = await spawn('codex', '[[cli:ask-many:100]]');
     const done = await finished(id);
@@ -191,6 +208,22 @@ describe('the channel admits each run alone, while it runs', () => {
 
   test('ask_parent: false gives the agent no channel', async () => {
     const job = await finished(await spawn('claude', '[[cli:ask:Hello?]]', { ask_parent: false }));
+    expect(job.text).toBe('NO CHANNEL');
+  });
+
+  test('ask_parent: false in an agent definition: its tool has no ask_parent field, and its agent no channel', async () => {
+    await server.callOk('define_agent', {
+      name: 'loner',
+      description: 'Works alone.',
+      backend: 'claude',
+      system_prompt: 'Decide on your own.',
+      ask_parent: false,
+    });
+    const { tools } = await server.client.listTools();
+    const fields = (name: string) => Object.keys(tools.find((t) => t.name === name)!.inputSchema.properties!);
+    expect(fields('spawn_claude')).toContain('ask_parent');
+    expect(fields('spawn_loner')).not.toContain('ask_parent');
+    const job = await finished(await spawn('loner', '[[cli:ask:Hello?]]'));
     expect(job.text).toBe('NO CHANNEL');
   });
 

@@ -257,6 +257,35 @@ describe('the channel admits each run alone, while it runs', () => {
     expect(existsSync(join(runDir, 'claude-mcp.json'))).toBe(false);
   });
 
+  test('a secret in a question, an answer or a progress line is redacted in results, notifications, the record and IAC.md', async () => {
+    const secret = 'sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345';
+    const logged: unknown[] = [];
+    server.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logged.push(n.params));
+    const id = await spawn('claude', `[[cli:progress:using ${secret}]] [[cli:ask:May I print ${secret}?]]`);
+    const question = await questionOf(id);
+    expect(question.question).toBe('May I print [REDACTED]?');
+    const listed = JSON.stringify(await server.callOk('list'));
+    expect(listed).toContain('using [REDACTED]');
+    await waitFor('the question as a notification', () => JSON.stringify(logged).includes(id), 20_000);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: `no, not ${secret}` });
+    const done = await finished(id);
+    expect(done.conversation!.map((e) => e.text)).toEqual([
+      'using [REDACTED]',
+      'May I print [REDACTED]?',
+      'no, not [REDACTED]',
+    ]);
+    await waitFor('IAC.md to show the answer', () => entryOf(id).includes('**answered** `q1`'), 20_000);
+    const record = readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'record.json'), 'utf8');
+    for (const [where, text] of Object.entries({
+      listed,
+      done: JSON.stringify(done),
+      logged: JSON.stringify(logged),
+      record,
+      iac: entryOf(id),
+    }))
+      expect(text, where).not.toContain(secret);
+  });
+
   test('with no CLI agent running, nothing listens', async () => {
     const id = await spawn('codex', '[[cli:ask:Port?]]');
     await questionOf(id);

@@ -182,6 +182,57 @@ const MUTATIONS = [
     tests: ['test/e2e/agents.test.ts'],
   },
   {
+    name: 'a question sends no resources/updated',
+    file: 'src/mcp/resources.ts',
+    find: `const offQuestion = app.jobs.onQuestion((job) => updated(job.id));`,
+    replace: `const offQuestion = () => undefined;`,
+    tests: ['test/e2e/resources.test.ts'],
+  },
+  {
+    name: "a definition's ask_parent: false is ignored",
+    file: 'src/jobs/spawn.ts',
+    find: `definition?.askParent === false || request.askParent === false`,
+    replace: `request.askParent === false`,
+    tests: ['test/e2e/ask-parent.test.ts'],
+  },
+  {
+    name: 'open questions are shown unredacted',
+    file: 'src/jobs/result.ts',
+    find: `ctx.secrets.deep({
+      message_id: q.messageId,`,
+    replace: `({
+      message_id: q.messageId,`,
+    tests: ['test/e2e/ask-parent.test.ts'],
+  },
+  {
+    name: 'an empty POLYSPAWN_DEPTH counts as not nested',
+    file: 'src/jobs/agents/nesting.ts',
+    find: `if (raw === undefined) return { depth: 0, canSpawn: true };`,
+    replace: `if (raw === undefined || raw.trim() === '') return { depth: 0, canSpawn: true };`,
+    tests: ['test/unit/nesting.test.ts'],
+  },
+  {
+    name: 'a polyspawn started with a cleared environment forgets it is nested',
+    file: 'src/app.ts',
+    find: `nestingFrom(env, ancestorVariables(NESTING_ENV))`,
+    replace: `nestingFrom(env, ancestorVariables(NESTING_ENV) && {})`,
+    tests: ['test/e2e/agents.test.ts'],
+  },
+  {
+    name: "an output schema's patterns run on the backtracking RegExp",
+    file: 'src/jobs/structured-output.ts',
+    find: `code: { regExp: linearRegExp() } };`,
+    replace: `code: {} }; void linearRegExp;`,
+    tests: ['test/unit/structured-output.test.ts'],
+  },
+  {
+    name: 'CLI agents inherit every secret of the server',
+    file: 'src/jobs/execute.ts',
+    find: `(!apiKeyNames.includes(name) && !SECRET_NAME.test(name))`,
+    replace: `(apiKeyNames.length >= 0 || !SECRET_NAME.test(name))`,
+    tests: ['test/e2e/child-env.test.ts'],
+  },
+  {
     name: 'a sandbox without network keeps the network',
     file: SANDBOX,
     find: `if (!run.sandbox.network) args.push('--unshare-net');`,

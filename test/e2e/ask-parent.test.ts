@@ -168,6 +168,23 @@ describe('answering', () => {
     );
   });
 
+  test('result shows a waiting agent, its time counting; check_message_status repeats an answer, refuses an unknown message', async () => {
+    const id = await spawn('copilot', '[[cli:ask:Again?]] [[cli:ask-check]]');
+    await questionOf(id);
+    // While it waits, result shows the question too, and its elapsed time keeps counting.
+    const waiting = await server.callOk<Job & { elapsed_s: number }>('result', { agent_id: id });
+    expect(waiting).toMatchObject({ state: 'running', waiting_for_parent: true });
+    expect(waiting.questions).toEqual([expect.objectContaining({ message_id: 'q1', question: 'Again?' })]);
+    await new Promise((r) => setTimeout(r, 300));
+    const later = await server.callOk<Job & { elapsed_s: number }>('result', { agent_id: id });
+    expect(later.elapsed_s).toBeGreaterThan(waiting.elapsed_s);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'once' });
+    const done = await finished(id);
+    expect(done.text).toMatch(
+      /^ANSWER once CHECKED answered once UNKNOWN .*no question "q99" in this run: pass the message_id ask_parent returned/,
+    );
+  });
+
   test('a run may hold 5 open questions: the next is refused with what to do', async () => {
     const id = await spawn('codex', '[[cli:ask-many:100]]');
     const done = await finished(id);
@@ -191,6 +208,22 @@ describe('the channel admits each run alone, while it runs', () => {
 
   test('ask_parent: false gives the agent no channel', async () => {
     const job = await finished(await spawn('claude', '[[cli:ask:Hello?]]', { ask_parent: false }));
+    expect(job.text).toBe('NO CHANNEL');
+  });
+
+  test('ask_parent: false in an agent definition: its tool has no ask_parent field, and its agent no channel', async () => {
+    await server.callOk('define_agent', {
+      name: 'loner',
+      description: 'Works alone.',
+      backend: 'claude',
+      system_prompt: 'Decide on your own.',
+      ask_parent: false,
+    });
+    const { tools } = await server.client.listTools();
+    const fields = (name: string) => Object.keys(tools.find((t) => t.name === name)!.inputSchema.properties!);
+    expect(fields('spawn_claude')).toContain('ask_parent');
+    expect(fields('spawn_loner')).not.toContain('ask_parent');
+    const job = await finished(await spawn('loner', '[[cli:ask:Hello?]]'));
     expect(job.text).toBe('NO CHANNEL');
   });
 
@@ -222,6 +255,35 @@ describe('the channel admits each run alone, while it runs', () => {
     }
     expect(server.stderr()).not.toMatch(TOKEN_SHAPE);
     expect(existsSync(join(runDir, 'claude-mcp.json'))).toBe(false);
+  });
+
+  test('a secret in a question, an answer or a progress line is redacted in results, notifications, the record and IAC.md', async () => {
+    const secret = 'sk-ant-api03-abcdefghijklmnopqrstuvwxyz012345';
+    const logged: unknown[] = [];
+    server.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logged.push(n.params));
+    const id = await spawn('claude', `[[cli:progress:using ${secret}]] [[cli:ask:May I print ${secret}?]]`);
+    const question = await questionOf(id);
+    expect(question.question).toBe('May I print [REDACTED]?');
+    const listed = JSON.stringify(await server.callOk('list'));
+    expect(listed).toContain('using [REDACTED]');
+    await waitFor('the question as a notification', () => JSON.stringify(logged).includes(id), 20_000);
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: `no, not ${secret}` });
+    const done = await finished(id);
+    expect(done.conversation!.map((e) => e.text)).toEqual([
+      'using [REDACTED]',
+      'May I print [REDACTED]?',
+      'no, not [REDACTED]',
+    ]);
+    await waitFor('IAC.md to show the answer', () => entryOf(id).includes('**answered** `q1`'), 20_000);
+    const record = readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'record.json'), 'utf8');
+    for (const [where, text] of Object.entries({
+      listed,
+      done: JSON.stringify(done),
+      logged: JSON.stringify(logged),
+      record,
+      iac: entryOf(id),
+    }))
+      expect(text, where).not.toContain(secret);
   });
 
   test('with no CLI agent running, nothing listens', async () => {

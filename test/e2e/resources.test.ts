@@ -128,6 +128,28 @@ describe('resources', () => {
     expect(updated.slice(before)).not.toContain(uri);
   });
 
+  test('a subscribed agent gets updated when it asks a question, though its state stays running', async () => {
+    // It asks a while after it starts: the subscription comes once it runs, so no state change is counted.
+    const job = await s.callOk<Job>('spawn_codex', { prompt: 'asks later [[cli:sleep:3000]] [[cli:ask:Which one?]]' });
+    const uri = `polyspawn://agents/${job.agent_id}`;
+    await waitFor(
+      'it to run',
+      async () => (await s.callOk<Job>('result', { agent_id: job.agent_id })).state === 'running',
+    );
+    await s.client.subscribeResource({ uri });
+    const before = updated.length;
+    const waited = await s.callOk<{ questions?: unknown[] }>('wait_for_agents', {
+      agent_ids: [job.agent_id],
+      timeout_s: 60,
+    });
+    expect(waited.questions).toHaveLength(1);
+    await waitFor('updated for the question', () => updated.slice(before).includes(uri), 20_000);
+    expect((await s.callOk<Job>('result', { agent_id: job.agent_id })).state).toBe('running');
+    await s.callOk('reply_subagent', { agent_id: job.agent_id, message_id: 'q1', answer: 'this one' });
+    await s.callOk('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 60 });
+    await s.client.unsubscribeResource({ uri });
+  });
+
   test('logging/setLevel debug adds the queued and running messages of each agent; warning leaves out a success', async () => {
     await s.client.setLoggingLevel('debug');
     const verbose = await s.callOk<Job>('spawn_codex', { prompt: 'every state', wait_s: 30 });

@@ -7,6 +7,9 @@
 //                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
+//   [[cli:ask-check]]        once answered, check_message_status for that message and for an
+//                            unknown one: the answer text ends with ` CHECKED <status> <answer>`
+//                            and ` UNKNOWN <the refusal>`
 //   [[cli:ask-clock]]        the answer text ends with ` CLOCK <sent> <returned>`: Date.now() as
 //                            ask_parent was called and as the answer came back (bench/ask.mjs)
 //   [[cli:ask-many:N]]       N questions at once; ends with `REFUSED <message>` at the first refusal
@@ -64,7 +67,7 @@ async function connect(channel) {
 
 const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
 
-async function ask(client, question, options, clock) {
+async function ask(client, question, options, clock, check) {
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
   const sentAt = Date.now();
   let result = await call('ask_parent', { question, ...(options ? { options } : {}) });
@@ -72,9 +75,15 @@ async function ask(client, question, options, clock) {
     result = await call('check_message_status', { message_id: result.structuredContent.message_id });
   }
   const returnedAt = Date.now();
-  const text = result.isError
+  let text = result.isError
     ? `ASK ERROR ${textOf(result)}`
     : `ANSWER ${result.structuredContent.answer ?? '(pending)'}`;
+  if (check && !result.isError) {
+    const again = await call('check_message_status', { message_id: result.structuredContent.message_id });
+    const unknown = await call('check_message_status', { message_id: 'q99' });
+    text += ` CHECKED ${again.structuredContent?.status} ${again.structuredContent?.answer}`;
+    text += ` UNKNOWN ${unknown.isError ? textOf(unknown) : JSON.stringify(unknown.structuredContent)}`;
+  }
   return clock ? `${text} CLOCK ${sentAt} ${returnedAt}` : text;
 }
 
@@ -125,7 +134,8 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     if (valueOf('team') !== undefined) return await playTeamPart(client, prompt, valueOf);
     const question = valueOf('ask');
     if (question !== undefined) {
-      return await ask(client, question, valueOf('ask-options')?.split('|'), valueOf('ask-clock') !== undefined);
+      const flag = (key) => valueOf(key) !== undefined;
+      return await ask(client, question, valueOf('ask-options')?.split('|'), flag('ask-clock'), flag('ask-check'));
     }
     return 'TALKED';
   } finally {

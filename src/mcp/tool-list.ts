@@ -110,6 +110,23 @@ function trim(schema: unknown): unknown {
 }
 
 /**
+ * Output schemas as listed, by zod schema, for the process: most tools share one (every spawn
+ * tool's is the job's result), and converting them is most of a first tools/list's work. Module
+ * level, so a start-up snapshot taken after a first listing holds them.
+ */
+const outputs = new WeakMap<z.ZodType, Tool['outputSchema']>();
+/** The SDK's own conversion (io: output), so a client checks a result as the server does; no $schema tag. */
+function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
+  let listed = outputs.get(schema);
+  if (!listed) {
+    const { $schema: _tag, ...rest } = z.toJSONSchema(schema, { target: 'draft-7', io: 'output' });
+    listed = rest as Tool['outputSchema'];
+    outputs.set(schema, listed);
+  }
+  return listed;
+}
+
+/**
  * One tool as listed: the compact input schema (what a model reads), and the title, output schema
  * and every hint (what a client reads), the spec's defaults filled in. A read-only tool destroys
  * nothing and may be called again: its hints say so rather than the defaults for tools that write.
@@ -119,13 +136,7 @@ function compact(name: string, tool: Registered): Tool {
     tool.inputSchema instanceof z.ZodType
       ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief })
       : { type: 'object' };
-  // The SDK's own conversion (io: output), so a client checks a result as the server does.
-  const output =
-    tool.outputSchema instanceof z.ZodType
-      ? (({ $schema: _tag, ...schema }) => schema)(
-          z.toJSONSchema(tool.outputSchema, { target: 'draft-7', io: 'output' }) as Record<string, unknown>,
-        )
-      : undefined;
+  const output = tool.outputSchema instanceof z.ZodType ? listedOutput(tool.outputSchema) : undefined;
   const hints: ToolAnnotations = { ...DEFAULT_HINTS, ...tool.annotations };
   if (hints.readOnlyHint) Object.assign(hints, { destructiveHint: false, idempotentHint: true });
   return {
@@ -133,7 +144,7 @@ function compact(name: string, tool: Registered): Tool {
     ...(tool.title ? { title: tool.title } : {}),
     ...(tool.description ? { description: tool.description } : {}),
     inputSchema: trim(input) as Tool['inputSchema'],
-    ...(output ? { outputSchema: output as Tool['outputSchema'] } : {}),
+    ...(output ? { outputSchema: output } : {}),
     annotations: hints,
     ...(tool._meta ? { _meta: tool._meta } : {}),
   };

@@ -1,7 +1,10 @@
 // Cold start and context cost (issue 7). Cold start: spawn the built server, `initialize`,
 // `tools/list`, through the SDK's Client over stdio, against the floor `node -e 0` (spawn to
 // exit), interleaved so both see the same machine; target at most 1.5x the floor. Context
-// cost: bytes of the `tools/list` answer (its JSON) per tool; target at most 450 B.
+// cost: what a model's client sends it (src/mcp/tool-list.ts, modelVisibleBytes): each tool's
+// name, description and inputSchema as JSON, at most 450 B a tool on average, and the server's
+// instructions, at most 2,500 B; the whole tools/list answer (titles, output schemas and hints
+// too, which stay with the client) for information.
 //
 // The server starts through a V8 code cache (src/boot.ts) that the first start after an install
 // or upgrade writes (the warm-up run below, on a machine that has none yet); a second row gives
@@ -38,8 +41,9 @@ async function coldStart(dir, env = {}) {
   await client.connect(transport); // spawn + initialize
   const { tools } = await client.listTools();
   const ms = performance.now() - t0;
+  const instructions = client.getInstructions() ?? '';
   await client.close();
-  return { ms, tools };
+  return { ms, tools, instructions };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-bench-cold-'));
@@ -49,20 +53,24 @@ const floor = [];
 const served = [];
 const uncached = [];
 let tools = [];
+let instructions = '';
 for (let i = 0; i < RUNS; i++) {
   floor.push(await nodeFloor());
   const run = await coldStart(dir);
   served.push(run.ms);
-  tools = run.tools;
+  ({ tools, instructions } = run);
   uncached.push((await coldStart(dir, { POLYSPAWN_CODE_CACHE: '0' })).ms);
 }
 rmSync(dir, { recursive: true, force: true });
 
 const floorMs = median(floor);
 const coldMs = median(served);
-// The answer as it travels: the JSON-RPC result of tools/list, UTF-8 bytes.
+// The answer as it travels: the JSON-RPC result of tools/list, UTF-8 bytes; and the model's part of it.
 const answerBytes = Buffer.byteLength(JSON.stringify({ tools }));
-const perTool = answerBytes / tools.length;
+const modelBytes = (t) =>
+  Buffer.byteLength(JSON.stringify({ name: t.name, description: t.description, inputSchema: t.inputSchema }));
+const perTool = tools.reduce((sum, t) => sum + modelBytes(t), 0) / tools.length;
+const instructionsBytes = Buffer.byteLength(instructions);
 const rows = [
   figure('cold start: spawn → initialize → tools/list (median)', coldMs, 'ms', {
     floor: floorMs,
@@ -75,14 +83,25 @@ const rows = [
     ratio: median(uncached) / floorMs,
     target: 'for information',
   }),
-  figure('context cost: tools/list answer per tool', perTool, 'B', { target: '≤ 450 B per tool', met: perTool <= 450 }),
+  figure('context cost: name, description, inputSchema per tool', perTool, 'B', {
+    target: '≤ 450 B per tool',
+    met: perTool <= 450,
+  }),
+  figure('context cost: server instructions', instructionsBytes, 'B', {
+    target: '≤ 2,500 B',
+    met: instructionsBytes <= 2500,
+  }),
+  figure("tools/list answer per tool (the client's, for information)", answerBytes / tools.length, 'B', {
+    target: 'for information',
+  }),
 ];
 report('coldstart', rows);
 console.log(`runs: ${RUNS} each, interleaved. tools/list: ${tools.length} tools, ${answerBytes} B in all`);
 console.table(
   tools.map((t) => ({
     tool: t.name,
-    bytes: Buffer.byteLength(JSON.stringify(t)),
+    model: modelBytes(t),
+    listed: Buffer.byteLength(JSON.stringify(t)),
     description: Buffer.byteLength(t.description ?? ''),
     inputSchema: Buffer.byteLength(JSON.stringify(t.inputSchema ?? {})),
     outputSchema: Buffer.byteLength(JSON.stringify(t.outputSchema ?? {})),

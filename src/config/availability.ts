@@ -9,7 +9,7 @@ export type Availability =
   | {
       usable: false;
       detail: string;
-      /** Shorter, for the model's instructions (what to set, not every file tried), when it differs. */
+      /** Shorter, for the model's instructions (what is missing, not every file tried or how to install), when it differs. */
       summary?: string;
     };
 
@@ -34,10 +34,15 @@ export function checkBackend(
   const wanted = settings.bin ?? backend.executable;
   const found = which.sync(wanted, { nothrow: true, path: env.PATH });
   if (found) return { usable: true, detail: found };
+  if (settings.bin)
+    return {
+      usable: false,
+      detail: `${settings.bin} (from ${backend.binEnv} or the config) is not an executable file: fix the path`,
+    };
+  const missing = `\`${backend.executable}\` is not on PATH`;
   return {
     usable: false,
-    detail: settings.bin
-      ? `${settings.bin} (from ${backend.binEnv} or the config) is not an executable file: fix the path`
-      : `\`${backend.executable}\` is not on PATH: ${backend.installHint}, or set ${backend.binEnv} to its path`,
+    detail: `${missing}: ${backend.installHint}, or set ${backend.binEnv} to its path`,
+    summary: missing,
   };
 }

@@ -16,65 +16,67 @@ import { registerReplyTool } from './tools/reply.js';
 import { registerResultTool } from './tools/result.js';
 import { modelsText, registerSpawnTools } from './tools/spawn.js';
 import { registerWaitTool } from './tools/wait.js';
-import { registerRunTeamTool, teamOptionNames } from './tools/run-team.js';
+import { registerRunTeamTool } from './tools/run-team.js';
 import { VERSION } from '../lib/version.js';
 
+// The instructions: what spans tools (the workflow, the shared spawn options, questions,
+// worktrees, teams, the record) and which backends can run here. Each tool's own details are in
+// its description and schema. A model's client reads these once a session, like tools/list
+// (budget: 2,500 B, test/unit/tool-list.test.ts).
 export function instructions(app: App): string {
-  const backends = app.backends.map((b) => {
-    const a = app.availability(b);
-    return `- spawn_${b.name}: ${a.usable ? 'usable' : `NOT usable here (${a.summary ?? a.detail})`}. model: ${modelsText(app.models[b.name]!)}`;
-  });
   return [
-    'polyspawn delegates tasks to other coding agents, which run in the background in parallel.',
+    'polyspawn runs coding agents of other vendors for you, in the background and in parallel.',
     ...kinds(app),
-    `spawn_<backend> returns an agent_id at once. wait_for_agents waits (up to ${DEFAULT_WAIT_S} s a call; call again while some are pending) and returns answers; result, list, logs and cancel manage agents.`,
-    // Said once here rather than in each spawn tool's schema (tools/list is paid for per tool).
-    'Each agent sees only the prompt you give it: make it self-contained. Every run is recorded for audit (IAC.md in the project, and the run store); secrets are redacted.',
+    `Workflow: spawn_<agent> returns an agent_id at once; wait_for_agents returns the answers (up to ${DEFAULT_WAIT_S} s a call: call again while some are pending); result reads one without waiting; list, logs and cancel manage agents. An agent sees only its prompt: make it self-contained.`,
+    ...spawnOptions(app),
     ...channelInstructions(app),
-    budgetInstructions(app),
-    `spawn options: model (a name or an alias), cwd (the folder a CLI agent works in${app.config.allowCwdOutsideProject ? '' : ', inside the project'}), system_prompt (extra system instructions), resume (an earlier agent_id or session_id: continues that conversation), timeout_s (stop after this many seconds; default ${app.config.timeoutS}), wait_s (wait up to this long and return the result if done), output_schema (a JSON Schema the answer must match: it is validated, retried once on a mismatch, and returned as \`structured\`).${app.config.allowCallerSandbox ? ' sandbox (CLI agents: none, bwrap, docker or podman): where the agent runs; a sandbox your config set cannot be turned off.' : ''}`,
     ...worktreeInstructions(app),
-    'Backends:',
-    ...backends,
-    ...agentInstructions(app),
     ...teamInstructions(app),
+    ...agentInstructions(app),
+    'Every run is recorded in IAC.md in the project (and the run store); secrets are redacted.',
+    ...backendLines(app),
     ...app.iac.problems.map((p) => `WARNING: ${p}`),
   ].join('\n');
 }
 
-/** What a spawn's budget does on each kind of backend, said once (the field is listed bare). */
-function budgetInstructions(app: App): string {
-  const names = (test: (b: App['backends'][number]) => boolean) =>
-    app.backends
-      .filter(test)
-      .map((b) => b.name)
-      .join(', ');
-  const own = names((b) => (b.budgetFlags ?? []).length === 2);
-  const followed = names((b) => b.kind === 'cli' && (b.budgetFlags ?? []).length < 2);
+/** Which backends can run here, their models, and for the others what is missing (a spawn's error says how to fix it). */
+function backendLines(app: App): string[] {
   return [
-    "budget: {max_turns, max_budget_usd} on a spawn caps the model requests and the USD one agent may spend (a named agent's own budget is a ceiling you may lower). An agent stopped at its budget ends failed, and its result's budget says exceeded.",
-    own && `${own}: the CLI stops itself at it.`,
-    followed &&
-      `${followed}: polyspawn stops the run as a turn past max_turns begins; their cost is known only at the end (reported, not stopped).`,
-    'API agents make one request: their cost is checked after it.',
-  ]
-    .filter(Boolean)
-    .join(' ');
+    'Backends:',
+    ...app.backends.map((b) => {
+      const a = app.availability(b);
+      return a.usable
+        ? `- spawn_${b.name}: usable. model: ${modelsText(app.models[b.name]!)}`
+        : `- spawn_${b.name}: NOT usable here (${a.summary ?? a.detail})`;
+    }),
+  ];
+}
+
+/** The options every spawn tool shares, said once (the compact list leaves them undescribed). */
+function spawnOptions(app: App): string[] {
+  if (!app.nesting.canSpawn) return [];
+  const cwd = app.config.allowCwdOutsideProject ? "a CLI agent's folder" : "a CLI agent's folder, inside the project";
+  const sandbox = app.config.allowCallerSandbox
+    ? ' sandbox (CLI agents): none, bwrap, docker or podman; a sandbox your config set stays on.'
+    : '';
+  return [
+    `spawn options: model (a name or alias), cwd (${cwd}), system_prompt, resume (an agent_id or session_id to continue), timeout_s (default ${app.config.timeoutS}), wait_s (wait this long for the result), output_schema (a JSON Schema the answer must match; returned as \`structured\`), budget {max_turns, max_budget_usd} (an agent past it ends failed; a named agent's budget is a ceiling).${sandbox}`,
+  ];
 }
 
 /** How agents reach back, said once: the channel's tools are the agents', reply_subagent is the orchestrator's. */
 function channelInstructions(app: App): string[] {
   if (!app.parentChannel || !app.nesting.canSpawn) return [];
   return [
-    'A running CLI agent can ask you a question (ask_parent): wait_for_agents then returns at once with `questions`, and list and result show them; answer each with reply_subagent(agent_id, message_id, answer) and the agent carries on in the same run. ask_parent: false on a spawn turns this off for that agent. API agents make one request and cannot ask.',
+    'A CLI agent may ask you a question (ask_parent): wait_for_agents returns at once with `questions`; answer with reply_subagent and it carries on. ask_parent: false on a spawn forbids it.',
   ];
 }
 
-/** isolation and integrate, said once for every CLI spawn tool. */
+/** isolation, said once for every CLI spawn tool; integrate's description says the rest. */
 function worktreeInstructions(app: App): string[] {
   if (!app.nesting.canSpawn || !app.backends.some((b) => b.kind === 'cli')) return [];
   return [
-    `isolation (CLI agents; default "${app.config.isolation}"): "worktree" runs the agent in a git worktree of its own, on a new branch polyspawn/<agent_id> from HEAD (or base: a branch, tag or commit), so parallel agents never touch your checkout or each other; what it leaves uncommitted is committed on its branch when it ends. Its result's \`worktree\` lists the files it changed and \`overlaps\` (files that agents running at the same time changed too). Resuming it continues in the same worktree. integrate(agent_id, how) then merges the branch into your current branch or cherry-picks it (refused while your tracked files have uncommitted changes; on a conflict nothing is changed and the files are named), returns the patch, or discards it. A worktree with no changes is removed when its agent ends.`,
+    `isolation: "worktree" (CLI agents; default "${app.config.isolation}") gives an agent its own git worktree on branch polyspawn/<agent_id> (from base, default HEAD), so parallel agents never touch your checkout; its result lists the files changed and overlaps with other agents; then integrate.`,
   ];
 }
 
@@ -94,35 +96,22 @@ function kinds(app: App): string[] {
   return said.length ? [`${said.join('; ')}.`] : [];
 }
 
-/** The six topologies of run_team, said once here (tools/list is paid for per tool). */
+/** Teams in one line: run_team's schema says what each topology does. */
 function teamInstructions(app: App): string[] {
   if (!app.nesting.canSpawn) return [];
   return [
-    'run_team(topology, members, task, options) runs one task with several agents (members: backends or named agents, "<name>:<model>" for a model); its team_id works with wait_for_agents, result, cancel and list. Topologies: ' +
-      'map_reduce (every member gets the task, or one of options.items each; options.reduce_with writes the answer from all of them), ' +
-      'pipeline (stages in order, each given the previous answer; options.on_failure "continue" passes over a failed stage), ' +
-      'peer_ring (a debate of options.rounds rounds, default 2; options.judge gives the verdict), ' +
-      'leader_teammate (CLI members: the first leads and writes tasks on a shared list, the others take them), ' +
-      'blackboard (CLI members share a key/value board in rounds until one writes "done"), ' +
-      'supervisor_tree (one CLI supervisor that may run a team of its own). ' +
-      `options: ${teamOptionNames.join(', ')}; max_budget_usd: no member starts once the team has spent it; max_turns and timeout_s apply to each member. team: a preset in .polyspawn/teams/<name>.md.`,
+    'Teams: run_team runs one task with several agents in a topology; its team_id works with wait_for_agents, result, cancel and list.',
   ];
 }
 
-/** Named agents, and why a nested polyspawn starts none. */
+/** Named agents (their spawn_<name> tools describe themselves), and why a nested polyspawn starts none. */
 function agentInstructions(app: App): string[] {
   if (!app.nesting.canSpawn) {
     return [
       `This polyspawn serves no spawn tools: ${app.nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`,
     ];
   }
-  const agents = [...app.agents.agents.values()].map(
-    (d) => `- spawn_${d.name}: ${d.description.split('\n')[0]!.slice(0, 160)}`,
-  );
-  return [
-    'Named agents (presets over a backend: their own system prompt, model and rules; define_agent, remove_agent and list_agents manage them):',
-    ...(agents.length ? agents : ['- none yet']),
-  ];
+  return ['Named agents: define_agent saves a preset (prompt, model, rules) as the tool spawn_<name>.'];
 }
 
 /**

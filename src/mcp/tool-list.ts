@@ -1,11 +1,21 @@
-// tools/list as an orchestrating model pays for it: every byte sits in its context all session
-// (budget: 450 B a tool, test/unit/tool-list.test.ts). This list keeps what a model acts on and
-// drops what only bounds or decorates; the server still checks every call and result against the
-// full zod schemas. POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list unchanged (the README's
-// tool reference is generated from it).
+// tools/list as an orchestrating model pays for it. The clients that drive a model (Claude Code,
+// Codex) send it each tool's name, description and inputSchema, which sit in its context all
+// session (budget: 450 B a tool, test/unit/tool-list.test.ts); so the input schema keeps what a
+// model acts on and drops what only bounds, and the server still checks every call against the
+// full zod schema. title, outputSchema and annotations reach no model there but serve the
+// clients that show or type results (the SDK's Client validates structuredContent against
+// outputSchema): they are listed whole. POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list
+// unchanged (the README's tool reference is generated from it).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+
+/**
+ * What a model pays for a tool: the part its client sends it, as JSON (the budget's measure).
+ * title, outputSchema and annotations stay with the client.
+ */
+export const modelVisibleBytes = (tool: Pick<Tool, 'name' | 'description' | 'inputSchema'>): number =>
+  Buffer.byteLength(JSON.stringify({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema }));
 
 /** Pure size limits: a call past one still gets the zod error that names it. */
 const DROPPED_KEYWORDS = new Set([
@@ -19,7 +29,7 @@ const DROPPED_KEYWORDS = new Set([
   'maxItems',
   'minItems',
 ]);
-/** The spec's defaults: only hints that differ are listed (the same meaning, fewer bytes). */
+/** The spec's defaults, listed when a tool leaves a hint out: a client need not know them. */
 const DEFAULT_HINTS: Required<
   Pick<ToolAnnotations, 'readOnlyHint' | 'destructiveHint' | 'idempotentHint' | 'openWorldHint'>
 > = {
@@ -31,8 +41,10 @@ const DEFAULT_HINTS: Required<
 
 /** What McpServer keeps of a registered tool (the fields read here). */
 type Registered = {
+  title?: string;
   description?: string;
   inputSchema?: unknown;
+  outputSchema?: unknown;
   annotations?: ToolAnnotations;
   _meta?: Record<string, unknown>;
   enabled: boolean;
@@ -98,24 +110,42 @@ function trim(schema: unknown): unknown {
 }
 
 /**
- * One tool as listed. No title (a display name for people; the name says as much to a model)
- * and no outputSchema (optional: a client only validates structuredContent with it, and the
- * model reads the result itself); the full list keeps both.
+ * Output schemas as listed, by zod schema, for the process: most tools share one (every spawn
+ * tool's is the job's result), and converting them is most of a first tools/list's work. Module
+ * level, so a start-up snapshot taken after a first listing holds them.
+ */
+const outputs = new WeakMap<z.ZodType, Tool['outputSchema']>();
+/** The SDK's own conversion (io: output), so a client checks a result as the server does; no $schema tag. */
+function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
+  let listed = outputs.get(schema);
+  if (!listed) {
+    const { $schema: _tag, ...rest } = z.toJSONSchema(schema, { target: 'draft-7', io: 'output' });
+    listed = rest as Tool['outputSchema'];
+    outputs.set(schema, listed);
+  }
+  return listed;
+}
+
+/**
+ * One tool as listed: the compact input schema (what a model reads), and the title, output schema
+ * and every hint (what a client reads), the spec's defaults filled in. A read-only tool destroys
+ * nothing and may be called again: its hints say so rather than the defaults for tools that write.
  */
 function compact(name: string, tool: Registered): Tool {
   const input =
     tool.inputSchema instanceof z.ZodType
       ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief })
       : { type: 'object' };
-  const hints: ToolAnnotations = {};
-  for (const [key, value] of Object.entries(tool.annotations ?? {})) {
-    if (DEFAULT_HINTS[key as keyof typeof DEFAULT_HINTS] !== value) Object.assign(hints, { [key]: value });
-  }
+  const output = tool.outputSchema instanceof z.ZodType ? listedOutput(tool.outputSchema) : undefined;
+  const hints: ToolAnnotations = { ...DEFAULT_HINTS, ...tool.annotations };
+  if (hints.readOnlyHint) Object.assign(hints, { destructiveHint: false, idempotentHint: true });
   return {
     name,
+    ...(tool.title ? { title: tool.title } : {}),
     ...(tool.description ? { description: tool.description } : {}),
     inputSchema: trim(input) as Tool['inputSchema'],
-    ...(Object.keys(hints).length ? { annotations: hints } : {}),
+    ...(output ? { outputSchema: output } : {}),
+    annotations: hints,
     ...(tool._meta ? { _meta: tool._meta } : {}),
   };
 }
@@ -133,7 +163,15 @@ export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv): void
     tools: Object.entries(registered)
       .filter(([, tool]) => tool.enabled)
       .map(([name, tool]) => {
-        const from = [name, tool.description, tool.inputSchema, tool.annotations, tool._meta];
+        const from = [
+          name,
+          tool.title,
+          tool.description,
+          tool.inputSchema,
+          tool.outputSchema,
+          tool.annotations,
+          tool._meta,
+        ];
         const cached = cache.get(tool);
         if (cached && cached.from.every((v, i) => v === from[i])) return cached.listed;
         const listed = compact(name, tool);

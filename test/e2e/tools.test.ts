@@ -91,7 +91,7 @@ const errorText = async (name: string, args: unknown) => {
 };
 
 describe('the tool list', () => {
-  test('every tool has a description, an input schema and annotations (titles and output schemas: in the full list)', async () => {
+  test('every tool has a title, a description, an input schema, an output schema and every hint', async () => {
     const { tools } = await s.client.listTools();
     expect(tools.map((t) => t.name)).toEqual(
       expect.arrayContaining([
@@ -110,22 +110,26 @@ describe('the tool list', () => {
     for (const tool of tools) {
       expect(tool.description!.length, tool.name).toBeGreaterThan(40);
       expect(tool.inputSchema.type).toBe('object');
-      // Not listed (src/mcp/tool-list.ts): the results still carry structuredContent (every callOk below reads it).
-      expect(tool.title, tool.name).toBeUndefined();
-      expect(tool.outputSchema, tool.name).toBeUndefined();
+      // For the clients that show or type results; the Client checks every result below against outputSchema.
+      expect(tool.title, tool.name).toBeTruthy();
+      expect(tool.outputSchema?.type, tool.name).toBe('object');
+      expect(Object.keys(tool.annotations ?? {}).sort(), tool.name).toEqual([
+        'destructiveHint',
+        'idempotentHint',
+        'openWorldHint',
+        'readOnlyHint',
+      ]);
     }
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
-    // Annotations list only the hints that differ from the spec's defaults (src/mcp/tool-list.ts).
-    const hints = (name: string) => ({
-      readOnlyHint: false,
-      destructiveHint: true,
-      idempotentHint: false,
-      openWorldHint: true,
-      ...byName[name]!.annotations,
-    });
+    const hints = (name: string) => byName[name]!.annotations;
     expect(hints('spawn_claude')).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(hints('spawn_grok')).toMatchObject({ readOnlyHint: false, destructiveHint: false });
-    expect(hints('list')).toMatchObject({ readOnlyHint: true, openWorldHint: false });
+    expect(hints('list')).toEqual({
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
     expect(hints('cancel')).toMatchObject({ readOnlyHint: false, idempotentHint: true, openWorldHint: false });
     expect(Object.keys(byName.spawn_claude!.inputSchema.properties!)).toEqual(
       expect.arrayContaining(['prompt', 'model', 'cwd', 'system_prompt', 'resume', 'timeout_s', 'wait_s']),

@@ -53,6 +53,9 @@ export async function startServer(
   transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const client = new Client({ name: options.clientName ?? 'polyspawn-test', version: '0.0.0' });
   await client.connect(transport);
+  // As a typed client does: with the tools listed, the Client checks every result's
+  // structuredContent against the tool's outputSchema (and refuses a success without one).
+  if (client.getServerCapabilities()?.tools) await client.listTools();
   const call = (name: string, args: Record<string, unknown> = {}) =>
     client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 }) as Promise<CallToolResult>;
   return {

@@ -1,9 +1,11 @@
-// tools/list as served (src/mcp/tool-list.ts): what a model needs, not the size limits the server
-// enforces anyway, nor titles or output schemas; brief() listings; only non-default hints; the
-// SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list within its budget.
+// tools/list as served (src/mcp/tool-list.ts): input schemas with what a model needs, not the size
+// limits the server enforces anyway; brief() listings; titles, output schemas and every hint for
+// the clients; the SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list and
+// instructions within their budgets.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -12,7 +14,7 @@ import { z } from 'zod';
 import { createApp } from '../../src/app.js';
 import { createServer } from '../../src/mcp/server.js';
 import { lazyParentChannel } from '../../src/mcp/channel/index.js';
-import { brief, compactToolList } from '../../src/mcp/tool-list.js';
+import { brief, compactToolList, modelVisibleBytes } from '../../src/mcp/tool-list.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });
@@ -66,11 +68,12 @@ async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServ
 }
 
 describe('the tool list', () => {
-  test('types, enums, required fields and descriptions; no limits, no $schema, no title, no output schema, no keywords that say nothing', async () => {
+  test('input: types, enums, required fields and descriptions; no limits, no $schema, no keywords that say nothing; title, output schema and hints whole', async () => {
     const { first } = await listed({});
     const spawn = first.find((t) => t.name === 'spawn_x')!;
     expect(spawn).toEqual({
       name: 'spawn_x',
+      title: 'X agent',
       description: 'Runs X.',
       inputSchema: {
         type: 'object',
@@ -88,9 +91,24 @@ describe('the tool list', () => {
         },
         required: ['prompt'],
       },
+      // As the SDK converts it, so the client checks a result as the server does.
+      outputSchema: {
+        type: 'object',
+        properties: { agent_id: { type: 'string' }, state: { type: 'string', enum: ['queued', 'running'] } },
+        required: ['agent_id', 'state'],
+        additionalProperties: false,
+      },
+      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     });
-    // Only the hints that differ from the spec's defaults.
-    expect(first.find((t) => t.name === 'look')!.annotations).toEqual({ readOnlyHint: true, openWorldHint: false });
+    // The spec's defaults filled in; a read-only tool destroys nothing and may be called again.
+    const look = first.find((t) => t.name === 'look')!;
+    expect(look.annotations).toEqual({
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+      openWorldHint: false,
+    });
+    expect(look).not.toHaveProperty('outputSchema');
   });
 
   test('a tool changed in place is listed anew', async () => {
@@ -111,17 +129,28 @@ describe('the tool list', () => {
   });
 });
 
-// Issue 7: every byte of tools/list sits in the orchestrating model's context all session long.
-// bench/coldstart.mjs prints the same figure with a per-tool table, from the built server.
+// Issues 7 and 19: what a model's client sends it of each tool (name, description, inputSchema)
+// and the server's instructions sit in its context all session long. bench/coldstart.mjs prints
+// the same figures with a per-tool table, from the built server.
 const MAX_BYTES_PER_TOOL = 450;
+const MAX_INSTRUCTIONS_BYTES = 2_500;
 
-describe("polyspawn's own tool list (default config, no named agents)", () => {
-  test(`every tool says what it is for, and the list costs at most ${MAX_BYTES_PER_TOOL} B per tool`, async () => {
+const fakeBin = fileURLToPath(new URL('../fakes/bin', import.meta.url));
+
+describe.each([
+  // No CLI on PATH and no API key: every backend says why it is not usable (the longest instructions).
+  ['nothing usable here', (dir: string) => ({ PATH: join(dir, 'no-bin') })],
+  [
+    'every backend usable',
+    () => ({ PATH: fakeBin, XAI_API_KEY: 'xai-t', GEMINI_API_KEY: 'g-t', MISTRAL_API_KEY: 'm-t' }),
+  ],
+])("polyspawn's own tool list and instructions (default config, no named agents, %s)", (_, machine) => {
+  test(`each tool says what it is for; a model pays at most ${MAX_BYTES_PER_TOOL} B per tool and ${MAX_INSTRUCTIONS_BYTES} B of instructions`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
-    // No POLYSPAWN_* variables and no user config: the shipped defaults, whatever this machine has.
+    // No POLYSPAWN_* variables and no user config: the shipped defaults.
     // With the channel to the orchestrator, as `serve` builds it (reply_subagent, ask_parent).
     const app = createApp(
-      { PATH: process.env.PATH, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') },
+      { ...machine(dir), HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') },
       dir,
       () => true,
       undefined,
@@ -134,13 +163,18 @@ describe("polyspawn's own tool list (default config, no named agents)", () => {
     try {
       await client.connect(b);
       const { tools } = await client.listTools();
-      expect(tools.length).toBeGreaterThanOrEqual(15);
+      expect(tools.length).toBeGreaterThanOrEqual(17);
       for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
-      const perTool = Buffer.byteLength(JSON.stringify({ tools })) / tools.length;
-      const table = tools.map((t) => `${t.name} ${Buffer.byteLength(JSON.stringify(t))}`).join(', ');
-      expect(perTool, `tools/list costs ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(
+      const perTool = tools.reduce((sum, t) => sum + modelVisibleBytes(t), 0) / tools.length;
+      const table = tools.map((t) => `${t.name} ${modelVisibleBytes(t)}`).join(', ');
+      expect(perTool, `a model pays ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(
         MAX_BYTES_PER_TOOL,
       );
+      const instructions = client.getInstructions() ?? '';
+      expect(Buffer.byteLength(instructions), instructions).toBeLessThanOrEqual(MAX_INSTRUCTIONS_BYTES);
+      // What spans tools stays in them: the workflow, questions, worktrees, teams, the record, each backend.
+      for (const said of ['wait_for_agents', 'reply_subagent', 'worktree', 'run_team', 'IAC.md', 'spawn_mistral'])
+        expect(instructions).toContain(said);
     } finally {
       await client.close();
       await server.close();

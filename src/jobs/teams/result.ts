@@ -92,7 +92,10 @@ export function teamResult(
   });
 }
 
-/** Fields a job's and a team's shapes share (with compatible types): the job's stand for both. */
+/**
+ * Fields a job's and a team's shapes share (with compatible types): the job's stand for both. A
+ * job's summary has no usage, so there the team's stays.
+ */
 const SHARED = {
   state: true,
   task: true,
@@ -100,10 +103,11 @@ const SHARED = {
   ended_at: true,
   elapsed_s: true,
   cost_usd: true,
-  usage: true,
 } as const;
 
 /** result's output: a job's result, or a team's (a team id was passed). */
-export const jobOrTeamResultSchema = jobResultSchema.partial().extend(teamResultSchema.omit(SHARED).partial().shape);
+export const jobOrTeamResultSchema = jobResultSchema
+  .partial()
+  .extend(teamResultSchema.omit({ ...SHARED, usage: true }).partial().shape);
 /** cancel's output: a job's summary, or a team's. */
 export const jobOrTeamSummarySchema = jobSummarySchema.partial().extend(teamSummarySchema.omit(SHARED).partial().shape);

@@ -24,7 +24,8 @@ export function registerIntegrateTool(server: McpServer, app: App): void {
     'integrate',
     {
       title: 'Integrate agent work',
-      description: "Take an isolated agent's branch: merge, cherry-pick, patch (diff only) or discard.",
+      description:
+        "Take an isolated agent's branch polyspawn/<agent_id>: merge or cherry-pick it into your branch (refused over uncommitted changes; a conflict changes nothing and names the files), patch (its diff only) or discard.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),

@@ -12,7 +12,7 @@ export function registerReplyTool(server: McpServer, app: App): void {
     'reply_subagent',
     {
       title: 'Answer an agent',
-      description: "Answer a running agent's question; it goes on at once.",
+      description: "Answer a running agent's question (from wait_for_agents' questions); it goes on at once.",
       inputSchema: z
         .object({
           agent_id: z.string().min(1).max(64),

@@ -1,5 +1,5 @@
 // run_team: several agents on one task in one of six topologies (src/jobs/teams/); returns a
-// team_id at once. What each topology does is said once, in the server's instructions.
+// team_id at once. Its description says what each topology does.
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
@@ -18,7 +18,8 @@ import type { TeamRecord } from '../../jobs/teams/record.js';
 import { brief } from '../tool-list.js';
 import { toolResult } from '../views.js';
 
-export const teamOptionNames = teamOptionsSchema.keyof().options.filter((k) => k !== 'topology' && k !== 'members');
+const optionsText =
+  "See the topologies; also on_failure (pipeline: stop|continue), max_budget_usd (the team's), max_turns, timeout_s, isolation (each member's)";
 
 export const runTeamInput = z
   .object({
@@ -31,16 +32,13 @@ export const runTeamInput = z
         .max(TEAM_LIMITS.members)
         .optional()
         .describe('Backends or named agents, each optionally with a model: "<name>:<model>"'),
-      { type: 'array', items: { type: 'string' } },
+      { type: 'array', items: { type: 'string' }, description: 'Backends or named agents ("<name>:<model>")' },
     ),
-    team: brief(z.string().min(1).max(48).optional().describe('A preset: .polyspawn/teams/<name>.md'), ''),
+    team: z.string().min(1).max(48).optional().describe('A preset: .polyspawn/teams/<name>.md'),
     options: brief(
-      teamOptionsSchema
-        .omit({ topology: true, members: true })
-        .partial()
-        .optional()
-        .describe(`The topology's options: ${teamOptionNames.join(', ')}`),
-      { type: 'object' },
+      teamOptionsSchema.omit({ topology: true, members: true }).partial().optional().describe(optionsText),
+      // Named, not each option's schema (the tools/list budget).
+      { type: 'object', description: optionsText },
     ),
   })
   .strict();
@@ -68,7 +66,8 @@ export function registerRunTeamTool(server: McpServer, app: App): void {
     'run_team',
     {
       title: 'Run a team of agents',
-      description: 'Runs a team of agents on one task (see the instructions); returns a team_id at once.',
+      description:
+        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team.',
       inputSchema: runTeamInput,
       outputSchema: teamResultSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },

@@ -16,3 +16,11 @@ export function taskLine(prompt: string, redact: (text: string) => string = (t) 
   const line = redact((prompt.trim().split('\n', 1)[0] ?? '').slice(0, TASK_CHARS + 256));
   return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
 }
+
+/** `text` cut to at most `max` characters, at a word boundary when one is near, ending in `more` where it was cut. */
+export function shorten(text: string, max: number, more = '…'): string {
+  if (text.length <= max) return text;
+  const cut = text.slice(0, max - more.length);
+  const space = cut.lastIndexOf(' ');
+  return `${(space > cut.length * 0.8 ? cut.slice(0, space) : cut).trimEnd()}${more}`;
+}

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
+import { modelVisibleBytes } from '../../src/mcp/tool-list.js';
 import { waitFor, type FakeCliRecord } from '../helpers/processes.js';
 
 type Job = {
@@ -332,11 +333,20 @@ describe('define_agent, remove_agent and list_agents', () => {
     }
   });
 
-  test('at most 100 named agents: the 101st is refused with what to do, a replacement is not', async () => {
+  test('at most 100 named agents: the 101st is refused with what to do, a replacement is not; their tools cost a model at most ~800 B each', async () => {
     const full = await startServer({ env: baseEnv });
     try {
+      // The longest description a definition may hold: its tool shows the start of it.
+      const description = 'Reviews a change for bugs, naming and missing tests. '.repeat(40).slice(0, 2000);
       for (let i = 0; i < 100; i++)
-        await full.callOk('define_agent', { ...good, name: `w${String(i).padStart(3, '0')}` });
+        await full.callOk('define_agent', { ...good, name: `w${String(i).padStart(3, '0')}`, description });
+      const agentTools = (await full.client.listTools()).tools.filter((t) => /^spawn_w\d{3}$/.test(t.name));
+      expect(agentTools).toHaveLength(100);
+      const visible = agentTools.reduce((sum, t) => sum + modelVisibleBytes(t), 0);
+      expect(visible, `${visible} B for 100 named agents' tools`).toBeLessThanOrEqual(80_000);
+      expect(agentTools[0]!.description).toMatch(/ … \(list_agents has the rest\)\n\n\(a named agent on codex/);
+      const listed = await full.callOk<{ agents: { name: string; description: string }[] }>('list_agents');
+      expect(listed.agents.find((a) => a.name === 'w000')!.description).toBe(description);
       expect(await errorText(full, 'define_agent', { ...good, name: 'one-more' })).toMatch(
         /^agent "one-more" not defined: there are 100 named agents already, the most polyspawn serves: remove one with remove_agent first/,
       );

@@ -31,6 +31,7 @@ import {
   waitField,
 } from './spawn.js';
 import { jobResultSchema } from '../../jobs/result.js';
+import { shorten } from '../../lib/text.js';
 
 /** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
 export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {
@@ -86,6 +87,9 @@ function agentInputSchema(definition: AgentDefinition, backend: Backend, app: Ap
     .strict();
 }
 
+/** How much of a named agent's description its tool shows (a definition may hold 2,000 characters). */
+const LISTED_DESCRIPTION_CHARS = 400;
+
 function toolDescription(definition: AgentDefinition): string {
   const facts = [`a named agent on ${definition.backend}${definition.model ? ` (${definition.model})` : ''}`];
   if (definition.session)
@@ -99,8 +103,9 @@ function toolDescription(definition: AgentDefinition): string {
     );
   }
   if (definition.allowedCallers) facts.push(`only for the MCP clients ${definition.allowedCallers.join(', ')}`);
-  // That it returns an agent_id at once, the server's instructions say for every spawn tool.
-  return `${definition.description}\n\n(${facts.join('; ')}.)`;
+  // That it returns an agent_id at once, the server's instructions say for every spawn tool. A
+  // long description is cut: a hundred agents' tools sit in the orchestrator's context.
+  return `${shorten(definition.description, LISTED_DESCRIPTION_CHARS, ' … (list_agents has the rest)')}\n\n(${facts.join('; ')}.)`;
 }
 
 type AgentArgs = {

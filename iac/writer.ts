@@ -3,7 +3,7 @@
 // whole index, the last write shows every server's jobs.
 import { closeSync, fstatSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, parse, relative, sep } from 'node:path';
-import { lock } from 'proper-lockfile';
+import { lock } from '../src/lib/lock.js';
 import writeFileAtomic from 'write-file-atomic';
 import { END_MARK, renderDocument, renderEntry, TITLE, type ActiveRow } from './render.js';
 import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';

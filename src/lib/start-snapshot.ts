@@ -206,8 +206,12 @@ export function makeSnapshot(
           ? 'no start-up snapshot on Windows'
           : `${SNAPSHOT_VARIABLE}=0, or no home folder: no start-up snapshot`,
     };
-  makeDirs(places.dir);
-  if (!takeLock(places.lock)) return { reason: `another process is making it (${places.lock})` };
+  try {
+    makeDirs(places.dir);
+    if (!takeLock(places.lock)) return { reason: `another process is making it (${places.lock})` };
+  } catch (error) {
+    return { reason: `${places.dir} is not writable: ${(error as Error).message}` };
+  }
   try {
     const made = buildAndPlace(env, install, places, version);
     if ('reason' in made) writeFailure(places, install, made.reason);

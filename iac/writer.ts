@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { basename, dirname, join, parse, relative, sep } from 'node:path';
-import { lock } from 'proper-lockfile';
+import { lock } from '../src/lib/lock.js';
 import { END_MARK, renderDocument, renderEntry, TITLE, type ActiveRow } from './render.js';
 import { indexRow, type IndexLine, type Recovered, type RunStore } from './store.js';
 import { openQuestions } from '../src/jobs/conversation.js';

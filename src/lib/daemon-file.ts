@@ -5,7 +5,7 @@
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
 import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { lock } from 'proper-lockfile';
+import { lock } from './lock.js';
 import { SetupError } from './errors.js';
 import { makeDirs, PRIVATE_FILE, writeAtomic } from './fs.js';
 import { processStart, sameProcessAlive } from './proc.js';

@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 
+/** Set by scripts/bundle.mjs to package.json's version: the bundle, and a start-up snapshot of it, read no file for it. */
+declare const __POLYSPAWN_VERSION__: string | undefined;
+
 /** package.json: two folders up from src/lib/version.ts, three from dist/src/lib/version.js. */
 function findVersion(): string {
   for (const up of ['../../package.json', '../../../package.json']) {
@@ -13,4 +16,4 @@ function findVersion(): string {
   return '0.0.0';
 }
 
-export const VERSION = findVersion();
+export const VERSION = typeof __POLYSPAWN_VERSION__ === 'string' ? __POLYSPAWN_VERSION__ : findVersion();

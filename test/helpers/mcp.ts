@@ -30,6 +30,8 @@ export async function startServer(
     /** clientInfo.name sent in initialize */ clientName?: string;
     /** A command the server is started through (node and cli.js are appended as its arguments). */
     launcher?: string[];
+    /** The command that starts the server instead of node and cli.js (a start-up snapshot's launcher). */
+    command?: string[];
   } = {},
 ): Promise<TestServer> {
   const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
@@ -39,12 +41,20 @@ export async function startServer(
   delete env.CLAUDECODE;
   Object.assign(
     env,
-    { PATH: path, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') },
+    // No start-up snapshot made in the background in the user's cache folder by every test's
+    // server (test/e2e/snapshot.test.ts turns it on in folders of its own).
+    {
+      PATH: path,
+      POLYSPAWN_KILL_GRACE_S: '1',
+      XDG_CONFIG_HOME: join(projectDir, '.xdg-config'),
+      POLYSPAWN_SNAPSHOT: '0',
+    },
     options.env,
   );
+  const command = options.command ?? [...(options.launcher ?? []), process.execPath, serverEntry];
   const transport = new StdioClientTransport({
-    command: options.launcher?.[0] ?? process.execPath,
-    args: [...(options.launcher?.slice(1) ?? []), ...(options.launcher ? [process.execPath] : []), serverEntry],
+    command: command[0]!,
+    args: command.slice(1),
     cwd: projectDir,
     env,
     stderr: 'pipe',

@@ -93,6 +93,8 @@ export class RunStore implements JobHistory {
   /** Ids in the order of their final lines; `finalAt` says which position is current. */
   private order: string[] = [];
   private readonly finalAt = new Map<string, number>();
+  /** Ids whose newest line is queued or running. */
+  private readonly activeIds = new Set<string>();
   private summaries: JobRecord[] | undefined;
   private loaded = false;
   /** How many finished jobs are held in memory; older ones are left to their record.json. */
@@ -107,6 +109,13 @@ export class RunStore implements JobHistory {
   private readonly groups = new Map<string, { pgid: number; start?: string }>();
   /** This server's finished records, kept until IAC.md has rendered them once. */
   private readonly fresh = new Map<string, StoredRecord>();
+  /** Servers (`pid:start`) found gone: a process that has ended stays ended. */
+  private readonly goneOwners = new Set<string>();
+  /**
+   * When this server first answered that a dead server's job was interrupted (before the
+   * recovery wrote it): the recovery writes the same end time, so no answer contradicts another.
+   */
+  private readonly presumedEnd = new Map<string, string>();
 
   constructor(options: {
     stateDir: string;
@@ -222,14 +231,46 @@ export class RunStore implements JobHistory {
     appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE });
   }
 
-  /** The whole stored record of a job, or undefined. */
+  /**
+   * The whole stored record of a job, or undefined. A queued or running job whose server is gone
+   * reads as interrupted at once, as the recovery (recoverOrphans, in the background) will write it.
+   */
   get(id: string): StoredRecord | undefined {
+    const record = this.stored(id);
+    if (!record || isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
+    return interrupted(record, this.dir, record.owner?.pid, this.presumedEndOf(id));
+  }
+
+  private stored(id: string): StoredRecord | undefined {
     if (!ID.test(id)) return undefined;
     try {
       return JSON.parse(readFileSync(runFolder(this.dir, id).record, 'utf8')) as StoredRecord;
     } catch {
       return undefined;
     }
+  }
+
+  /** Whether the server `pid` started at `start` is gone (never this one). */
+  private ownerGone(pid: number | undefined, start: string | undefined, alive?: Map<string, boolean>): boolean {
+    if (pid === this.identity.pid && start === this.identity.start) return false;
+    const key = `${pid}:${start}`;
+    if (this.goneOwners.has(key)) return true;
+    let live = alive?.get(key);
+    if (live === undefined) {
+      live = pid !== undefined && sameProcessAlive(pid, start);
+      alive?.set(key, live);
+    }
+    if (!live) this.goneOwners.add(key);
+    return !live;
+  }
+
+  private presumedEndOf(id: string): string {
+    let at = this.presumedEnd.get(id);
+    if (at === undefined) {
+      at = new Date().toISOString();
+      this.presumedEnd.set(id, at);
+    }
+    return at;
   }
 
   /** This server's record of a job finished since the last call, or the stored one. */
@@ -293,6 +334,7 @@ export class RunStore implements JobHistory {
     this.latest.clear();
     this.order = [];
     this.finalAt.clear();
+    this.activeIds.clear();
     this.summaries = undefined;
     this.forgotten = 0;
     this.head = 0;
@@ -301,11 +343,13 @@ export class RunStore implements JobHistory {
   private apply(slot: Slot): void {
     this.latest.set(slot.id, slot);
     if (isFinished(slot.st)) {
+      this.activeIds.delete(slot.id);
+      if (this.presumedEnd.size) this.presumedEnd.delete(slot.id);
       this.finalAt.set(slot.id, this.order.length);
       this.order.push(slot.id);
       this.forgetOldest();
       if (this.order.length > 1024 && this.order.length > 2 * this.finalAt.size) this.compactOrder();
-    }
+    } else this.activeIds.add(slot.id);
   }
 
   /** Lets go of the oldest finished jobs beyond `keepFinished`. */
@@ -341,7 +385,7 @@ export class RunStore implements JobHistory {
   active(): IndexLine[] {
     this.ensureLoaded();
     const lines: IndexLine[] = [];
-    for (const slot of this.latest.values()) if (!isFinished(slot.st)) lines.push(lineOf(slot));
+    for (const id of this.activeIds) lines.push(lineOf(this.latest.get(id)!));
     return lines.sort((a, b) => (a.c < b.c ? -1 : a.c > b.c ? 1 : 0));
   }
 
@@ -362,7 +406,10 @@ export class RunStore implements JobHistory {
     return ids;
   }
 
-  /** The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished), oldest first. */
+  /**
+   * The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished),
+   * oldest first; then the queued and running ones whose server is gone, as interrupted (see get).
+   */
   finished(): JobRecord[] {
     this.refresh();
     if (!this.summaries) {
@@ -381,7 +428,14 @@ export class RunStore implements JobHistory {
       });
       this.summaries = list;
     }
-    return this.summaries;
+    const orphans: JobRecord[] = [];
+    const alive = new Map<string, boolean>();
+    for (const id of this.activeIds) {
+      const line = lineOf(this.latest.get(id)!);
+      if (this.ownerGone(line.p, line.ps, alive))
+        orphans.push(interrupted(summaryOf(line), this.dir, line.p, this.presumedEndOf(id)));
+    }
+    return orphans.length ? [...this.summaries, ...orphans] : this.summaries;
   }
 
   /**
@@ -394,31 +448,20 @@ export class RunStore implements JobHistory {
     this.refresh();
     const alive = new Map<string, boolean>();
     const recovered: Recovered[] = [];
-    for (const slot of [...this.latest.values()]) {
-      if (isFinished(slot.st)) continue;
-      const line = lineOf(slot);
-      if (line.p === this.identity.pid && line.ps === this.identity.start) continue;
-      const key = `${line.p}:${line.ps}`;
-      if (!alive.has(key)) alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps));
-      if (alive.get(key)) continue;
-      const stored = this.get(line.id);
-      const record: StoredRecord = stored ?? {
-        ...summaryOf(line),
-        v: 1,
-        owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
-      };
-      const log = runFolder(this.dir, line.id).stdout;
-      record.state = 'interrupted';
-      record.endedAt = now.toISOString();
-      record.outcome = {
-        ...(record.outcome ?? {}),
-        ok: false,
-        text: record.outcome?.text ?? '',
-        error:
-          `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}` +
-          keptWorktree(this.dir, record),
-        costSource: record.outcome?.costSource ?? 'unknown',
-      };
+    for (const id of [...this.activeIds]) {
+      const line = lineOf(this.latest.get(id)!);
+      if (!this.ownerGone(line.p, line.ps, alive)) continue;
+      const stored = this.stored(line.id);
+      const record = interrupted<StoredRecord>(
+        stored ?? {
+          ...summaryOf(line),
+          v: 1,
+          owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+        },
+        this.dir,
+        line.p,
+        this.presumedEnd.get(line.id) ?? now.toISOString(),
+      );
       makeDirs(this.runDir(line.id));
       this.writeRecord(record);
       this.append(record);
@@ -428,6 +471,30 @@ export class RunStore implements JobHistory {
     if (recovered.length) this.refresh();
     return recovered;
   }
+}
+
+/** A queued or running job of a server that is gone, as its recovery writes it. */
+function interrupted<T extends JobRecord>(
+  record: T,
+  stateDir: string,
+  ownerPid: number | undefined,
+  endedAt: string,
+): T {
+  const log = runFolder(stateDir, record.id).stdout;
+  return {
+    ...record,
+    state: 'interrupted',
+    endedAt,
+    outcome: {
+      ...(record.outcome ?? {}),
+      ok: false,
+      text: record.outcome?.text ?? '',
+      error:
+        `interrupted: the polyspawn server that ran it (pid ${ownerPid ?? '?'}) ended before it finished; its output so far is in ${log}` +
+        keptWorktree(stateDir, record),
+      costSource: record.outcome?.costSource ?? 'unknown',
+    },
+  };
 }
 
 /** An interrupted isolated job's worktree stays where it was, as it was: said in its error. */

@@ -2,7 +2,7 @@
 // docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
 // it without opening the record files, and follows the other servers' jobs by reading only the
 // bytes appended since its last read.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
@@ -11,7 +11,18 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, writeAtomic } from '../src/lib/fs.js';
+import {
+  appendToIndex,
+  BASE_FILE,
+  compactIndex,
+  LIVE_FILE,
+  rank,
+  readAt,
+  readHeader,
+  readLines,
+  type IndexHeader,
+} from './index-file.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -77,6 +88,8 @@ export const indexRow = (l: IndexLine): IndexRow => ({
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
 
 const ID = /^[a-z0-9]{1,64}$/;
+/** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
+const COMPACT_AT_BYTES = 1 << 20;
 const LINE_START = '{"id":';
 
 export class RunStore implements JobHistory {
@@ -86,8 +99,10 @@ export class RunStore implements JobHistory {
   private readonly redactor: Redactor;
   private readonly identity: ProcessIdentity;
 
-  /** Bytes of index.jsonl already read. */
+  /** Bytes of index.jsonl already read, in the file of this generation and inode. */
   private offset = 0;
+  private generation = -1;
+  private inode = -1;
   /** The newest line of every job: its state at once, the rest parsed when first needed. */
   private readonly latest = new Map<string, Slot>();
   /** Ids in the order of their final lines; `finalAt` says which position is current. */
@@ -99,6 +114,7 @@ export class RunStore implements JobHistory {
   private loaded = false;
   /** How many finished jobs are held in memory; older ones are left to their record.json. */
   private readonly keepFinished: number;
+  private readonly compactAtBytes: number;
   /** Finished jobs let go of (`keepFinished`), and where in `order` the held ones begin. */
   private forgotten = 0;
   private head = 0;
@@ -127,11 +143,14 @@ export class RunStore implements JobHistory {
      * `get` reads any job's record.json.
      */
     keepFinished?: number;
+    /** The live index file's size past which `compact()` compacts it (default 1 MiB). */
+    compactAtBytes?: number;
   }) {
     this.keepFinished = options.keepFinished ?? Infinity;
+    this.compactAtBytes = options.compactAtBytes ?? COMPACT_AT_BYTES;
     this.dir = options.stateDir;
     this.runsDir = runsDir(this.dir);
-    this.indexPath = join(this.dir, 'index.jsonl');
+    this.indexPath = join(this.dir, LIVE_FILE);
     this.redactor = options.redactor;
     this.identity = options.identity;
   }
@@ -226,9 +245,7 @@ export class RunStore implements JobHistory {
         : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
     };
     makeDirs(this.dir);
-    // One write(2) per line, O_APPEND: on a local file system, never interleaved with the other
-    // servers' appends.
-    appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE });
+    appendToIndex(this.indexPath, `${JSON.stringify(line)}\n`);
   }
 
   /**
@@ -286,7 +303,8 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * Reads the lines appended to the index since the last read (all of it, the first time).
+   * Reads the lines appended to the index since the last read; all of it (the base's newest
+   * `keepFinished`, then the live file) the first time and after a compaction replaced the file.
    * Returns how many lines were applied.
    */
   refresh(): number {
@@ -299,26 +317,27 @@ export class RunStore implements JobHistory {
     }
     let applied = 0;
     try {
-      const size = fstatSync(fd).size;
-      if (size < this.offset) this.reset(); // replaced or truncated: read it again
-      if (size === this.offset) return 0;
-      const buffer = Buffer.allocUnsafe(size - this.offset);
-      let got = 0;
-      while (got < buffer.length) {
-        const n = readSync(fd, buffer, got, buffer.length - got, this.offset + got);
-        if (n === 0) break;
-        got += n;
+      const stat = fstatSync(fd);
+      const { header, bytes } = readHeader(fd);
+      // Replaced (a compaction: the new file may be as long as the old one, or longer) or truncated.
+      if (header.gen !== this.generation || stat.ino !== this.inode || stat.size < this.offset) {
+        this.reset();
+        this.generation = header.gen;
+        this.inode = stat.ino;
+        this.offset = bytes;
+        applied += this.loadBase(header);
       }
+      const buffer = readAt(fd, this.offset, stat.size - this.offset);
       // Only whole lines: a line still being written is read next time.
-      const end = buffer.lastIndexOf(10, got - 1);
-      if (end < 0) return 0;
-      const text = buffer.toString('utf8', 0, end);
-      this.offset += end + 1;
-      for (const raw of text.split('\n')) {
-        const slot = slotOf(raw);
-        if (slot) {
-          this.apply(slot);
-          applied++;
+      const end = buffer.lastIndexOf(10);
+      if (end >= 0) {
+        this.offset += end + 1;
+        for (const raw of buffer.toString('utf8', 0, end).split('\n')) {
+          const slot = slotOf(raw);
+          if (slot) {
+            this.apply(slot);
+            applied++;
+          }
         }
       }
     } finally {
@@ -327,6 +346,37 @@ export class RunStore implements JobHistory {
     }
     if (applied) this.summaries = undefined;
     return applied;
+  }
+
+  /** The base's newest finished runs (keepFinished of them); the older ones are counted, not read. */
+  private loadBase(header: IndexHeader): number {
+    if (header.base === 0) return 0;
+    const lines = readLines(join(this.dir, BASE_FILE), header.base, this.keepFinished);
+    let applied = 0;
+    for (const raw of lines) {
+      const slot = slotOf(raw);
+      if (slot) {
+        this.apply(slot);
+        applied++;
+      }
+    }
+    this.forgotten += Math.max(0, header.done - applied);
+    return applied;
+  }
+
+  /**
+   * Compacts the index when its live file is past `compactAtBytes` (or always, `force`): see
+   * iac/index-file.ts. Call it under the store lock. Returns whether it compacted.
+   */
+  compact(force = false): boolean {
+    let size: number;
+    try {
+      size = statSync(this.indexPath).size;
+    } catch {
+      return false;
+    }
+    if (!force && size < this.compactAtBytes) return false;
+    return compactIndex(this.dir, slotOf) !== undefined;
   }
 
   private reset(): void {
@@ -341,6 +391,8 @@ export class RunStore implements JobHistory {
   }
 
   private apply(slot: Slot): void {
+    const held = this.latest.get(slot.id);
+    if (held && rank(held.st) > rank(slot.st)) return; // a copy made by a compaction, behind its run's newer line
     this.latest.set(slot.id, slot);
     if (isFinished(slot.st)) {
       this.activeIds.delete(slot.id);

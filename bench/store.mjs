@@ -3,14 +3,17 @@
 // that shows it) when the store holds 10 runs and when it holds 10,000; target: the ratio
 // under 2x (the cost must not grow with the history). Also: the bytes of IAC.md at 10,000 runs
 // (bounded by N entries, not by the history), the time to load a 10,000-run history, and the
-// server's `initialize` time with that history against an empty store.
+// server's `initialize` time with that history against an empty store. And at 100,000 runs against
+// 10,000, with index.jsonl compacted as a server leaves it (iac/index-file.ts): the history's
+// load as a server holds it, the server's start, its first `list` and its resident memory;
+// target: each within 1.2x.
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { median, report, root, serverEntry } from './lib.mjs';
+import { median, report, root, rssMiB, serverEntry } from './lib.mjs';
 
 const dist = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const { RunStore } = await dist('iac/store.js');
@@ -22,8 +25,11 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 60);
 const ENTRIES = 200;
 const STATES = ['succeeded', 'succeeded', 'succeeded', 'failed', 'timed_out', 'cancelled', 'interrupted'];
 
-/** A project whose store holds `n` finished runs, written directly (as a store would leave them). */
-function project(n) {
+/**
+ * A project whose store holds `n` finished runs, written directly (as a store would leave them);
+ * record files for the newest `records` only (the rest are read only by `result` on them).
+ */
+function project(n, records = n) {
   const dir = mkdtempSync(join(tmpdir(), `polyspawn-bench-store-${n}-`));
   const state = join(dir, '.polyspawn');
   mkdirSync(join(state, 'runs'), { recursive: true });
@@ -61,9 +67,11 @@ function project(n) {
       },
       owner: { pid: 1, start: 'x:1' },
     };
-    mkdirSync(join(state, 'runs', id));
-    writeFileSync(join(state, 'runs', id, 'record.json'), JSON.stringify(record, null, 2));
-    writeFileSync(join(state, 'runs', id, 'prompt.txt'), prompt);
+    if (i >= n - records) {
+      mkdirSync(join(state, 'runs', id));
+      writeFileSync(join(state, 'runs', id, 'record.json'), JSON.stringify(record, null, 2));
+      writeFileSync(join(state, 'runs', id, 'prompt.txt'), prompt);
+    }
     // Keys in the store's own order: id and st first.
     const base = {
       id,
@@ -83,8 +91,9 @@ function project(n) {
   return { dir, state, iac: join(dir, 'IAC.md') };
 }
 
-function open(p) {
+function open(p, keepFinished) {
   const store = new RunStore({
+    ...(keepFinished ? { keepFinished } : {}),
     stateDir: p.state,
     redactor: new Redactor(
       ['bench-secret-value'],
@@ -134,7 +143,7 @@ async function recordOne({ store, writer }) {
   return { store: t1 - t0, iac: t2 - t1, total: t2 - t0 };
 }
 
-async function initializeMs(stateDir) {
+async function initializeMs(stateDir, options = {}) {
   const t0 = performance.now();
   const transport = new StdioClientTransport({
     command: process.execPath,
@@ -150,10 +159,11 @@ async function initializeMs(stateDir) {
   const client = new Client({ name: 'bench', version: '0' });
   await client.connect(transport); // spawn + initialize
   const t1 = performance.now();
-  await client.callTool({ name: 'list', arguments: { recent: 5 } }); // needs the history
+  await client.callTool({ name: 'list', arguments: { recent: options.recent ?? 5 } }); // needs the history
   const t2 = performance.now();
+  const rss = rssMiB(transport.pid);
   await client.close();
-  return { init: t1 - t0, firstList: t2 - t1 };
+  return { init: t1 - t0, firstList: t2 - t1, rss };
 }
 
 console.log('building the stores (10 and 10,000 runs)...');
@@ -238,3 +248,76 @@ report('store', [
 ]);
 console.log(`runs: ${RUNS} each, interleaved; verdict: ratio ${ratio < 2 ? 'meets' : 'MISSES'} the < 2x target`);
 for (const p of [small, large, emptyProject]) rmSync(p.dir, { recursive: true, force: true });
+
+// 10,000 against 100,000 runs, each index compacted once (what the first server on a project
+// written by an older polyspawn does, under the lock, in the background): then as every later
+// server finds it. A server holds the newest 1,000 finished runs (iac/runtime.ts).
+console.log('building the 10,000- and 100,000-run stores...');
+const stores = { '10,000': project(10_000, 1_000), '100,000': project(100_000, 1_000) };
+const sizes = {};
+const compactMs = {};
+for (const [name, p] of Object.entries(stores)) {
+  const before = statSync(join(p.state, 'index.jsonl')).size;
+  const t0 = performance.now();
+  open(p).store.compact(true);
+  compactMs[name] = performance.now() - t0;
+  const bytes = (file) => statSync(join(p.state, file)).size;
+  sizes[name] = `${before} → ${bytes('index.jsonl')} + base ${bytes('index.base.jsonl')}`;
+}
+const KEEP = 1000;
+const scale = { '10,000': { loads: [], starts: [] }, '100,000': { loads: [], starts: [] } };
+// Loads alone first (a few ms each: 30 samples, interleaved), then the servers.
+for (let i = 0; i < 30; i++) {
+  for (const [name, p] of Object.entries(stores)) {
+    const t0 = performance.now();
+    open(p, KEEP).store.refresh();
+    scale[name].loads.push(performance.now() - t0);
+  }
+}
+for (let i = 0; i < 5; i++) {
+  for (const [name, p] of Object.entries(stores))
+    scale[name].starts.push(await initializeMs(p.state, { recent: 1000 }));
+}
+const at = (name, key) => median(scale[name].starts.map((r) => r[key]));
+const load = (name) => median(scale[name].loads);
+const ratios = {
+  load: load('100,000') / load('10,000'),
+  init: at('100,000', 'init') / at('10,000', 'init'),
+  list: at('100,000', 'firstList') / at('10,000', 'firstList'),
+  rss: at('100,000', 'rss') / at('10,000', 'rss'),
+};
+report('store-scale', [
+  ...['10,000', '100,000'].flatMap((name) => [
+    {
+      figure: `index.jsonl bytes at ${name} runs, before → after the first compaction`,
+      value: sizes[name],
+      target: '',
+    },
+    {
+      figure: `that compaction (ms), ${name} runs`,
+      value: +compactMs[name].toFixed(1),
+      target: 'once, in the background',
+    },
+    {
+      figure: `load the history as a server holds it (median ms), ${name} runs`,
+      value: +load(name).toFixed(2),
+      target: '',
+    },
+    { figure: `spawn + initialize (median ms), ${name} runs`, value: +at(name, 'init').toFixed(1), target: '' },
+    {
+      figure: `first list, recent 1000 (median ms), ${name} runs`,
+      value: +at(name, 'firstList').toFixed(1),
+      target: '',
+    },
+    { figure: `server RSS after it (median MiB), ${name} runs`, value: +at(name, 'rss').toFixed(1), target: '' },
+  ]),
+  { figure: 'ratio 100,000 / 10,000: load', value: +ratios.load.toFixed(2), target: '≤ 1.2' },
+  { figure: 'ratio 100,000 / 10,000: spawn + initialize', value: +ratios.init.toFixed(2), target: '≤ 1.2' },
+  { figure: 'ratio 100,000 / 10,000: first list', value: +ratios.list.toFixed(2), target: '≤ 1.2' },
+  { figure: 'ratio 100,000 / 10,000: server RSS', value: +ratios.rss.toFixed(2), target: '≤ 1.2' },
+]);
+const missed = Object.entries(ratios).filter(([, r]) => r > 1.2);
+console.log(
+  `loads: 30 each, servers: 5 each, interleaved; verdict: ${missed.length ? `MISSES the 1.2x target on ${missed.map(([k]) => k).join(', ')}` : 'meets the 1.2x target on load, start, list and RSS'}`,
+);
+for (const p of Object.values(stores)) rmSync(p.dir, { recursive: true, force: true });

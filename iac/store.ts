@@ -2,7 +2,7 @@
 // docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
 // it without opening the record files, and follows the other servers' jobs by reading only the
 // bytes appended since its last read.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
@@ -11,7 +11,18 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, writeAtomic } from '../src/lib/fs.js';
+import {
+  appendToIndex,
+  BASE_FILE,
+  compactIndex,
+  LIVE_FILE,
+  rank,
+  readAt,
+  readHeader,
+  readLines,
+  type IndexHeader,
+} from './index-file.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -77,6 +88,8 @@ export const indexRow = (l: IndexLine): IndexRow => ({
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
 
 const ID = /^[a-z0-9]{1,64}$/;
+/** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
+const COMPACT_AT_BYTES = 1 << 20;
 const LINE_START = '{"id":';
 
 export class RunStore implements JobHistory {
@@ -86,17 +99,22 @@ export class RunStore implements JobHistory {
   private readonly redactor: Redactor;
   private readonly identity: ProcessIdentity;
 
-  /** Bytes of index.jsonl already read. */
+  /** Bytes of index.jsonl already read, in the file of this generation and inode. */
   private offset = 0;
+  private generation = -1;
+  private inode = -1;
   /** The newest line of every job: its state at once, the rest parsed when first needed. */
   private readonly latest = new Map<string, Slot>();
   /** Ids in the order of their final lines; `finalAt` says which position is current. */
   private order: string[] = [];
   private readonly finalAt = new Map<string, number>();
+  /** Ids whose newest line is queued or running. */
+  private readonly activeIds = new Set<string>();
   private summaries: JobRecord[] | undefined;
   private loaded = false;
   /** How many finished jobs are held in memory; older ones are left to their record.json. */
   private readonly keepFinished: number;
+  private readonly compactAtBytes: number;
   /** Finished jobs let go of (`keepFinished`), and where in `order` the held ones begin. */
   private forgotten = 0;
   private head = 0;
@@ -107,6 +125,13 @@ export class RunStore implements JobHistory {
   private readonly groups = new Map<string, { pgid: number; start?: string }>();
   /** This server's finished records, kept until IAC.md has rendered them once. */
   private readonly fresh = new Map<string, StoredRecord>();
+  /** Servers (`pid:start`) found gone: a process that has ended stays ended. */
+  private readonly goneOwners = new Set<string>();
+  /**
+   * When this server first answered that a dead server's job was interrupted (before the
+   * recovery wrote it): the recovery writes the same end time, so no answer contradicts another.
+   */
+  private readonly presumedEnd = new Map<string, string>();
 
   constructor(options: {
     stateDir: string;
@@ -118,11 +143,14 @@ export class RunStore implements JobHistory {
      * `get` reads any job's record.json.
      */
     keepFinished?: number;
+    /** The live index file's size past which `compact()` compacts it (default 1 MiB). */
+    compactAtBytes?: number;
   }) {
     this.keepFinished = options.keepFinished ?? Infinity;
+    this.compactAtBytes = options.compactAtBytes ?? COMPACT_AT_BYTES;
     this.dir = options.stateDir;
     this.runsDir = runsDir(this.dir);
-    this.indexPath = join(this.dir, 'index.jsonl');
+    this.indexPath = join(this.dir, LIVE_FILE);
     this.redactor = options.redactor;
     this.identity = options.identity;
   }
@@ -217,19 +245,49 @@ export class RunStore implements JobHistory {
         : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
     };
     makeDirs(this.dir);
-    // One write(2) per line, O_APPEND: on a local file system, never interleaved with the other
-    // servers' appends.
-    appendFileSync(this.indexPath, `${JSON.stringify(line)}\n`, { mode: PRIVATE_FILE });
+    appendToIndex(this.indexPath, `${JSON.stringify(line)}\n`);
   }
 
-  /** The whole stored record of a job, or undefined. */
+  /**
+   * The whole stored record of a job, or undefined. A queued or running job whose server is gone
+   * reads as interrupted at once, as the recovery (recoverOrphans, in the background) will write it.
+   */
   get(id: string): StoredRecord | undefined {
+    const record = this.stored(id);
+    if (!record || isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
+    return interrupted(record, this.dir, record.owner?.pid, this.presumedEndOf(id));
+  }
+
+  private stored(id: string): StoredRecord | undefined {
     if (!ID.test(id)) return undefined;
     try {
       return JSON.parse(readFileSync(runFolder(this.dir, id).record, 'utf8')) as StoredRecord;
     } catch {
       return undefined;
     }
+  }
+
+  /** Whether the server `pid` started at `start` is gone (never this one). */
+  private ownerGone(pid: number | undefined, start: string | undefined, alive?: Map<string, boolean>): boolean {
+    if (pid === this.identity.pid && start === this.identity.start) return false;
+    const key = `${pid}:${start}`;
+    if (this.goneOwners.has(key)) return true;
+    let live = alive?.get(key);
+    if (live === undefined) {
+      live = pid !== undefined && sameProcessAlive(pid, start);
+      alive?.set(key, live);
+    }
+    if (!live) this.goneOwners.add(key);
+    return !live;
+  }
+
+  private presumedEndOf(id: string): string {
+    let at = this.presumedEnd.get(id);
+    if (at === undefined) {
+      at = new Date().toISOString();
+      this.presumedEnd.set(id, at);
+    }
+    return at;
   }
 
   /** This server's record of a job finished since the last call, or the stored one. */
@@ -245,7 +303,8 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * Reads the lines appended to the index since the last read (all of it, the first time).
+   * Reads the lines appended to the index since the last read; all of it (the base's newest
+   * `keepFinished`, then the live file) the first time and after a compaction replaced the file.
    * Returns how many lines were applied.
    */
   refresh(): number {
@@ -258,26 +317,27 @@ export class RunStore implements JobHistory {
     }
     let applied = 0;
     try {
-      const size = fstatSync(fd).size;
-      if (size < this.offset) this.reset(); // replaced or truncated: read it again
-      if (size === this.offset) return 0;
-      const buffer = Buffer.allocUnsafe(size - this.offset);
-      let got = 0;
-      while (got < buffer.length) {
-        const n = readSync(fd, buffer, got, buffer.length - got, this.offset + got);
-        if (n === 0) break;
-        got += n;
+      const stat = fstatSync(fd);
+      const { header, bytes } = readHeader(fd);
+      // Replaced (a compaction: the new file may be as long as the old one, or longer) or truncated.
+      if (header.gen !== this.generation || stat.ino !== this.inode || stat.size < this.offset) {
+        this.reset();
+        this.generation = header.gen;
+        this.inode = stat.ino;
+        this.offset = bytes;
+        applied += this.loadBase(header);
       }
+      const buffer = readAt(fd, this.offset, stat.size - this.offset);
       // Only whole lines: a line still being written is read next time.
-      const end = buffer.lastIndexOf(10, got - 1);
-      if (end < 0) return 0;
-      const text = buffer.toString('utf8', 0, end);
-      this.offset += end + 1;
-      for (const raw of text.split('\n')) {
-        const slot = slotOf(raw);
-        if (slot) {
-          this.apply(slot);
-          applied++;
+      const end = buffer.lastIndexOf(10);
+      if (end >= 0) {
+        this.offset += end + 1;
+        for (const raw of buffer.toString('utf8', 0, end).split('\n')) {
+          const slot = slotOf(raw);
+          if (slot) {
+            this.apply(slot);
+            applied++;
+          }
         }
       }
     } finally {
@@ -288,24 +348,60 @@ export class RunStore implements JobHistory {
     return applied;
   }
 
+  /** The base's newest finished runs (keepFinished of them); the older ones are counted, not read. */
+  private loadBase(header: IndexHeader): number {
+    if (header.base === 0) return 0;
+    const lines = readLines(join(this.dir, BASE_FILE), header.base, this.keepFinished);
+    let applied = 0;
+    for (const raw of lines) {
+      const slot = slotOf(raw);
+      if (slot) {
+        this.apply(slot);
+        applied++;
+      }
+    }
+    this.forgotten += Math.max(0, header.done - applied);
+    return applied;
+  }
+
+  /**
+   * Compacts the index when its live file is past `compactAtBytes` (or always, `force`): see
+   * iac/index-file.ts. Call it under the store lock. Returns whether it compacted.
+   */
+  compact(force = false): boolean {
+    let size: number;
+    try {
+      size = statSync(this.indexPath).size;
+    } catch {
+      return false;
+    }
+    if (!force && size < this.compactAtBytes) return false;
+    return compactIndex(this.dir, slotOf) !== undefined;
+  }
+
   private reset(): void {
     this.offset = 0;
     this.latest.clear();
     this.order = [];
     this.finalAt.clear();
+    this.activeIds.clear();
     this.summaries = undefined;
     this.forgotten = 0;
     this.head = 0;
   }
 
   private apply(slot: Slot): void {
+    const held = this.latest.get(slot.id);
+    if (held && rank(held.st) > rank(slot.st)) return; // a copy made by a compaction, behind its run's newer line
     this.latest.set(slot.id, slot);
     if (isFinished(slot.st)) {
+      this.activeIds.delete(slot.id);
+      if (this.presumedEnd.size) this.presumedEnd.delete(slot.id);
       this.finalAt.set(slot.id, this.order.length);
       this.order.push(slot.id);
       this.forgetOldest();
       if (this.order.length > 1024 && this.order.length > 2 * this.finalAt.size) this.compactOrder();
-    }
+    } else this.activeIds.add(slot.id);
   }
 
   /** Lets go of the oldest finished jobs beyond `keepFinished`. */
@@ -341,7 +437,7 @@ export class RunStore implements JobHistory {
   active(): IndexLine[] {
     this.ensureLoaded();
     const lines: IndexLine[] = [];
-    for (const slot of this.latest.values()) if (!isFinished(slot.st)) lines.push(lineOf(slot));
+    for (const id of this.activeIds) lines.push(lineOf(this.latest.get(id)!));
     return lines.sort((a, b) => (a.c < b.c ? -1 : a.c > b.c ? 1 : 0));
   }
 
@@ -362,7 +458,10 @@ export class RunStore implements JobHistory {
     return ids;
   }
 
-  /** The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished), oldest first. */
+  /**
+   * The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished),
+   * oldest first; then the queued and running ones whose server is gone, as interrupted (see get).
+   */
   finished(): JobRecord[] {
     this.refresh();
     if (!this.summaries) {
@@ -381,7 +480,14 @@ export class RunStore implements JobHistory {
       });
       this.summaries = list;
     }
-    return this.summaries;
+    const orphans: JobRecord[] = [];
+    const alive = new Map<string, boolean>();
+    for (const id of this.activeIds) {
+      const line = lineOf(this.latest.get(id)!);
+      if (this.ownerGone(line.p, line.ps, alive))
+        orphans.push(interrupted(summaryOf(line), this.dir, line.p, this.presumedEndOf(id)));
+    }
+    return orphans.length ? [...this.summaries, ...orphans] : this.summaries;
   }
 
   /**
@@ -394,31 +500,20 @@ export class RunStore implements JobHistory {
     this.refresh();
     const alive = new Map<string, boolean>();
     const recovered: Recovered[] = [];
-    for (const slot of [...this.latest.values()]) {
-      if (isFinished(slot.st)) continue;
-      const line = lineOf(slot);
-      if (line.p === this.identity.pid && line.ps === this.identity.start) continue;
-      const key = `${line.p}:${line.ps}`;
-      if (!alive.has(key)) alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps));
-      if (alive.get(key)) continue;
-      const stored = this.get(line.id);
-      const record: StoredRecord = stored ?? {
-        ...summaryOf(line),
-        v: 1,
-        owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
-      };
-      const log = runFolder(this.dir, line.id).stdout;
-      record.state = 'interrupted';
-      record.endedAt = now.toISOString();
-      record.outcome = {
-        ...(record.outcome ?? {}),
-        ok: false,
-        text: record.outcome?.text ?? '',
-        error:
-          `interrupted: the polyspawn server that ran it (pid ${line.p ?? '?'}) ended before it finished; its output so far is in ${log}` +
-          keptWorktree(this.dir, record),
-        costSource: record.outcome?.costSource ?? 'unknown',
-      };
+    for (const id of [...this.activeIds]) {
+      const line = lineOf(this.latest.get(id)!);
+      if (!this.ownerGone(line.p, line.ps, alive)) continue;
+      const stored = this.stored(line.id);
+      const record = interrupted<StoredRecord>(
+        stored ?? {
+          ...summaryOf(line),
+          v: 1,
+          owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+        },
+        this.dir,
+        line.p,
+        this.presumedEnd.get(line.id) ?? now.toISOString(),
+      );
       makeDirs(this.runDir(line.id));
       this.writeRecord(record);
       this.append(record);
@@ -428,6 +523,30 @@ export class RunStore implements JobHistory {
     if (recovered.length) this.refresh();
     return recovered;
   }
+}
+
+/** A queued or running job of a server that is gone, as its recovery writes it. */
+function interrupted<T extends JobRecord>(
+  record: T,
+  stateDir: string,
+  ownerPid: number | undefined,
+  endedAt: string,
+): T {
+  const log = runFolder(stateDir, record.id).stdout;
+  return {
+    ...record,
+    state: 'interrupted',
+    endedAt,
+    outcome: {
+      ...(record.outcome ?? {}),
+      ok: false,
+      text: record.outcome?.text ?? '',
+      error:
+        `interrupted: the polyspawn server that ran it (pid ${ownerPid ?? '?'}) ended before it finished; its output so far is in ${log}` +
+        keptWorktree(stateDir, record),
+      costSource: record.outcome?.costSource ?? 'unknown',
+    },
+  };
 }
 
 /** An interrupted isolated job's worktree stays where it was, as it was: said in its error. */

@@ -175,6 +175,7 @@ export class IacWriter {
       const before = version(file);
       const recovered = this.store.recoverOrphans();
       if (recovered.length) this.options.onRecovered?.(recovered);
+      this.compactIndex();
       if (!this.cleaned) this.removeStaleTemps();
       // Checked on every write: a project's own file may appear while the server runs.
       if (!mayWriteIac(file))
@@ -204,6 +205,15 @@ export class IacWriter {
       this.report(`could not write ${file}: ${(error as Error).message}`);
     } finally {
       await release?.().catch(() => undefined);
+    }
+  }
+
+  /** A long index is compacted here: under the lock, in the background (iac/index-file.ts). */
+  private compactIndex(): void {
+    try {
+      this.store.compact();
+    } catch (error) {
+      this.options.log?.(`could not compact ${this.store.indexPath}: ${(error as Error).message}`);
     }
   }
 

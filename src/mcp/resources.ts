@@ -53,7 +53,8 @@ function listedAgents(app: App): JobRecord[] {
   for (const line of app.iac.store.active()) {
     if (ids.has(line.id)) continue;
     const job = app.jobs.get(line.id);
-    if (job) {
+    // (A dead server's job reads as interrupted: it is listed with the finished.)
+    if (job && !isFinished(job.state)) {
       active.push(job);
       ids.add(job.id);
     }

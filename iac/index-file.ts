@@ -1,0 +1,249 @@
+// The run store's index on disk, and how it is compacted while other servers append to it and
+// follow it. Two files (docs/ARCHITECTURE.md, "The index and its compaction"):
+//
+//   index.jsonl       the live file: every server appends its lines here (O_APPEND, no lock).
+//                     Once compacted, its first line is a header naming its generation and
+//                     how much of the base belongs to it:
+//                     {"gen":G,"base":B,"done":N,"seg":S,"prev":[[G-1,R],...]}.
+//   index.base.jsonl  the base: the final line of every finished run, one per run, in the order
+//                     they finished; only bytes [0, B) count. Only a compaction writes it, and
+//                     only past B: what a reader reads there never changes.
+//
+// A compaction (under the store lock, one at a time) reads the live file, appends its finished
+// runs to the base, writes a new live file (the next header, then the newest line of every run
+// still queued or running) and renames it over index.jsonl. Two races, and what closes them:
+//
+// - An append in flight into the old file. Every appender checks, after its write, that
+//   index.jsonl is still the file it wrote to (same inode); if not, and the compaction that
+//   replaced it had not read that far (the new header's `prev` says how far it read each file it
+//   replaced), it appends the line again to the new one. A line written before the rename but
+//   after the compaction read the old file is copied over by the compaction itself, from the old
+//   file's descriptor, after the rename. A line can so arrive twice in the live file (harmless:
+//   the same line again) or after a newer line of the same run (a copy made after its server's
+//   next write): readers and compactions never let a line move a run back (queued < running <
+//   finished; `rank`).
+// - A reader holding an offset into the old file. The new file may be as long as the old one,
+//   or longer: a reader notices the replacement by the generation in the header (and the inode),
+//   never by the size alone, and then reads again: the base's newest lines, then the live file.
+//
+// A finished line can still reach the live file after the compaction read it (its appender saw
+// the replacement before the file grew past it): the next compaction skips the runs the previous
+// one appended (the base from S on), so the base holds each run once.
+import {
+  closeSync,
+  constants,
+  fdatasyncSync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { dirname, join } from 'node:path';
+import { isFinished, type JobState } from '../src/jobs/table.js';
+import { PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+
+export const LIVE_FILE = 'index.jsonl';
+export const BASE_FILE = 'index.base.jsonl';
+
+/** The first line of a compacted index.jsonl. A file without one (never compacted) is generation 0. */
+export type IndexHeader = {
+  /** Generation: one more at each compaction. */
+  gen: number;
+  /** Bytes of the base that belong to this generation. */
+  base: number;
+  /** Finished runs in those bytes. */
+  done: number;
+  /** Where in the base the previous compaction's runs begin. */
+  seg: number;
+  /** [generation, bytes read] of the live files the last compactions replaced, newest first. */
+  prev: [number, number][];
+};
+
+const NO_HEADER: IndexHeader = { gen: 0, base: 0, done: 0, seg: 0, prev: [] };
+/** How many replaced files a header remembers: an appender stalled across more appends again. */
+const PREV_KEPT = 16;
+const HEADER_START = '{"gen":';
+const HEADER_MAX = 1024;
+
+/** How far a line moves a run: a run never goes back from running to queued, nor from finished. */
+export const rank = (state: JobState): number => (isFinished(state) ? 2 : state === 'running' ? 1 : 0);
+
+/** A line's run and state, or undefined for what is not a run's line. */
+export type LineKey = (raw: string) => { id: string; st: JobState } | undefined;
+
+/** The header of the open live file and its length in bytes (0: none). */
+export function readHeader(fd: number): { header: IndexHeader; bytes: number } {
+  const buffer = readAt(fd, 0, HEADER_MAX);
+  if (buffer.toString('latin1', 0, HEADER_START.length) !== HEADER_START) return { header: NO_HEADER, bytes: 0 };
+  const end = buffer.indexOf(10);
+  try {
+    const h = JSON.parse(buffer.toString('utf8', 0, end)) as IndexHeader;
+    if ([h.gen, h.base, h.done, h.seg].every(Number.isSafeInteger) && Array.isArray(h.prev))
+      return { header: h, bytes: end + 1 };
+  } catch {
+    // written whole before its rename: not a header of ours
+  }
+  return { header: NO_HEADER, bytes: 0 };
+}
+
+/** Up to `length` bytes at `position` (fewer at the end of the file). */
+export function readAt(fd: number, position: number, length: number): Buffer {
+  const buffer = Buffer.allocUnsafe(Math.max(0, length));
+  let got = 0;
+  while (got < buffer.length) {
+    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buffer.subarray(0, got);
+}
+
+/**
+ * Appends whole lines to index.jsonl: one write(2), O_APPEND, so never interleaved with another
+ * server's; again if a compaction replaced the file meanwhile and had not read them (see above).
+ */
+export function appendToIndex(path: string, lines: string): void {
+  for (;;) {
+    const fd = openSync(path, 'a+', PRIVATE_FILE);
+    try {
+      writeSync(fd, lines);
+      const written = fstatSync(fd);
+      let now;
+      try {
+        now = statSync(path);
+      } catch {
+        continue; // removed meanwhile: written again, to a new file
+      }
+      if (now.ino === written.ino && now.dev === written.dev) return;
+      // Replaced. The lines end at or before the file's size now: if the compaction that
+      // replaced it read that far, or copied them over, they are in the new files already
+      // (appended again, a finished run could reach the base twice).
+      if (carriedOver(path, readHeader(fd).header.gen, written.size, lines)) return;
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/** Whether `lines`, written to generation `gen` before it was `size` bytes long, are in the files that replaced it. */
+function carriedOver(path: string, gen: number, size: number, lines: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const { header, bytes } = readHeader(fd);
+    const read = header.prev.find(([g]) => g === gen)?.[1];
+    if (read !== undefined && size <= read) return true;
+    // (Rare: a write that raced a compaction. The live file is small, the base read from S.)
+    const text = Buffer.from(lines);
+    const live = readAt(fd, bytes, fstatSync(fd).size - bytes);
+    if (live.indexOf(text) >= 0) return true;
+    return readLines(join(dirname(path), BASE_FILE), header.base, Infinity, header.seg).some((l) => `${l}\n` === lines);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The lines in bytes [start, end) of a file of whole lines, or only the last `count` of them,
+ * read from the end: loading a 100,000-run base for its newest 1,000 reads 1,000 lines.
+ */
+export function readLines(path: string, end: number, count = Infinity, start = 0): string[] {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return [];
+  }
+  try {
+    const chunks: Buffer[] = [];
+    let position = end;
+    let newlines = 0;
+    while (position > start && newlines <= count) {
+      const length = Math.min(1 << 16, position - start);
+      position -= length;
+      const chunk = readAt(fd, position, length);
+      chunks.unshift(chunk);
+      for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, i + 1)) newlines++;
+    }
+    const lines = Buffer.concat(chunks).toString('utf8').split('\n');
+    lines.pop(); // after the last newline: nothing
+    if (position > start) lines.shift(); // the part of a line before the first chunk
+    return lines.length > count ? lines.slice(lines.length - count) : lines;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Compacts the index (see above). Call it under the store lock: two compactions at once would
+ * write the same bytes of the base. Returns the live file's size before and after.
+ */
+export function compactIndex(dir: string, keyOf: LineKey): { before: number; after: number } | undefined {
+  const livePath = join(dir, LIVE_FILE);
+  const basePath = join(dir, BASE_FILE);
+  let old: number;
+  try {
+    old = openSync(livePath, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const { header, bytes } = readHeader(old);
+    const before = fstatSync(old).size;
+    const body = readAt(old, bytes, before - bytes);
+    const whole = body.lastIndexOf(10) + 1;
+    const read = bytes + whole;
+    // The newest line of each run, in the order of those lines (a finished run's is its final one).
+    const newest = new Map<string, { st: JobState; raw: string }>();
+    for (const raw of body.toString('utf8', 0, whole).split('\n')) {
+      const key = keyOf(raw);
+      if (!key) continue;
+      const held = newest.get(key.id);
+      if (held && rank(held.st) > rank(key.st)) continue;
+      newest.delete(key.id);
+      newest.set(key.id, { st: key.st, raw });
+    }
+    const inBase = new Set(readLines(basePath, header.base, Infinity, header.seg).map((raw) => keyOf(raw)?.id));
+    const finished: string[] = [];
+    const active: string[] = [];
+    for (const [id, { st, raw }] of newest) {
+      if (!isFinished(st)) active.push(`${raw}\n`);
+      else if (!inBase.has(id)) finished.push(`${raw}\n`);
+    }
+    const added = Buffer.from(finished.join(''));
+    if (added.length) {
+      // Past this generation's bytes: what a crashed compaction left there goes.
+      const fd = openSync(basePath, constants.O_RDWR | constants.O_CREAT, PRIVATE_FILE);
+      try {
+        ftruncateSync(fd, header.base);
+        if (added.length) writeSync(fd, added, 0, added.length, header.base);
+        fdatasyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+    }
+    const next: IndexHeader = {
+      gen: header.gen + 1,
+      base: header.base + added.length,
+      done: header.done + finished.length,
+      seg: header.base,
+      prev: [[header.gen, read] as [number, number], ...header.prev].slice(0, PREV_KEPT),
+    };
+    const text = `${JSON.stringify(next)}\n${active.join('')}`;
+    writeAtomic(livePath, text);
+    // What was appended to the old file since it was read, after the new one's lines: its
+    // servers' later lines may precede it there (see `rank`).
+    const tail = readAt(old, read, fstatSync(old).size - read);
+    const tailEnd = tail.lastIndexOf(10) + 1;
+    if (tailEnd > 0) appendToIndex(livePath, tail.toString('utf8', 0, tailEnd));
+    return { before, after: Buffer.byteLength(text) + tailEnd };
+  } finally {
+    closeSync(old);
+  }
+}

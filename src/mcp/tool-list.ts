@@ -111,8 +111,7 @@ function trim(schema: unknown): unknown {
 
 /**
  * Output schemas as listed, by zod schema, for the process: most tools share one (every spawn
- * tool's is the job's result), and converting them is most of a first tools/list's work. Module
- * level, so a start-up snapshot taken after a first listing holds them.
+ * tool's is the job's result), and converting them is most of a first tools/list's work.
  */
 const outputs = new WeakMap<z.ZodType, Tool['outputSchema']>();
 /** The SDK's own conversion (io: output), so a client checks a result as the server does; no $schema tag. */
@@ -124,6 +123,15 @@ function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
     outputs.set(schema, listed);
   }
   return listed;
+}
+
+/**
+ * Converts output schemas now, at load, rather than at the first tools/list: a start-up snapshot
+ * (src/snapshot.ts) evaluates the modules, so it holds them converted, and a start from it skips
+ * most of a first listing's work.
+ */
+export function listOutputsAtLoad(schemas: z.ZodType[]): void {
+  for (const schema of schemas) listedOutput(schema);
 }
 
 /**

@@ -13,6 +13,14 @@ const TEAMS_LISTED = 10;
 
 const DEFAULT_RECENT = 20;
 
+/** Built once, at load: a start-up snapshot holds it converted (src/mcp/server.ts). */
+export const listOutputSchema = z.object({
+  agents: z.array(jobSummarySchema),
+  running: z.number(),
+  queued: z.number(),
+  teams: z.array(teamSummarySchema).optional(),
+});
+
 export function registerListTool(server: McpServer, app: App): void {
   server.registerTool(
     'list',
@@ -33,12 +41,7 @@ export function registerListTool(server: McpServer, app: App): void {
           ),
         })
         .strict(),
-      outputSchema: z.object({
-        agents: z.array(jobSummarySchema),
-        running: z.number(),
-        queued: z.number(),
-        teams: z.array(teamSummarySchema).optional(),
-      }),
+      outputSchema: listOutputSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ recent }) => {

@@ -70,6 +70,18 @@ export async function waitWithProgress(
   }
 }
 
+/** Built once, at load: a start-up snapshot holds it converted (src/mcp/server.ts). */
+export const waitOutputSchema = z.object({
+  finished: z.array(jobResultSchema),
+  pending: z.array(jobSummarySchema),
+  teams: z.array(teamResultSchema).optional().describe('The teams asked for: answer and members once finished'),
+  questions: z
+    .array(questionSchema.extend({ agent_id: z.string() }))
+    .optional()
+    .describe('Questions agents are waiting on: answer each with reply_subagent'),
+  timed_out: z.boolean().describe('True when agents are still pending: call again to keep waiting'),
+});
+
 export function registerWaitTool(server: McpServer, app: App): void {
   server.registerTool(
     'wait_for_agents',
@@ -83,16 +95,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
           return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
         })
         .strict(),
-      outputSchema: z.object({
-        finished: z.array(jobResultSchema),
-        pending: z.array(jobSummarySchema),
-        teams: z.array(teamResultSchema).optional().describe('The teams asked for: answer and members once finished'),
-        questions: z
-          .array(questionSchema.extend({ agent_id: z.string() }))
-          .optional()
-          .describe('Questions agents are waiting on: answer each with reply_subagent'),
-        timed_out: z.boolean().describe('True when agents are still pending: call again to keep waiting'),
-      }),
+      outputSchema: waitOutputSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ agent_ids, timeout_s, return_when }, extra) => {

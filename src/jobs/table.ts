@@ -116,6 +116,11 @@ export type Executor = (
     onProcessGroup?: (pgid: number) => void;
     /** An isolated job reports its worktree once made, and again with its changes. */
     onWorktree?: (worktree: JobWorktree) => void;
+    /**
+     * A file on disk that holds exactly `text` (the run store's copy of the prompt, when it holds
+     * no secret): a CLI whose stdin is that text reads it from the file instead of a pipe.
+     */
+    promptFile?: { path: string; text: string };
   },
 ) => Promise<ExecutionResult>;
 

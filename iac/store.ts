@@ -270,6 +270,12 @@ export class RunStore implements JobHistory {
     }
   }
 
+  /** A final state read from the index needs no record: it never changes again. */
+  storedState(id: string): JobState | undefined {
+    const st = this.latest.get(id)?.st;
+    return st !== undefined && isFinished(st) ? st : this.get(id)?.state;
+  }
+
   /** This server's record of a job finished since the last call, or the stored one. */
   recordForRender(id: string): StoredRecord | undefined {
     const fresh = this.fresh.get(id);

@@ -53,6 +53,10 @@ const STATUS: Record<JobState, string> = {
 
 export const statusLabel = (state: JobState) => STATUS[state] ?? state;
 
+/** 12,345: one formatter, made once (toLocaleString makes one per call, the costliest part of an entry). */
+const COUNT = new Intl.NumberFormat('en-US');
+const count = (n: number) => COUNT.format(n);
+
 /** "2026-05-01 12:00:03Z" */
 export function time(iso: string | undefined): string {
   if (!iso) return '—';
@@ -146,11 +150,10 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
   if (r.sandbox) out.push(`**Sandbox:** ${inline(sandboxLabel(r.sandbox))}`, '');
   const prompt = shorten(r.prompt, PROMPT_CHARS);
   out.push('<details>');
-  out.push(`<summary>Prompt (${r.prompt.length.toLocaleString('en-US')} characters)</summary>`);
+  out.push(`<summary>Prompt (${count(r.prompt.length)} characters)</summary>`);
   out.push('');
   out.push(fence(prompt.text));
-  if (prompt.cut)
-    out.push('', `_Cut: ${prompt.cut.toLocaleString('en-US')} more characters in \`${inline(run)}/prompt.txt\`._`);
+  if (prompt.cut) out.push('', `_Cut: ${count(prompt.cut)} more characters in \`${inline(run)}/prompt.txt\`._`);
   out.push('');
   out.push('</details>');
   const text = r.outcome?.text ?? '';
@@ -160,7 +163,7 @@ export function renderEntry(r: StoredRecord, ctx: EntryContext): string {
     if (result.cut) {
       out.push(
         '',
-        `_Cut: ${result.cut.toLocaleString('en-US')} more characters. The whole answer: the \`result\` tool with agent_id \`${r.id}\`; the CLI's output: \`${inline(run)}/stdout.log\` (or the \`logs\` tool)._`,
+        `_Cut: ${count(result.cut)} more characters. The whole answer: the \`result\` tool with agent_id \`${r.id}\`; the CLI's output: \`${inline(run)}/stdout.log\` (or the \`logs\` tool)._`,
       );
     }
   }

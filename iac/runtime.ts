@@ -133,7 +133,17 @@ export function createIacRuntime(
     teams,
     file: target.file,
     problems,
-    guard: (execute) => guardExecutor(execute, redactor, (id) => store.runDir(id), log),
+    guard: (execute) =>
+      guardExecutor(
+        (job, control) => {
+          // The stored prompt, when it is the prompt itself, is what a CLI reads on stdin.
+          const promptFile = store.promptFile(job);
+          return execute(job, promptFile ? { ...control, promptFile } : control);
+        },
+        redactor,
+        (id) => store.runDir(id),
+        log,
+      ),
     record(job) {
       changes++;
       if (isFinished(job.state)) saveNow(job);

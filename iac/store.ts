@@ -2,7 +2,7 @@
 // docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
 // it without opening the record files, and follows the other servers' jobs by reading only the
 // bytes appended since its last read.
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
 import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
@@ -11,7 +11,7 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
 import {
   appendToIndex,
   BASE_FILE,
@@ -188,14 +188,7 @@ export class RunStore implements JobHistory {
    * changed. The record goes first, so whoever reads a line can read its record.
    */
   save(job: JobRecord): void {
-    const dir = this.runDir(job.id);
-    let prompt = this.redactedPrompts.get(job.id);
-    if (prompt === undefined) {
-      prompt = this.redactor.text(job.prompt);
-      this.redactedPrompts.set(job.id, prompt);
-      makeDirs(dir);
-      writeAtomic(runFolder(this.dir, job.id).prompt, prompt);
-    }
+    const prompt = this.savePrompt(job);
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
       const start = processStart(job.pgid);
       this.groups.set(job.id, start ? { pgid: job.pgid, start } : { pgid: job.pgid });
@@ -219,6 +212,42 @@ export class RunStore implements JobHistory {
       this.redactedPrompts.delete(job.id);
       this.groups.delete(job.id);
       this.indexedState.delete(job.id);
+    }
+  }
+
+  /**
+   * prompt.txt, written once per job: the prompt, redacted. When it held no secret the file is
+   * the prompt itself, and a CLI reads its stdin from it (`promptFile`): the prompt is kept once.
+   */
+  private savePrompt(job: JobRecord): string {
+    const saved = this.redactedPrompts.get(job.id);
+    if (saved !== undefined) return saved;
+    const prompt = this.redactor.text(job.prompt);
+    const path = runFolder(this.dir, job.id).prompt;
+    try {
+      // Its folder was just made by claimId, and nothing else writes this file: no temp file.
+      writeFileSync(path, prompt, { mode: PRIVATE_FILE, flag: 'wx' });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'EEXIST') throw error;
+      makeDirs(this.runDir(job.id));
+      writeAtomic(path, prompt);
+    }
+    this.redactedPrompts.set(job.id, prompt);
+    return prompt;
+  }
+
+  /**
+   * prompt.txt of one of this server's jobs, written now if it was not yet, when it holds the
+   * job's prompt exactly (no secret was taken out of it): the executor's `promptFile`.
+   */
+  promptFile(job: JobRecord): { path: string; text: string } | undefined {
+    try {
+      return this.savePrompt(job) === job.prompt
+        ? { path: runFolder(this.dir, job.id).prompt, text: job.prompt }
+        : undefined;
+    } catch {
+      return undefined; // not written: the prompt goes through a pipe, and save() reports the failure
     }
   }
 
@@ -288,6 +317,12 @@ export class RunStore implements JobHistory {
       this.presumedEnd.set(id, at);
     }
     return at;
+  }
+
+  /** A final state read from the index needs no record: it never changes again. */
+  storedState(id: string): JobState | undefined {
+    const st = this.latest.get(id)?.st;
+    return st !== undefined && isFinished(st) ? st : this.get(id)?.state;
   }
 
   /** This server's record of a job finished since the last call, or the stored one. */

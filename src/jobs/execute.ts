@@ -38,6 +38,14 @@ export function createExecutor(
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
   const apiKeyNames = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
+  // The same for every job of a backend (and of a named agent): made once, not per job of a burst.
+  const environments = new Map<string, ExecutorContext['env']>();
+  const environmentFor = (backend: CliBackend, job: Readonly<JobRecord>) => {
+    const key = [backend.name, ...(job.agent?.env ?? [])].join('\0');
+    let env = environments.get(key);
+    if (!env) environments.set(key, (env = cliEnvironment(ctx, backend, job, apiKeyNames)));
+    return env;
+  };
   return async (job, control) => {
     const backend = byName.get(job.backend);
     if (!backend) throw new Error(`no backend named ${job.backend}`);
@@ -46,7 +54,7 @@ export function createExecutor(
         ? await executeCli(
             backend,
             job,
-            { ...ctx, env: cliEnvironment(ctx, backend, job, apiKeyNames) },
+            { ...ctx, env: environmentFor(backend, job) },
             control,
             nesting,
             parentChannel(),
@@ -235,6 +243,7 @@ async function runCli(
     env: spec.env,
     cwd: job.cwd,
     stdin: spec.stdin,
+    ...(control.promptFile?.text === spec.stdin ? { stdinFile: control.promptFile.path } : {}),
     stdoutLog: logs.stdout,
     stderrLog: logs.stderr,
     timeoutMs: job.timeoutS * 1000,
@@ -310,6 +319,20 @@ function readIfPresent(path: string): string | undefined {
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
+/** How long an answer of unwritableBecause about the runs folder holds: it is asked for every job of a burst. */
+const WRITABLE_CHECK_MS = 1000;
+const writableChecks = new Map<string, { at: number; problem: string | undefined }>();
+
+/** unwritableBecause(dir), asked again at most once a second (a run's folder is made in it, by this process, 0700). */
+function recentlyUnwritable(dir: string): string | undefined {
+  const now = Date.now();
+  const last = writableChecks.get(dir);
+  if (last && now - last.at < WRITABLE_CHECK_MS) return last.problem;
+  const problem = unwritableBecause(dir);
+  writableChecks.set(dir, { at: now, problem });
+  return problem;
+}
+
 /**
  * The run's folder, or, when the run store's folder cannot be written (read-only, no
  * permission, a full disk), one in the OS temp folder for the files the CLI is given and
@@ -318,7 +341,7 @@ const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 function scratchDirFor(dir: string, id: string): string {
   try {
     makeDirs(dir);
-    if (!unwritableBecause(dir)) return dir;
+    if (!recentlyUnwritable(dirname(dir))) return dir;
   } catch {
     // below
   }

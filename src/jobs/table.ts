@@ -116,6 +116,11 @@ export type Executor = (
     onProcessGroup?: (pgid: number) => void;
     /** An isolated job reports its worktree once made, and again with its changes. */
     onWorktree?: (worktree: JobWorktree) => void;
+    /**
+     * A file on disk that holds exactly `text` (the run store's copy of the prompt, when it holds
+     * no secret): a CLI whose stdin is that text reads it from the file instead of a pipe.
+     */
+    promptFile?: { path: string; text: string };
   },
 ) => Promise<ExecutionResult>;
 
@@ -125,6 +130,8 @@ export type JobHistory = {
   get(id: string): JobRecord | undefined;
   /** Summaries of the stored finished jobs (the newest ones it holds in memory), oldest first. */
   finished(): JobRecord[];
+  /** The state a job is stored in, where known without reading its whole record (else `get`'s). */
+  storedState?(id: string): JobState | undefined;
 };
 
 type Entry = {
@@ -260,7 +267,8 @@ export class JobTable {
     while (this.finishedOrder.length > KEEP_FINISHED) {
       const old = this.finishedOrder.shift()!;
       // A store that could not record it (unwritable, full) leaves it here, in memory.
-      if (history.get(old)?.state === this.entries.get(old)?.record.state) this.entries.delete(old);
+      const stored = history.storedState ? history.storedState(old) : history.get(old)?.state;
+      if (stored === this.entries.get(old)?.record.state) this.entries.delete(old);
     }
   }
 

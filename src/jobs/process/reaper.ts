@@ -43,6 +43,8 @@ function reaperMain(graceMs: number): void {
 
 export class Reaper {
   private child: ChildProcess | undefined;
+  /** Lines not yet written: a burst's groups go in one write, not one write (and one wake-up of the sidecar) each. */
+  private pending = '';
 
   constructor(private readonly graceMs: number) {}
 
@@ -55,6 +57,15 @@ export class Reaper {
   }
 
   private send(line: string): void {
+    // Written at the end of the current task (after its microtasks), before the event loop goes
+    // on: the groups a burst starts in one task cost one write and one wake-up of the sidecar.
+    if (this.pending === '') queueMicrotask(() => this.flush());
+    this.pending += `${line}\n`;
+  }
+
+  private flush(): void {
+    const lines = this.pending;
+    this.pending = '';
     if (!this.child) {
       this.child = spawn(process.execPath, ['-e', `(${reaperMain.toString()})(${this.graceMs})`], {
         detached: true, // its own group, so a signal to the server's group does not reach it
@@ -66,6 +77,6 @@ export class Reaper {
       this.child.unref();
       (this.child.stdin as unknown as { unref(): void }).unref();
     }
-    this.child.stdin!.write(`${line}\n`);
+    this.child.stdin!.write(lines);
   }
 }

@@ -22,6 +22,11 @@ export type RunSpec = {
   env: Record<string, string | undefined>;
   cwd: string;
   stdin: string;
+  /**
+   * A file that holds exactly `stdin`: the child reads it from there, and no pipe (nor the
+   * server's stream over it) is made. Used when it can be opened; otherwise `stdin` is piped.
+   */
+  stdinFile?: string;
   stdoutLog: string;
   stderrLog: string;
   timeoutMs: number;
@@ -76,15 +81,21 @@ export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
   let spawnErrorCode: string | undefined;
-  const logs: number[] = [];
+  const fds: number[] = [];
   try {
-    for (const path of [spec.stdoutLog, spec.stderrLog]) logs.push(openSync(path, 'w', PRIVATE_FILE));
+    const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile);
+    if (stdinFd !== undefined) fds.push(stdinFd);
+    const [stdout, stderr] = [spec.stdoutLog, spec.stderrLog].map((path) => {
+      const fd = openSync(path, 'w', PRIVATE_FILE);
+      fds.push(fd);
+      return fd;
+    });
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
       env: childEnv(spec),
       detached: true, // its own process group, so a signal reaches every descendant
-      stdio: ['pipe', logs[0], logs[1]],
+      stdio: [stdinFd ?? 'pipe', stdout, stderr],
     });
   } catch (error) {
     // A log that cannot be created (the executor chose a writable folder: a race), or an
@@ -92,7 +103,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     spawnError = (error as Error).message;
     spawnErrorCode = (error as NodeJS.ErrnoException).code;
   } finally {
-    for (const fd of logs) closeSync(fd); // the child holds its own copies
+    for (const fd of fds) closeSync(fd); // the child holds its own copies
   }
   const pgid = child?.pid;
   if (pgid !== undefined) {
@@ -110,8 +121,8 @@ export function runProcess(spec: RunSpec): RunningProcess {
       resolve({ code: null, signal: null });
     });
     child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.stdin!.once('error', () => undefined); // EPIPE: it exited without reading it all
-    child.stdin!.end(spec.stdin);
+    child.stdin?.once('error', () => undefined); // EPIPE: it exited without reading it all
+    child.stdin?.end(spec.stdin);
   });
 
   let end: RunEnd = 'exited';
@@ -164,6 +175,14 @@ export function runProcess(spec: RunSpec): RunningProcess {
     tail: (maxChars) => readNewest(spec.stdoutLog, maxChars) || readNewest(spec.stderrLog, maxChars),
     done,
   };
+}
+
+function openIfPresent(path: string): number | undefined {
+  try {
+    return openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
 }
 
 function groupAlive(pgid: number): boolean {

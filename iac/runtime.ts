@@ -136,6 +136,10 @@ export function createIacRuntime(
     guard: (execute) =>
       guardExecutor(
         (job, control) => {
+          // On disk before its process starts, whatever the event loop is busy with: a burst's
+          // spawns can hold off the end of the turn for seconds, and a job must never run, or
+          // end, unrecorded (a crash would lose it; its index would lack its running line).
+          if (unsaved.has(job.id)) saveNow(job);
           // The stored prompt, when it is the prompt itself, is what a CLI reads on stdin.
           const promptFile = store.promptFile(job);
           return execute(job, promptFile ? { ...control, promptFile } : control);

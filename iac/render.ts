@@ -53,9 +53,12 @@ const STATUS: Record<JobState, string> = {
 
 export const statusLabel = (state: JobState) => STATUS[state] ?? state;
 
-/** 12,345: one formatter, made once (toLocaleString makes one per call, the costliest part of an entry). */
-const COUNT = new Intl.NumberFormat('en-US');
-const count = (n: number) => COUNT.format(n);
+/**
+ * 12,345: one formatter, made at first use (toLocaleString makes one per call, the costliest part
+ * of an entry). Not at load: an Intl object holds a native handle a start-up snapshot cannot keep.
+ */
+let counts: Intl.NumberFormat | undefined;
+const count = (n: number) => (counts ??= new Intl.NumberFormat('en-US')).format(n);
 
 /** "2026-05-01 12:00:03Z" */
 export function time(iso: string | undefined): string {

@@ -163,6 +163,6 @@ await Promise.all(
 );
 console.log(`bundle: ${relative(root, bundleFile)} (id ${bundleId}), run by ${relative(root, bootFile)}`);
 // The snapshot for the node that builds: it prints where it went, or why there is none; either way
-// the build goes on (POLYSPAWN_SNAPSHOT=0 skips it).
+// the build goes on. Only when POLYSPAWN_SNAPSHOT asks for one (src/lib/start-snapshot.ts).
 const made = spawnSync(process.execPath, [snapshotEntry], { stdio: 'inherit' });
 if (made.status !== 0) console.log(`start-up snapshot: none (its maker ended with ${made.status ?? made.signal})`);

@@ -229,7 +229,7 @@ describe.skipIf(process.platform !== 'linux')('made when missing', () => {
     await next.close();
   }, 300_000);
 
-  test('polyspawn init writes the launcher when there is a snapshot, node and cli.js when it is off', () => {
+  test('polyspawn init writes the launcher when there is a snapshot, node and cli.js when it is off (the default)', () => {
     const initIn = ([command, ...args]: string[], env: Record<string, string>) => {
       const project = mkdtempSync(join(root, 'project-'));
       const out = spawnSync(command!, [...args, 'init', '--claude'], {
@@ -248,5 +248,24 @@ describe.skipIf(process.platform !== 'linux')('made when missing', () => {
       command: process.execPath,
       args: [cli],
     });
+    // Off unless asked for: no variable, no snapshot made, the plain command.
+    const home = mkdtempSync(join(root, 'cache-'));
+    const { POLYSPAWN_SNAPSHOT: _asked, ...unset } = process.env;
+    const project = mkdtempSync(join(root, 'project-'));
+    const out = spawnSync(process.execPath, [cli, 'init', '--claude'], {
+      cwd: project,
+      env: { ...unset, XDG_CACHE_HOME: home },
+      encoding: 'utf8',
+    });
+    expect(out.status, out.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(project, '.mcp.json'), 'utf8')).mcpServers.agents).toMatchObject({
+      command: process.execPath,
+      args: [cli],
+    });
+    expect(
+      readdirSync(home)
+        .flatMap((d) => readdirSync(join(home, d)))
+        .filter((f) => /^snapshot-/.test(f)),
+    ).toEqual([]);
   });
 });

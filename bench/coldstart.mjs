@@ -58,7 +58,7 @@ const made = spawnSync(process.execPath, [join(root, 'dist', 'src', 'snapshot.cj
   env: { ...process.env, POLYSPAWN_SNAPSHOT: snapshotDir },
   encoding: 'utf8',
 });
-const launcher = /^start-up snapshot: (\/.*\.sh)$/m.exec(made.stdout)?.[1];
+const launcher = /^start-up snapshot: (\/.*\.sh)$/m.exec(made.stderr)?.[1];
 if (!launcher) console.log(`no start-up snapshot to measure: ${made.stdout}${made.stderr}`);
 const viaSnapshot = launcher && ['/bin/sh', launcher];
 const viaCodeCache = [process.execPath, serverEntry];

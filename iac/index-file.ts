@@ -36,13 +36,12 @@ import {
   fstatSync,
   ftruncateSync,
   openSync,
-  readSync,
   statSync,
   writeSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isFinished, type JobState } from '../src/jobs/table.js';
-import { PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+import { PRIVATE_FILE, readAt, withFile, writeAtomic } from '../src/lib/fs.js';
 
 export const LIVE_FILE = 'index.jsonl';
 export const BASE_FILE = 'index.base.jsonl';
@@ -88,18 +87,6 @@ export function readHeader(fd: number): { header: IndexHeader; bytes: number } {
   return { header: NO_HEADER, bytes: 0 };
 }
 
-/** Up to `length` bytes at `position` (fewer at the end of the file). */
-export function readAt(fd: number, position: number, length: number): Buffer {
-  const buffer = Buffer.allocUnsafe(Math.max(0, length));
-  let got = 0;
-  while (got < buffer.length) {
-    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
-    if (n === 0) break;
-    got += n;
-  }
-  return buffer.subarray(0, got);
-}
-
 /**
  * Appends whole lines to index.jsonl: one write(2), O_APPEND, so never interleaved with another
  * server's; again if a compaction replaced the file meanwhile and had not read them (see above).
@@ -129,24 +116,14 @@ export function appendToIndex(path: string, lines: string): void {
 
 /** Whether `lines`, written to generation `gen` before it was `size` bytes long, are in the files that replaced it. */
 function carriedOver(path: string, gen: number, size: number, lines: string): boolean {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return false;
-  }
-  try {
+  return withFile(path, false, (fd, now) => {
     const { header, bytes } = readHeader(fd);
     const read = header.prev.find(([g]) => g === gen)?.[1];
     if (read !== undefined && size <= read) return true;
     // (Rare: a write that raced a compaction. The live file is small, the base read from S.)
-    const text = Buffer.from(lines);
-    const live = readAt(fd, bytes, fstatSync(fd).size - bytes);
-    if (live.indexOf(text) >= 0) return true;
+    if (readAt(fd, bytes, now - bytes).indexOf(Buffer.from(lines)) >= 0) return true;
     return readLines(join(dirname(path), BASE_FILE), header.base, Infinity, header.seg).some((l) => `${l}\n` === lines);
-  } finally {
-    closeSync(fd);
-  }
+  });
 }
 
 /**
@@ -154,13 +131,7 @@ function carriedOver(path: string, gen: number, size: number, lines: string): bo
  * read from the end: loading a 100,000-run base for its newest 1,000 reads 1,000 lines.
  */
 export function readLines(path: string, end: number, count = Infinity, start = 0): string[] {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return [];
-  }
-  try {
+  return withFile(path, [], (fd) => {
     const chunks: Buffer[] = [];
     let position = end;
     let newlines = 0;
@@ -175,9 +146,7 @@ export function readLines(path: string, end: number, count = Infinity, start = 0
     lines.pop(); // after the last newline: nothing
     if (position > start) lines.shift(); // the part of a line before the first chunk
     return lines.length > count ? lines.slice(lines.length - count) : lines;
-  } finally {
-    closeSync(fd);
-  }
+  });
 }
 
 /**
@@ -187,15 +156,8 @@ export function readLines(path: string, end: number, count = Infinity, start = 0
 export function compactIndex(dir: string, keyOf: LineKey): { before: number; after: number } | undefined {
   const livePath = join(dir, LIVE_FILE);
   const basePath = join(dir, BASE_FILE);
-  let old: number;
-  try {
-    old = openSync(livePath, 'r');
-  } catch {
-    return undefined;
-  }
-  try {
+  return withFile(livePath, undefined, (old, before) => {
     const { header, bytes } = readHeader(old);
-    const before = fstatSync(old).size;
     const body = readAt(old, bytes, before - bytes);
     const whole = body.lastIndexOf(10) + 1;
     const read = bytes + whole;
@@ -243,7 +205,5 @@ export function compactIndex(dir: string, keyOf: LineKey): { before: number; aft
     const tailEnd = tail.lastIndexOf(10) + 1;
     if (tailEnd > 0) appendToIndex(livePath, tail.toString('utf8', 0, tailEnd));
     return { before, after: Buffer.byteLength(text) + tailEnd };
-  } finally {
-    closeSync(old);
-  }
+  });
 }

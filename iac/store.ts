@@ -11,14 +11,13 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, readAt, writeAtomic } from '../src/lib/fs.js';
 import {
   appendToIndex,
   BASE_FILE,
   compactIndex,
   LIVE_FILE,
   rank,
-  readAt,
   readHeader,
   readLines,
   type IndexHeader,

@@ -106,7 +106,8 @@ if (startupSnapshot.isBuildingSnapshot()) {
   });
 } else {
   const made = makeSnapshot(process.env, install, VERSION);
-  process.stdout.write(
+  // stderr, as every diagnostic of the server's code: its stdout is JSON-RPC when it serves.
+  process.stderr.write(
     'launcher' in made
       ? `start-up snapshot: ${made.launcher}\n`
       : `start-up snapshot: none (${made.reason}); polyspawn starts through its code cache\n`,

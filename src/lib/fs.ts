@@ -6,9 +6,13 @@
 // loop forever; writeAtomic replaces a file whole.
 import {
   accessSync,
+  closeSync,
   constants,
+  fstatSync,
   lstatSync,
   mkdirSync,
+  openSync,
+  readSync,
   realpathSync,
   renameSync,
   rmSync,
@@ -136,5 +140,32 @@ export function writeAtomic(path: string, data: string | Buffer): void {
   } catch (error) {
     rmSync(tmp, { force: true });
     throw error;
+  }
+}
+
+/** Up to `length` bytes at `position` of an open file (fewer at its end). */
+export function readAt(fd: number, position: number, length: number): Buffer {
+  const buffer = Buffer.allocUnsafe(Math.max(0, length));
+  let got = 0;
+  while (got < buffer.length) {
+    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buffer.subarray(0, got);
+}
+
+/** Calls `read` with the file open and its size, then closes it; a file that cannot be opened gives `absent`. */
+export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return absent;
+  }
+  try {
+    return read(fd, fstatSync(fd).size);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -7,31 +7,17 @@ import { registerAgentSpawnTools } from './tools/agent-spawn.js';
 import { registerDefineAgentTool, registerListAgentsTool, registerRemoveAgentTool } from './tools/agents.js';
 import { registerJobNotifications, registerResources } from './resources.js';
 import { lazyJsonSchemaValidator } from './lazy-validator.js';
-import { compactToolList, listOutputsAtLoad } from './tool-list.js';
+import { compactToolList } from './tool-list.js';
 import { registerCancelTool } from './tools/cancel.js';
 import { registerIntegrateTool } from './tools/integrate.js';
-import { listOutputSchema, registerListTool } from './tools/list.js';
+import { registerListTool } from './tools/list.js';
 import { registerLogsTool } from './tools/logs.js';
 import { registerReplyTool } from './tools/reply.js';
 import { registerResultTool } from './tools/result.js';
 import { modelsText, registerSpawnTools } from './tools/spawn.js';
-import { registerWaitTool, waitOutputSchema } from './tools/wait.js';
+import { registerWaitTool } from './tools/wait.js';
 import { registerRunTeamTool } from './tools/run-team.js';
 import { VERSION } from '../lib/version.js';
-import { jobResultSchema, jobSummarySchema } from '../jobs/result.js';
-import { jobOrTeamResultSchema, jobOrTeamSummarySchema, teamResultSchema } from '../jobs/teams/result.js';
-
-// The output schemas of the tools every server lists, as a client reads them (a start-up
-// snapshot holds them converted); a named agent's own output_schema is converted when listed.
-listOutputsAtLoad([
-  jobResultSchema,
-  jobSummarySchema,
-  jobOrTeamResultSchema,
-  jobOrTeamSummarySchema,
-  teamResultSchema,
-  waitOutputSchema,
-  listOutputSchema,
-]);
 
 // The instructions: what spans tools (the workflow, the shared spawn options, questions,
 // worktrees, teams, the record) and which backends can run here. Each tool's own details are in

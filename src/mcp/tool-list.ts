@@ -126,15 +126,6 @@ function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
 }
 
 /**
- * Converts output schemas now, at load, rather than at the first tools/list: a start-up snapshot
- * (src/snapshot.ts) evaluates the modules, so it holds them converted, and a start from it skips
- * most of a first listing's work.
- */
-export function listOutputsAtLoad(schemas: z.ZodType[]): void {
-  for (const schema of schemas) listedOutput(schema);
-}
-
-/**
  * One tool as listed: the compact input schema (what a model reads), and the title, output schema
  * and every hint (what a client reads), the spec's defaults filled in. A read-only tool destroys
  * nothing and may be called again: its hints say so rather than the defaults for tools that write.

@@ -43,7 +43,7 @@ function makeSnapshot(folder: string): string {
     encoding: 'utf8',
     timeout: 240_000,
   });
-  const found = /^start-up snapshot: (\/.*\.sh)$/m.exec(made.stdout)?.[1];
+  const found = /^start-up snapshot: (\/.*\.sh)$/m.exec(made.stderr)?.[1];
   if (!found) throw new Error(`no snapshot: ${made.stdout}${made.stderr}`);
   return found;
 }

@@ -2,36 +2,9 @@
 // a child that prints a gigabyte costs the server a few megabytes, read once it has ended.
 // Parsers need the head (codex's thread id, the first events) and the tail (the final
 // result); the log file keeps the rest.
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { readAt, withFile } from '../../lib/fs.js';
 
 const NEWLINE = 0x0a;
-
-/** Up to `length` bytes from `position` (fewer at the end of the file). */
-export function readAt(fd: number, position: number, length: number): Buffer {
-  const buffer = Buffer.allocUnsafe(Math.max(0, length));
-  let got = 0;
-  while (got < buffer.length) {
-    const n = readSync(fd, buffer, got, buffer.length - got, position + got);
-    if (n === 0) break;
-    got += n;
-  }
-  return buffer.subarray(0, got);
-}
-
-/** Calls `read` with the open file and its size; a file that cannot be read is empty. */
-function withFile<T>(path: string, empty: T, read: (fd: number, size: number) => T): T {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return empty;
-  }
-  try {
-    return read(fd, fstatSync(fd).size);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /**
  * The whole text when the file holds at most `headBytes + tailBytes`; otherwise its first

@@ -13,7 +13,7 @@ const TEAMS_LISTED = 10;
 
 const DEFAULT_RECENT = 20;
 
-/** Built once, at load: a start-up snapshot holds it converted (src/mcp/server.ts). */
+/** One schema for every server of the process: tools/list converts it once (src/mcp/tool-list.ts). */
 export const listOutputSchema = z.object({
   agents: z.array(jobSummarySchema),
   running: z.number(),

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { Redactor } from '../../lib/redact.js';
 import { redactPage } from '../../../iac/scrub.js';
 import type { App } from '../../app.js';
-import { readAt } from '../../jobs/process/log-reader.js';
+import { readAt } from '../../lib/fs.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
 import { findJob, toolResult } from '../views.js';

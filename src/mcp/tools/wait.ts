@@ -70,7 +70,7 @@ export async function waitWithProgress(
   }
 }
 
-/** Built once, at load: a start-up snapshot holds it converted (src/mcp/server.ts). */
+/** One schema for every server of the process: tools/list converts it once (src/mcp/tool-list.ts). */
 export const waitOutputSchema = z.object({
   finished: z.array(jobResultSchema),
   pending: z.array(jobSummarySchema),

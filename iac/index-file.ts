@@ -29,16 +29,7 @@
 // A finished line can still reach the live file after the compaction read it (its appender saw
 // the replacement before the file grew past it): the next compaction skips the runs the previous
 // one appended (the base from S on), so the base holds each run once.
-import {
-  closeSync,
-  constants,
-  fdatasyncSync,
-  fstatSync,
-  ftruncateSync,
-  openSync,
-  statSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isFinished, type JobState } from '../src/jobs/table.js';
 import { PRIVATE_FILE, readAt, withFile, writeAtomic } from '../src/lib/fs.js';

@@ -6,6 +6,7 @@
 //   npm run test:mutation                  every mutation (about 15 minutes on 2 cores)
 //   npm run test:mutation -- wait lock     only the mutations whose name contains a word
 //   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
+//   node scripts/mutation-check.mjs --anchors   only check that every `find` still matches once
 //
 // A mutation's `find` must occur exactly once in its file: when the code changes so that it no
 // longer does, the check stops and says so; update the mutation with the code. A new core
@@ -100,15 +101,15 @@ const MUTATIONS = [
   {
     name: 'IAC.md written in place, not atomically',
     file: 'iac/writer.ts',
-    find: `await writeFileAtomic(file, document, { fsync: false });`,
-    replace: `await (await import('node:fs/promises')).writeFile(file, document);`,
+    find: `renameSync(temp, file);`,
+    replace: `(await import('node:fs')).writeFileSync(file, document), rmSync(temp, { force: true });`,
     tests: ['test/integration/store.test.ts', 'test/e2e/iac-multi.test.ts'],
   },
   {
     name: "dead servers' jobs are not marked interrupted",
     file: 'iac/store.ts',
-    find: `alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps))`,
-    replace: `alive.set(key, true)`,
+    find: `live = pid !== undefined && sameProcessAlive(pid, start);`,
+    replace: `live = true;`,
     tests: ['test/integration/store.test.ts'],
   },
   {
@@ -121,8 +122,8 @@ const MUTATIONS = [
   {
     name: 'a wait is not woken by a job finishing',
     file: 'src/jobs/table.ts',
-    find: `this.events.on('change', onChange);`,
-    replace: `void onChange;`,
+    find: `options.signal?.addEventListener('abort', finish, { once: true });\n      this.events.on('change', onChange);\n      if (done(split())`,
+    replace: `options.signal?.addEventListener('abort', finish, { once: true });\n      void onChange;\n      if (done(split())`,
     tests: ['test/unit/jobs.test.ts', 'test/integration/store.test.ts'],
   },
   {
@@ -345,6 +346,11 @@ const stale = chosen.flatMap((m) => {
 });
 if (stale.length) fail(stale.join('\n'));
 if (!chosen.length) fail(`no mutation's name contains ${words.join(' or ')}`);
+// `--anchors`: only that check (npm test runs it, so an anchor can never drift unseen).
+if (args.includes('--anchors')) {
+  console.log(`mutation check: all ${chosen.length} anchors found once`);
+  process.exit(0);
+}
 
 // The scratch copy: what `git ls-files` knows (committed or not), not what git ignores.
 scratch = mkdtempSync(join(tmpdir(), 'polyspawn-mutation-'));

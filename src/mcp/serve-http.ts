@@ -13,6 +13,7 @@ import { lazyParentChannel } from './channel/index.js';
 import { dashboard } from './dashboard/dashboard.js';
 import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
 import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
+import { agentPeer } from './http/peer.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
 import { createServer } from './server.js';
 
@@ -55,7 +56,12 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
   try {
     listener = await listenHttpMcp<string>({
       authenticate: (given) => (tokenMatches(token, given) ? CLIENT : undefined),
-      serverFor: () => createServer(app),
+      // An agent that read the token gets no spawn tools (src/mcp/http/peer.ts).
+      serverFor: (_, opening) => {
+        const agent = agentPeer(opening.socket);
+        if (agent) log(`a session without spawn tools: ${agent.reason}`);
+        return createServer(app, agent ?? app.nesting);
+      },
       maxSessionsPerPrincipal: MAX_SESSIONS,
       idleSessionMs: IDLE_SESSION_MS,
       resumableStreams: true,

@@ -5,7 +5,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
@@ -18,12 +18,14 @@ import {
   serverEnv,
   type DaemonJson,
 } from '../helpers/http.js';
-import { startServer } from '../helpers/mcp.js';
+import { repoRoot, startServer } from '../helpers/mcp.js';
 import { isGone, waitGone } from '../helpers/processes.js';
 
 vi.setConfig({ testTimeout: 150_000 });
 
 type Job = { agent_id: string; state: string; text?: string };
+/** What test/fakes/drive-daemon.mjs reports. */
+type Driven = { initialized: boolean; tools: string[]; call: { isError: boolean; text: string } };
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
@@ -38,8 +40,8 @@ const project = () => {
 };
 
 /** A daemon started with `polyspawn daemon start`, stopped by its pid (daemon.json may be replaced by the test). */
-const startDaemon = async (dir: string, args: string[] = []) => {
-  const run = await runPolyspawn(['daemon', 'start', ...args], dir);
+const startDaemon = async (dir: string, args: string[] = [], env: Record<string, string> = {}) => {
+  const run = await runPolyspawn(['daemon', 'start', ...args], dir, serverEnv(dir, env));
   expect(run.code, run.stderr).toBe(0);
   const daemon = readDaemonJson(dir)!;
   cleanups.push(async () => {
@@ -221,11 +223,7 @@ describe('an agent that read the token gets no spawn tools from the daemon', () 
         wait_s: 60,
       });
       expect(job.state, JSON.stringify(job)).toBe('succeeded');
-      const driven = JSON.parse(job.text!) as {
-        initialized: boolean;
-        tools: string[];
-        call: { isError: boolean; text: string };
-      };
+      const driven = JSON.parse(job.text!) as Driven;
       expect(driven.initialized).toBe(true);
       expect(driven.tools).toContain('list');
       expect(driven.tools.filter((t) => t.startsWith('spawn_') || t === 'run_team')).toEqual([]);
@@ -233,6 +231,37 @@ describe('an agent that read the token gets no spawn tools from the daemon', () 
       expect(driven.call.text).toContain('spawn_codex refused');
       const listed = await http.callOk<{ agents: (Job & { prompt?: string })[] }>('list');
       expect(listed.agents).toHaveLength(1);
+    } finally {
+      await http.close();
+    }
+  });
+
+  test('a sandboxed agent (bwrap, network on) that leaves its process tree and clears its environment', async () => {
+    const dir = project();
+    // Its own copies of the daemon's files, where the sandbox shows them (the store may be hidden).
+    const config = join(dir, '.xdg-config', 'config.json');
+    mkdirSync(join(dir, '.xdg-config'));
+    const mounts = [{ path: join(repoRoot, 'test', 'fakes') }];
+    writeFileSync(
+      config,
+      JSON.stringify({ backends: { codex: { sandbox: { mode: 'bwrap', network: true, mounts } } } }),
+    );
+    const daemon = await startDaemon(dir, [], { POLYSPAWN_CONFIG: config });
+    const leaked = join(dir, 'leaked');
+    mkdirSync(leaked);
+    for (const file of ['daemon.json', 'http-token']) copyFileSync(join(dir, '.polyspawn', file), join(leaked, file));
+    const http = await httpClient(daemon.url, projectTokenOf(dir));
+    try {
+      const job = await http.callOk<Job & { sandbox?: string }>('spawn_codex', {
+        prompt: `[[cli:drive-daemon:${leaked}]] [[cli:drive-detached]]`,
+        wait_s: 60,
+      });
+      expect(job.state, JSON.stringify(job)).toBe('succeeded');
+      expect(job.sandbox).toBe('bwrap');
+      const driven = JSON.parse(job.text!) as Driven;
+      expect(driven.initialized).toBe(true);
+      expect(driven.tools.filter((t) => t.startsWith('spawn_') || t === 'run_team')).toEqual([]);
+      expect(driven.call.isError).toBe(true);
     } finally {
       await http.close();
     }

@@ -39,8 +39,9 @@
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
 //                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
-//   [[cli:drive-daemon:STATE_DIR]]  the answer is what drive-daemon.mjs, run with an empty
-//                           environment, got from the project's daemon as an agent would
+//   [[cli:drive-daemon:DIR]]  the answer is what drive-daemon.mjs, run with an empty environment,
+//                           got from the project's daemon as an agent would (DIR holds daemon.json
+//                           and http-token); [[cli:drive-detached]]: after leaving its process tree
 //   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]  attempts (any
 //                           number): the answer is JSON {"<key>:<value>": "ok" | "ok: <text>" | the
 //                           error code}, e.g. what a sandbox lets it reach
@@ -128,10 +129,14 @@ async function main() {
   const attempts = directives.filter((d) => isAttempt(d.key));
   const driven = valueOf('drive-daemon');
   const answer = driven
-    ? execFileSync(process.execPath, [new URL('drive-daemon.mjs', import.meta.url).pathname, driven], {
-        env: {},
-        encoding: 'utf8',
-      })
+    ? execFileSync(
+        process.execPath,
+        [new URL('drive-daemon.mjs', import.meta.url).pathname, driven, ...(has('drive-detached') ? ['--detach'] : [])],
+        {
+          env: {},
+          encoding: 'utf8',
+        },
+      )
     : talks
       ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
       : attempts.length

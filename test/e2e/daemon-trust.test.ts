@@ -5,7 +5,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
@@ -189,6 +189,23 @@ describe('polyspawn daemon with a planted daemon.json', () => {
     expect(stopped.stdout).toContain(`stopped (pid ${daemon.pid})`);
     expect(isGone(unrelated.pid)).toBe(false);
     expect(fake.received).toEqual([]);
+  });
+
+  test("a daemon.log or http-token that is a link to a file of the user's: start refuses, the file is untouched", async () => {
+    const dir = project();
+    const users = join(dir, 'users-file');
+    writeFileSync(users, "the user's own file\n", { mode: 0o600 });
+    symlinkSync(users, join(dir, '.polyspawn', 'daemon.log'));
+    const viaLog = await runPolyspawn(['daemon', 'start'], dir);
+    expect(viaLog.code).not.toBe(0);
+    expect(viaLog.stderr).toContain('daemon.log is a link');
+    rmSync(join(dir, '.polyspawn', 'daemon.log'));
+    symlinkSync(users, join(dir, '.polyspawn', 'http-token'));
+    const viaToken = await runPolyspawn(['daemon', 'start'], dir);
+    expect(viaToken.code).not.toBe(0);
+    expect(viaToken.stderr).toContain('http-token is a link');
+    expect(readFileSync(users, 'utf8')).toBe("the user's own file\n");
+    expect(readDaemonJson(dir)).toBeUndefined();
   });
 });
 

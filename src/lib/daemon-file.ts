@@ -3,7 +3,7 @@
 // `polyspawn daemon` finds it; `http-token` holds the bearer token its clients send; `daemon.lock`
 // is held while it serves, so two started at once for one project cannot both serve.
 import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, openSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lock } from './lock.js';
 import { SetupError } from './errors.js';
@@ -49,16 +49,19 @@ const MAX_TOKEN_FILE_BYTES = 4096;
  * state folder (from its own environment and working folder, through `stateDirOf`) is this one,
  * and that listens on the port the file names. A repository can ship a daemon.json and an agent
  * can write one; neither can make a process pass all of these. Where there is no /proc (not
- * Linux), the file's checks and a live pid are all there is.
+ * Linux), the file's checks and a live pid are all there is. (A daemon started inside an agent
+ * refuses to start: src/mcp/serve-http.ts.)
  */
 export function projectDaemon(stateDir: string, stateDirOf: (pid: number) => string | undefined): DaemonState {
   const file = daemonFile(stateDir);
   const read = readPrivateFile(file, MAX_DAEMON_FILE_BYTES);
   if (read === undefined) return { state: 'none' };
   if ('refused' in read) return { state: 'untrusted', why: read.refused };
-  const folder = statSync(stateDir);
-  if (folder.mode & 0o022 || (process.getuid && folder.uid !== process.getuid())) {
-    return { state: 'untrusted', why: `${stateDir} is not a folder only you may write to` };
+  // Not a link either: a repository's `.polyspawn` pointing at another project's state folder
+  // would relay this project's client to that project's daemon.
+  const folder = lstatSync(stateDir);
+  if (!folder.isDirectory() || folder.mode & 0o022 || (process.getuid && folder.uid !== process.getuid())) {
+    return { state: 'untrusted', why: `${stateDir} is not a folder (not a link) that only you may write to` };
   }
   const info = parseDaemonFile(read.text);
   if (typeof info === 'string') return { state: 'untrusted', why: `${file} ${info}` };

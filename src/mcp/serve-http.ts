@@ -7,6 +7,7 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { createApp } from '../app.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
+import { DEPTH_ENV } from '../jobs/agents/nesting.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { VERSION } from '../lib/version.js';
 import { lazyParentChannel } from './channel/index.js';
@@ -49,6 +50,13 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
     );
   }
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
+  // The project's clients relay to its daemon: one an agent started would serve them with the
+  // agent's depth, environment and config. An agent's polyspawn serves its own tree on stdio.
+  if (app.nesting.depth > 0) {
+    throw new InputError(
+      `polyspawn serve --http runs inside an agent that polyspawn started (${DEPTH_ENV}=${app.nesting.depth}): the project's shared server is started by you, not by an agent`,
+    );
+  }
   const stateDir = app.config.stateDir;
   const token = projectToken(stateDir, app.env, true)!;
   const unlock = await lockDaemon(stateDir);

@@ -18,7 +18,7 @@ import {
   serverEnv,
   type DaemonJson,
 } from '../helpers/http.js';
-import { repoRoot, startServer } from '../helpers/mcp.js';
+import { repoRoot, serverEntry, startServer } from '../helpers/mcp.js';
 import { isGone, waitGone } from '../helpers/processes.js';
 
 vi.setConfig({ testTimeout: 150_000 });
@@ -162,6 +162,13 @@ describe('a planted daemon.json: the relay sends nothing to it and serves alone'
     plantToken(other);
     plant(other, daemon);
     await servesAlone(other, 'serves another project');
+
+    // A repository's .polyspawn that links to this project's state folder.
+    const linked = mkdtempSync(join(tmpdir(), 'polyspawn-trust-'));
+    cleanups.push(() => rmSync(linked, { recursive: true, force: true }));
+    symlinkSync(join(dir, '.polyspawn'), join(linked, '.polyspawn'));
+    plant(dir, daemon);
+    await servesAlone(linked, 'is not a folder (not a link)');
   });
 });
 
@@ -205,6 +212,32 @@ describe('polyspawn daemon with a planted daemon.json', () => {
     expect(viaToken.code).not.toBe(0);
     expect(viaToken.stderr).toContain('http-token is a link');
     expect(readFileSync(users, 'utf8')).toBe("the user's own file\n");
+    expect(readDaemonJson(dir)).toBeUndefined();
+  });
+});
+
+describe('a daemon started inside an agent', () => {
+  test('refuses to start, even with the marker only on an ancestor', async () => {
+    const dir = project();
+    const direct = await runPolyspawn(['daemon', 'start'], dir, serverEnv(dir, { POLYSPAWN_DEPTH: '1' }));
+    expect(direct.code).not.toBe(0);
+    expect(direct.stderr).toContain('runs inside an agent that polyspawn started (POLYSPAWN_DEPTH=1)');
+    const run = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(
+        'sh',
+        ['-c', 'env -u POLYSPAWN_DEPTH "$@"; exit $?', 'sh', process.execPath, serverEntry, 'serve', '--http'],
+        {
+          cwd: dir,
+          env: serverEnv(dir, { POLYSPAWN_DEPTH: '2' }),
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
+      let stderr = '';
+      child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toContain('POLYSPAWN_DEPTH=2');
     expect(readDaemonJson(dir)).toBeUndefined();
   });
 });

@@ -92,25 +92,27 @@ export function socketInodes(pid: number): Set<string> {
 }
 
 /**
- * The processes that hold the other end of this process's TCP connection from `remotePort` to
- * `localPort`: undefined where there is no /proc; an empty list when no process whose fds we
- * may read holds it (another user's, a container's, or one that has exited since).
+ * The process that holds the other end of this process's TCP connection from `remotePort` to
+ * `localPort`: 'no-proc' where there is no /proc; 'unidentified' when no process whose fds we may
+ * read holds it (another user's, a container's, or one that has exited since). Only the
+ * connecting process and what it forked or handed the socket to hold it, so the first found
+ * answers; the newest pids are looked at first, where a fresh connection's process usually is.
  */
-export function connectionPeers(localPort: number, remotePort: number): number[] | undefined {
+export function connectionPeer(localPort: number, remotePort: number): number | 'unidentified' | 'no-proc' {
   const sockets = tcpSockets();
-  if (!sockets) return undefined;
+  if (!sockets) return 'no-proc';
   const inodes = new Set(
     sockets
       .filter((s) => s.localPort === remotePort && s.remotePort === localPort && s.inode !== '0')
       .map((s) => s.inode),
   );
-  if (inodes.size === 0) return [];
-  const holders: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    if (pid === process.pid) continue;
-    if ([...socketInodes(pid)].some((inode) => inodes.has(inode))) holders.push(pid);
+  if (inodes.size === 0) return 'unidentified';
+  const pids = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .sort((a, b) => b - a);
+  for (const pid of pids) {
+    if (pid !== process.pid && [...socketInodes(pid)].some((inode) => inodes.has(inode))) return pid;
   }
-  return holders;
+  return 'unidentified';
 }

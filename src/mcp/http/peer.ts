@@ -8,7 +8,7 @@
 import type { Socket } from 'node:net';
 import { DEPTH_ENV, MAX_DEPTH, NESTING_ENV, nestingFrom, type Nesting } from '../../jobs/agents/nesting.js';
 import { ancestorVariables, descendsFrom } from '../../lib/proc.js';
-import { connectionPeers } from '../../lib/sockets.js';
+import { connectionPeer } from '../../lib/sockets.js';
 
 const isLoopbackAddress = (address: string | undefined) =>
   address !== undefined && (address === '::1' || /^(::ffff:)?127\./.test(address));
@@ -26,18 +26,16 @@ export function agentPeer(socket: Socket): Nesting | undefined {
     reason: `this session was opened by ${why}; an agent starts agents only through its own polyspawn, within its depth and sandbox`,
   });
   if (localPort === undefined || remotePort === undefined) return asAgent(MAX_DEPTH, 'a connection without an address');
-  const peers = connectionPeers(localPort, remotePort);
-  if (peers === undefined) return undefined;
-  if (peers.length === 0) {
+  const peer = connectionPeer(localPort, remotePort);
+  if (peer === 'no-proc') return undefined;
+  if (peer === 'unidentified') {
     if (!isLoopbackAddress(socket.remoteAddress)) return undefined;
     return asAgent(MAX_DEPTH, `a process that could not be identified as one of yours (port ${remotePort})`);
   }
-  for (const pid of peers) {
-    const marker = ancestorVariables(NESTING_ENV, pid);
-    if (marker[DEPTH_ENV] !== undefined || descendsFrom(pid, process.pid)) {
-      const depth = marker[DEPTH_ENV] !== undefined ? nestingFrom({}, marker).depth : MAX_DEPTH;
-      return asAgent(depth, `process ${pid}, which runs inside an agent that polyspawn started`);
-    }
+  const marker = ancestorVariables(NESTING_ENV, peer);
+  if (marker[DEPTH_ENV] !== undefined || descendsFrom(peer, process.pid)) {
+    const depth = marker[DEPTH_ENV] !== undefined ? nestingFrom({}, marker).depth : MAX_DEPTH;
+    return asAgent(depth, `process ${peer}, which runs inside an agent that polyspawn started`);
   }
   return undefined;
 }

@@ -5,7 +5,16 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
@@ -135,7 +144,7 @@ describe('a planted daemon.json: the relay sends nothing to it and serves alone'
     expect(fake.received).toEqual([]);
   });
 
-  test('a link to a private file, and a FIFO', async () => {
+  test('a link to a private file, a hard link, and a FIFO', async () => {
     const dir = project();
     plantToken(dir);
     const fake = await fakeDaemon();
@@ -144,6 +153,9 @@ describe('a planted daemon.json: the relay sends nothing to it and serves alone'
     writeFileSync(target, JSON.stringify(info), { mode: 0o600 });
     symlinkSync(target, daemonFile(dir));
     await servesAlone(dir, 'is a link');
+    rmSync(daemonFile(dir));
+    linkSync(target, daemonFile(dir));
+    await servesAlone(dir, 'has another name (a hard link)');
     rmSync(daemonFile(dir));
     execFileSync('mkfifo', ['-m', '600', daemonFile(dir)]);
     await servesAlone(dir, 'is not a regular file');

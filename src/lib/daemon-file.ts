@@ -122,7 +122,9 @@ function provedListening(
   if (!launch) return 'is not readable here';
   const serve = launch.argv.indexOf('serve');
   if (serve < 0 || !launch.argv.slice(serve + 1).includes('--http')) return 'is not `polyspawn serve --http`';
-  if (!sameFolder(stateDirOf(info.pid), stateDir)) return 'serves another project';
+  const itsStateDir = stateDirOf(info.pid);
+  if (itsStateDir === undefined) return 'has a config that cannot be read here (so its project is not known)';
+  if (!sameFolder(itsStateDir, stateDir)) return 'serves another project';
   const held = socketInodes(info.pid);
   const listening = sockets?.find((s) => s.state === LISTENING && s.localPort === info.port && held.has(s.inode));
   if (!listening) return `does not listen on port ${info.port}`;
@@ -130,9 +132,9 @@ function provedListening(
   return { endpoint: endpointFor(listening.family, info.port) };
 }
 
-const sameFolder = (a: string | undefined, b: string) => {
+const sameFolder = (a: string, b: string) => {
   try {
-    return a !== undefined && realpathSync(a) === realpathSync(b);
+    return realpathSync(a) === realpathSync(b);
   } catch {
     return false;
   }

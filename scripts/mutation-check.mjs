@@ -331,6 +331,20 @@ const MUTATIONS = [
     replace: `CLIENT`,
     tests: ['test/e2e/http-serve.test.ts'],
   },
+  {
+    name: 'the relay believes a daemon.json whose process does not listen on its port',
+    file: 'src/lib/daemon-file.ts',
+    find: `if (!listening) return \`does not listen on port \${info.port}\`;`,
+    replace: `if (!listening) return { endpoint: info.url };`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
+  },
+  {
+    name: "the shared server gives an agent's session spawn tools",
+    file: 'src/mcp/serve-http.ts',
+    find: `return createServer(app, agent ?? app.nesting);`,
+    replace: `return createServer(app, app.nesting);`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -7,6 +7,8 @@ import { z } from 'zod';
 import type { Backend, BackendSettings } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
+import { processLaunch } from '../lib/proc.js';
+import { projectDaemon, type DaemonState } from '../lib/daemon-file.js';
 import { ENV_NAME } from '../lib/text.js';
 import { SANDBOX_MODES, sandboxSchema, sandboxSettings, type SandboxMode, type SandboxSettings } from './sandbox.js';
 
@@ -361,3 +363,20 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
 }
 
 const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backend.permissionModes[0] : 'none');
+
+/**
+ * The state folder of another live process of this user, as it loaded its config (from the
+ * environment and working folder it was started with): whose project a daemon serves.
+ */
+export function processStateDir(backends: readonly Backend[], pid: number): string | undefined {
+  const launch = processLaunch(pid);
+  try {
+    return launch && loadConfig(backends, launch.env, launch.cwd).stateDir;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The project's daemon, if daemon.json proves to name this user's daemon for this state folder (src/lib/daemon-file.ts). */
+export const projectDaemonOf = (backends: readonly Backend[], stateDir: string): DaemonState =>
+  projectDaemon(stateDir, (pid) => processStateDir(backends, pid));

@@ -389,5 +389,25 @@ describe('run_team', () => {
     const team = await second.callOk<Team>('result', { agent_id: started.team_id });
     expect(team.state).toBe('interrupted');
     expect(team.error).toMatch(/^interrupted: the polyspawn server that ran it/);
+    // Its members were interrupted with it: the team's list never says running after a restart.
+    expect(team.members.map((m) => m.state)).toEqual(['interrupted']);
+    const listed = await second.callOk<{ teams: Team[] }>('list');
+    expect(listed.teams.find((t) => t.team_id === started.team_id)!.members.map((m) => m.state)).toEqual([
+      'interrupted',
+    ]);
+    await waitFor(
+      'IAC.md to show the team interrupted',
+      () => {
+        try {
+          return iac(second).includes(`### \`${started.team_id}\` · \`map_reduce\``);
+        } catch {
+          return false;
+        }
+      },
+      20_000,
+    );
+    const entry = iac(second).split(`### \`${started.team_id}\``)[1]!.split('\n### ')[0]!;
+    expect(entry).toMatch(/interrupted/);
+    expect(entry).not.toMatch(/running/i);
   });
 });

@@ -11,7 +11,7 @@ import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } 
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
-import { namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
+import { callerAllowed, namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
@@ -48,6 +48,13 @@ export type SpawnRequest = {
   backend: Backend;
   /** What the messages call this spawn: the tool (spawn_codex, spawn_reviewer), or the backend from a terminal. */
   label: string;
+  /**
+   * Who asks: the MCP client's name (its initialize clientInfo.name), which a named agent's
+   * allowed_callers is checked against; undefined for a terminal or a client that gave none. A
+   * team's members are asked for by the client that ran the team (a supervisor's child team: the
+   * client of the team at its root).
+   */
+  caller?: string;
   prompt: string;
   /** A model name or alias (default: the backend's default). */
   model?: string;
@@ -86,6 +93,7 @@ export type SpawnRequest = {
 export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const { backend, agent } = request;
   const definition = agent?.definition;
+  if (definition) checkCaller(request.label, definition, request.caller);
   const availability = ctx.availability(backend);
   if (!availability.usable) {
     throw new SetupError(
@@ -121,6 +129,16 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   // A session agent's turns run one at a time, each continuing the one before.
   if (definition?.session) return ctx.sessions.submit({ ...job, agent: job.agent! }, agent!.newSession === true);
   return ctx.jobs.submit({ ...job, ...resumeOf(ctx.jobs, backend, request.resume) });
+}
+
+/** Refuses a caller the agent's allowed_callers does not name, with what to change (every door's one check). */
+export function checkCaller(label: string, definition: AgentDefinition, caller: string | undefined): void {
+  if (callerAllowed(definition, caller)) return;
+  throw new InputError(
+    `${label} refused: agent "${definition.name}" may be used only by the MCP clients ${definition.allowedCallers!.map((c) => JSON.stringify(c)).join(', ')}, ` +
+      `and this client is ${caller ? JSON.stringify(caller) : 'unnamed'} (the name it gave in initialize). ` +
+      `To allow it, add it to allowed_callers in ${definition.file}.`,
+  );
 }
 
 /**

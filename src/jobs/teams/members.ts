@@ -3,7 +3,7 @@
 import type { Backend } from '../../../backends/types.js';
 import { InputError, SetupError } from '../../lib/errors.js';
 import type { AgentDefinition } from '../agents/definitions.js';
-import { spawnJob, type SpawnContext, type SpawnRequest } from '../spawn.js';
+import { checkCaller, spawnJob, type SpawnContext, type SpawnRequest } from '../spawn.js';
 import type { MemberRequest, TeamHost } from './table.js';
 import { parseMember } from './spec.js';
 
@@ -15,7 +15,12 @@ export type MemberContext = SpawnContext & {
 };
 
 /** The spawn request a member stands for, without its prompt; an InputError or SetupError says what to change. */
-function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Omit<SpawnRequest, 'prompt'> {
+function memberSpawn(
+  ctx: MemberContext,
+  ref: string,
+  needsChannel: boolean,
+  caller: string | undefined,
+): Omit<SpawnRequest, 'prompt'> {
   const { name, model } = parseMember(ref);
   const label = `team member "${ref}"`;
   const definition = ctx.agents.agents.get(name);
@@ -27,6 +32,8 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
       `${label} is neither a backend (${ctx.backends.map((b) => b.name).join(', ')}) nor a named agent (list_agents shows them)`,
     );
   }
+  // Said before the team starts; spawnJob checks it again for each member it submits.
+  if (definition) checkCaller(label, definition, caller);
   if (definition?.model && model)
     throw new InputError(`${label}: agent ${name} fixes its model (${definition.model}); name it without ":${model}"`);
   if (needsChannel && (backend.kind !== 'cli' || !ctx.channel || definition?.askParent === false))
@@ -39,6 +46,7 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
   return {
     backend,
     label,
+    caller,
     ...(model ? { model } : {}),
     ...(definition ? { agent: { definition } } : {}),
   };
@@ -47,9 +55,9 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
 /** The TeamHost's member side over the spawn use case. */
 export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | 'spawnMember'> {
   return {
-    checkMember: (ref, options) => void memberSpawn(ctx, ref, options?.needsChannel === true),
+    checkMember: (ref, options) => void memberSpawn(ctx, ref, options.needsChannel === true, options.caller),
     spawnMember: (ref, request: MemberRequest) => {
-      const spawn = memberSpawn(ctx, ref, request.needsChannel === true);
+      const spawn = memberSpawn(ctx, ref, request.needsChannel === true, request.caller);
       return spawnJob(ctx, {
         ...spawn,
         prompt: request.prompt,

@@ -75,6 +75,12 @@ export type TeamSpec = {
   /** A preset's body: instructions every member gets before the task. */
   instructions?: string;
   preset?: string;
+  /**
+   * The MCP client that ran the team (its initialize name), for whom its members are spawned (a
+   * named agent's allowed_callers). A supervisor's child team runs for the client of its root
+   * team: a supervisor may use only the agents the client that started it may.
+   */
+  caller?: string;
   /** supervisor_tree: the supervisor job (and its team) that started this team. */
   parent?: { teamId: string; jobId: string };
 };

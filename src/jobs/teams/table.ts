@@ -25,12 +25,14 @@ export type MemberRequest = {
   isolation?: 'none' | 'worktree';
   /** The member talks to its team over the channel: it must be a CLI agent with the channel on. */
   needsChannel?: boolean;
+  /** The MCP client the team runs for (TeamSpec.caller): a named agent's allowed_callers is checked against it. */
+  caller: string | undefined;
 };
 
 /** What the team table needs of the app: start a member's job, and the job table to follow it. */
 export type TeamHost = {
   /** Checks that a member can run here (a usable backend, or a named agent on one); throws what to change. */
-  checkMember(member: string, options?: { needsChannel?: boolean }): void;
+  checkMember(member: string, options: { needsChannel?: boolean; caller: string | undefined }): void;
   /** Submits a member's job (the spawn use case); throws InputError or SetupError. */
   spawnMember(member: string, request: MemberRequest): JobRecord;
   jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onChange'>;
@@ -81,7 +83,7 @@ export class TeamTable {
   start(spec: TeamSpec): TeamRecord {
     const needsChannel = CHANNEL_TOPOLOGIES.includes(spec.topology);
     for (const m of new Set([...spec.members, spec.reduceWith, spec.judge].filter((m): m is string => !!m)))
-      this.host.checkMember(m, { needsChannel: needsChannel && spec.members.includes(m) });
+      this.host.checkMember(m, { needsChannel: needsChannel && spec.members.includes(m), caller: spec.caller });
     const depth = spec.parent ? this.depthOf(spec.parent.teamId) + 1 : 0;
     // A supervisor at the deepest level could start no team: refused as well.
     if (
@@ -162,6 +164,7 @@ export class TeamTable {
           ...(spec.maxTurns ? { maxTurns: spec.maxTurns } : {}),
           ...(spec.isolation ? { isolation: spec.isolation } : {}),
           ...(options.needsChannel ? { needsChannel: true } : {}),
+          caller: spec.caller,
         });
         running.add(job.id);
         this.teamOfJob.set(job.id, record.id);

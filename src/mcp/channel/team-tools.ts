@@ -129,7 +129,8 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
         annotations: { readOnlyHint: false, openWorldHint: true },
       },
       async (args) => {
-        const child = startTeam(app, args, { teamId: team.id, jobId });
+        // The supervisor asks in the name of the client its team runs for: never a wider one.
+        const child = startTeam(app, args, { caller: team.spec.caller, parent: { teamId: team.id, jobId } });
         return toolResult({ team_id: child.id, state: child.state });
       },
     );

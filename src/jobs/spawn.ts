@@ -80,6 +80,11 @@ export type SpawnRequest = {
   /** The caller's sandbox, honoured only where the user's config allows callers to choose. */
   sandbox?: SandboxMode;
   /**
+   * The sandbox of the agent that asked (a supervisor starting a team of its own): the job runs
+   * in it, or in a tighter one of its own, never with more network.
+   */
+  sandboxFloor?: SandboxSettings;
+  /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
    * (newSession: starts over) and takes no `resume`.
@@ -175,7 +180,11 @@ function sandboxOf(config: SpawnContext['config'], request: SpawnRequest): Sandb
     request.sandbox,
   );
   if ('problem' in chosen) throw new InputError(`${request.label}: ${chosen.problem}`);
-  return chosen.sandbox;
+  const floor = request.sandboxFloor;
+  // An API backend runs no process here: there is nothing to put in a sandbox.
+  if (!floor || floor.mode === 'none' || request.backend.kind !== 'cli') return chosen.sandbox;
+  const own = chosen.sandbox.mode === 'none' ? floor : chosen.sandbox;
+  return { ...own, network: own.network && floor.network };
 }
 
 /** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */

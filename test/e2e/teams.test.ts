@@ -342,6 +342,53 @@ describe('run_team', () => {
     expect(budget.budget_reached).toBe(true);
     expect(budget.members).toHaveLength(1);
     expect(budget.error).toMatch(/budget reached: its members spent \$0\.0002 of max_budget_usd \$0\.0001/);
+    expect(budget.answer).toMatch(/^FAKE claude: costly/); // the answer so far is kept
+  });
+
+  test(
+    'the budget is checked when a queued member starts: map_reduce of 8 items at concurrency 1 runs one',
+    { timeout: 60_000 },
+    async () => {
+      const s = await server({ POLYSPAWN_CONCURRENCY: '1' });
+      const items = Array.from({ length: 8 }, (_, i) => `file${i + 1}.ts`);
+      const team = await runTeam(s, {
+        topology: 'map_reduce',
+        members: ['claude'],
+        task: 'Review',
+        options: { items, max_budget_usd: 0.0001, reduce_with: 'claude' },
+      });
+      expect(team.budget_reached).toBe(true);
+      expect(team.state).toBe('failed');
+      expect(team.members.map((m) => m.state)).toEqual(['succeeded', ...Array(7).fill('cancelled')]);
+      expect(team.error).toMatch(/^budget reached: its members spent \$0\.0002 of max_budget_usd \$0\.0001/);
+      expect(team.answer).toMatch(/### item 1: claude \(agent [a-z2-9]{6}\)\n\nFAKE claude: Review/);
+      const agents = (await s.callOk<{ agents: { state: string }[] }>('list')).agents;
+      expect(agents.filter((a) => a.state === 'succeeded')).toHaveLength(1);
+    },
+  );
+
+  test("a supervisor's child team inherits its isolation and draws from its budget", { timeout: 90_000 }, async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-child-'));
+    initRepo(projectDir);
+    const s = await server({ POLYSPAWN_CONCURRENCY: '2' }, projectDir);
+    const sub = { topology: 'map_reduce', members: ['claude'], task: 'the part', options: { items: ['a', 'b', 'c'] } };
+    const team = await runTeam(s, {
+      topology: 'supervisor_tree',
+      members: ['claude'],
+      task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify(sub)}]]`,
+      options: { isolation: 'worktree', max_budget_usd: 0.0003 },
+    });
+    expect(team.child_team_ids).toHaveLength(1);
+    const child = await s.callOk<Team & { member_results: { worktree?: { branch: string } }[] }>('result', {
+      agent_id: team.child_team_ids![0],
+    });
+    // Items ran one at a time beside the supervisor: two spent $0.000376 of the parent's $0.0003.
+    expect(child.members.map((m) => m.state)).toEqual(['succeeded', 'succeeded', 'cancelled']);
+    expect(child.budget_reached).toBe(true);
+    expect(child.error).toMatch(/^budget reached: its members spent \$0\.0004 of max_budget_usd \$0\.0003/);
+    const ran = child.member_results.filter((r) => r.worktree);
+    expect(ran).toHaveLength(2);
+    expect(ran.every((r) => r.worktree!.branch.startsWith('polyspawn/'))).toBe(true);
   });
 
   test("a member's question wakes the orchestrator's wait on the team", { timeout: 60_000 }, async () => {

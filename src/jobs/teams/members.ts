@@ -66,6 +66,7 @@ export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | '
         ...(request.maxTurns ? { maxTurns: request.maxTurns } : {}),
         // An API member works in no folder: the team's isolation is for its CLI members.
         ...(request.isolation && spawn.backend.kind === 'cli' ? { isolation: request.isolation } : {}),
+        ...(request.sandboxFloor ? { sandboxFloor: request.sandboxFloor } : {}),
       });
     },
   };

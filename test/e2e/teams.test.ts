@@ -379,7 +379,9 @@ describe('run_team', () => {
       options: { isolation: 'worktree', max_budget_usd: 0.0003 },
     });
     expect(team.child_team_ids).toHaveLength(1);
-    const child = await s.callOk<Team & { member_results: { worktree?: { branch: string } }[] }>('result', {
+    const child = await s.callOk<
+      Omit<Team, 'member_results'> & { member_results: { worktree?: { branch: string } }[] }
+    >('result', {
       agent_id: team.child_team_ids![0],
     });
     // Items ran one at a time beside the supervisor: two spent $0.000376 of the parent's $0.0003.

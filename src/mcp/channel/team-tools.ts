@@ -124,7 +124,8 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
     server.registerTool(
       'run_team',
       {
-        description: 'Run a team of agents on a part of your task; returns its team_id (then wait_team).',
+        description:
+          "Run a team of agents on a part of your task, within your team's budget, limits and agent bound; returns its team_id (then wait_team).",
         inputSchema: runTeamInput.shape,
         annotations: { readOnlyHint: false, openWorldHint: true },
       },

@@ -72,7 +72,8 @@ export function registerRunTeamTool(server: McpServer, app: App): void {
     {
       title: 'Run a team of agents',
       description:
-        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team.',
+        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team, within this one\'s limits. ' +
+        `At most ${app.config.teamMaxAgents} agents a team, its supervisor's teams included.`,
       inputSchema: runTeamInput,
       outputSchema: teamResultSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },

@@ -304,6 +304,45 @@ describe('spawnJob', () => {
   });
 });
 
+describe('spawnJob for every door', () => {
+  test("allowed_callers: the caller the request names, whichever door it came through, a session agent's turn too", () => {
+    const { ctx, sessionTurns } = setup();
+    const kept = definition({ allowedCallers: ['claude-code'] });
+    const spawn = (caller: string | undefined, over: Partial<AgentDefinition> = {}) =>
+      spawnJob(ctx, {
+        backend,
+        label: 'team member "reviewer"',
+        prompt: 'p',
+        ...(caller !== undefined ? { caller } : {}),
+        agent: { definition: { ...kept, ...over } },
+      });
+    expect(spawn('Claude-Code ').id).toMatch(/^[a-z2-9]{6}$/);
+    expect(() => spawn('vscode')).toThrow(
+      /^team member "reviewer" refused: agent "reviewer" may be used only by the MCP clients "claude-code", and this client is "vscode"/,
+    );
+    // A terminal (polyspawn run) names no client: refused as well.
+    expect(() => spawn(undefined)).toThrow(/this client is unnamed/);
+    expect(() => spawn('vscode', { session: true })).toThrow(InputError);
+    expect(sessionTurns).toHaveLength(0);
+  });
+
+  test("a supervisor's sandbox is the floor of the members it starts: kept or tightened, never more network", () => {
+    const bwrapNoNet: SandboxSettings = { mode: 'bwrap', network: false, mounts: [] };
+    const configured = (sandbox: SandboxSettings) => ({
+      [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox },
+    });
+    const spawn = (ctx: SpawnContext, floor: SandboxSettings) =>
+      spawnJob(ctx, { backend, label: 'team member', prompt: 'p', sandboxFloor: floor });
+    expect(spawn(setup().ctx, bwrapNoNet).sandbox).toEqual(bwrapNoNet);
+    expect(spawn(setup().ctx, NO_SANDBOX).sandbox).toBeUndefined();
+    const docker: SandboxSettings = { mode: 'docker', network: true, mounts: [], image: 'me/cli:1' };
+    expect(spawn(setup({ backends: configured(docker) }).ctx, bwrapNoNet).sandbox).toEqual({
+      ...docker,
+      network: false,
+    });
+  });
+});
+
 describe('commandFailure', () => {
   test('input: exit 2 with the usage; setup and configuration: exit 1; anything else is a bug', () => {
     expect(commandFailure(new InputError('wrong'))).toEqual({ message: 'wrong', exitCode: 2, withUsage: true });

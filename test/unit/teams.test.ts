@@ -281,6 +281,28 @@ describe("a team's budget", () => {
   });
 });
 
+describe("a team's budget, where the job table starts a member", () => {
+  test('a member queued behind the concurrency limit is checked when the queue starts it, not only when submitted', async () => {
+    const { jobs, table, held, ran, finished } = teamHarness({ concurrency: 2 });
+    // Two jobs of no team hold both places: the team's members wait in the queue.
+    const hogs = [1, 2].map((i) =>
+      jobs.submit({ backend: 'x', model: 'm', prompt: `[hold] hog ${i}`, cwd: tmpdir(), timeoutS: 60, extra: {} }),
+    );
+    const team = table.start(spec('map_reduce', ['capped', 'codex'], { maxBudgetUsd: 1, task: '[hold]' }));
+    expect(team.members.map((m) => m.state)).toEqual(['queued', 'queued']);
+    held.get(hogs[0]!.id)!(); // capped starts: it may spend $5 of the team's $1
+    await vi.waitFor(() => expect(team.members[0]!.state).toBe('running'));
+    held.get(hogs[1]!.id)!(); // a place is free, but no member of the team ended
+    await vi.waitFor(() => expect(team.members[1]!.state).toBe('cancelled'));
+    expect(jobs.get(team.members[1]!.jobId)!.outcome!.error).toMatch(
+      /^not started: budget reached: its members spent \$0\.0000 and its running members may spend \$5\.0000 more/,
+    );
+    expect(ran).toHaveLength(3); // the hogs and capped
+    held.get(team.members[0]!.jobId)!();
+    expect((await finished(team.id)).budgetReached).toBe(true);
+  });
+});
+
 describe("a supervisor's child team", () => {
   /** A supervisor_tree team whose supervisor holds, and that supervisor's job id. */
   async function supervised(h: ReturnType<typeof teamHarness>, extra: Partial<TeamSpec> = {}) {

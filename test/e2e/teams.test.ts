@@ -391,6 +391,23 @@ describe('run_team', () => {
     const ran = child.member_results.filter((r) => r.worktree);
     expect(ran).toHaveLength(2);
     expect(ran.every((r) => r.worktree!.branch.startsWith('polyspawn/'))).toBe(true);
+
+    // A preset cannot widen them either: its options are the child's own.
+    mkdirSync(join(projectDir, '.polyspawn', 'teams'), { recursive: true });
+    writeFileSync(
+      join(projectDir, '.polyspawn', 'teams', 'wide.md'),
+      '---\ntopology: map_reduce\nmembers: [claude]\nisolation: none\nmax_budget_usd: 100\n---\n\nSpend.\n',
+    );
+    const widened = await runTeam(s, {
+      topology: 'supervisor_tree',
+      members: ['claude'],
+      task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify({ team: 'wide', task: 'x' })}]]`,
+      options: { isolation: 'worktree', max_budget_usd: 1 },
+    });
+    expect(widened.answer).toMatch(
+      /^SUPERVISE ERROR run_team: options\.max_budget_usd 100 is over the max_budget_usd of the team that runs you \(1\)/,
+    );
+    expect(widened.child_team_ids).toBeUndefined();
   });
 
   test("a member's question wakes the orchestrator's wait on the team", { timeout: 60_000 }, async () => {

@@ -90,8 +90,9 @@ export class TeamTable {
   constructor(private readonly host: TeamHost) {
     this.events.setMaxListeners(0);
     host.jobs.onChange((job) => this.memberChanged(job));
-    // A team's budget and agent bound are held where a member starts, not only where it was
-    // submitted: a member queued behind the concurrency limit is checked when the queue starts it.
+    // A team's budget is held where a member starts, not only where it was submitted: a member
+    // queued behind the concurrency limit is checked when the queue starts it. (The agent bound
+    // counts members as they are submitted, so the submit is its place.)
     host.jobs.guardStart((job) => {
       const entry = job.team && this.entries.get(job.team.id);
       const why = entry && this.budgetOver(entry);
@@ -177,7 +178,7 @@ export class TeamTable {
     if (error) record.error = error;
     if (outcome.note) record.note = outcome.note;
     record.endedAt = new Date().toISOString();
-    this.event(record, 'end', `the team ${record.state}${outcome.error ? `: ${outcome.error}` : ''}`);
+    this.event(record, 'end', `the team ${record.state}${error ? `: ${error}` : ''}`);
   }
 
   private teamRun(entry: Entry): TeamRun {

@@ -203,6 +203,12 @@ function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgent
               costSource: 'reported',
             },
           });
+        // [done]: the member writes the board's done key (blackboard), then answers.
+        if (job.prompt.includes('[done]'))
+          return void setImmediate(() => {
+            table.teamOf(job.id)?.workspace.boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
+            setImmediate(answer);
+          });
         if (!job.prompt.includes('[hold]')) return void setImmediate(answer);
         held.set(job.id, answer);
         signal.addEventListener('abort', () =>
@@ -300,6 +306,15 @@ describe("a team's budget, where the job table starts a member", () => {
     expect(ran).toHaveLength(3); // the hogs and capped
     held.get(team.members[0]!.jobId)!();
     expect((await finished(team.id)).budgetReached).toBe(true);
+  });
+});
+
+describe('blackboard', () => {
+  test('the first member to write done gives the answer; a second writer does not replace it', async () => {
+    const { table, finished } = teamHarness({ concurrency: 2 });
+    const team = await finished(table.start(spec('blackboard', ['codex', 'claude'], { task: '[done]' })).id);
+    expect(team.state).toBe('succeeded');
+    expect(team.answer).toBe(`by member 1 ${team.members[0]!.jobId}`);
   });
 });
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import type { Usage } from '../../backends/types.js';
+import type { CliBackend, Usage } from '../../backends/types.js';
 import { loadModels, shippedModelsFile } from '../../src/config/models.js';
 import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
 import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
@@ -332,7 +332,12 @@ describe('spawnJob for every door', () => {
       [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox },
     });
     const spawn = (ctx: SpawnContext, floor: SandboxSettings) =>
-      spawnJob(ctx, { backend, label: 'team member', prompt: 'p', sandboxFloor: floor });
+      spawnJob(ctx, {
+        backend,
+        label: 'team member',
+        prompt: 'p',
+        supervisor: { id: 'sup123', backend: backend.name, sandbox: floor },
+      });
     expect(spawn(setup().ctx, bwrapNoNet).sandbox).toEqual(bwrapNoNet);
     expect(spawn(setup().ctx, NO_SANDBOX).sandbox).toBeUndefined();
     const docker: SandboxSettings = { mode: 'docker', network: true, mounts: [], image: 'me/cli:1' };
@@ -340,6 +345,31 @@ describe('spawnJob for every door', () => {
       ...docker,
       network: false,
     });
+  });
+
+  test('a supervisor that narrows its permission or tools holds its members to the same; one that does not, to nothing', () => {
+    const settings = (permission: string, denyTools: string[] = []) => ({
+      [backend.name]: { enabled: true, permission, allowTools: [], denyTools, env: [], sandbox: NO_SANDBOX },
+      [other.name]: { enabled: true, permission: 'x', allowTools: [], denyTools: [], env: [], sandbox: NO_SANDBOX },
+    });
+    const modes = (backend as CliBackend).permissionModes;
+    const readOnly = modes.at(-1)!;
+    const supervisor = { id: 'sup123', backend: backend.name, agent: { name: 'planner', permission: readOnly } };
+    const { ctx } = setup({ backends: settings(modes[0]) });
+    const spawn = (over: Partial<SpawnRequest>) =>
+      spawnJob(ctx, { backend, label: 'team member "m"', prompt: 'p', supervisor, ...over });
+    // A plain member runs in the config's (wider) mode: refused, saying what to name instead.
+    expect(() => spawn({})).toThrow(
+      new RegExp(
+        `^team member "m": the supervisor that starts this team \\(agent sup123, planner\\) runs ${backend.name} with permission ${readOnly}, and its team may not run with more`,
+      ),
+    );
+    expect(() => spawn({ backend: other })).toThrow(/may not run with more/);
+    // A named agent on its backend in its mode is within it.
+    const same = definition({ name: 'reader', permission: readOnly });
+    expect(spawn({ agent: { definition: same } }).agent!.permission).toBe(readOnly);
+    // A supervisor that narrows nothing leaves its members to the config.
+    expect(spawn({ supervisor: { id: 'sup123', backend: backend.name } }).backend).toBe(backend.name);
   });
 });
 

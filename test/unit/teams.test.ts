@@ -230,7 +230,7 @@ function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgent
         extra: {},
         team: request.team,
         ...(member === 'capped' ? { maxBudgetUsd: 5 } : {}),
-        ...(request.sandboxFloor ? { sandbox: request.sandboxFloor } : {}),
+        ...(request.supervisor?.sandbox ? { sandbox: request.supervisor.sandbox } : {}),
       });
     },
     jobs,
@@ -405,7 +405,7 @@ describe("a supervisor's child team", () => {
     const sandboxed = h.jobs.get(supervisor)!;
     sandboxed.sandbox = { mode: 'bwrap', network: true, mounts: [] };
     h.table.start(spec('map_reduce', ['codex'], { parent: { teamId: parent.id, jobId: supervisor }, task: '[hold]' }));
-    expect(h.requests.at(-1)!.sandboxFloor).toEqual(sandboxed.sandbox);
+    expect(h.requests.at(-1)!.supervisor!.sandbox).toEqual(sandboxed.sandbox);
     await h.table.cancel(parent.id);
   });
 });

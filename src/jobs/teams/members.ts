@@ -2,8 +2,15 @@
 // agent (`reviewer`), either with a model (`claude:opus`); each becomes an ordinary job.
 import type { Backend } from '../../../backends/types.js';
 import { InputError, SetupError } from '../../lib/errors.js';
-import type { AgentDefinition } from '../agents/definitions.js';
-import { checkCaller, spawnJob, type SpawnContext, type SpawnRequest } from '../spawn.js';
+import { namedAgentSettings, type AgentDefinition } from '../agents/definitions.js';
+import {
+  checkCaller,
+  permissionProblem,
+  spawnJob,
+  type SpawnContext,
+  type SpawnRequest,
+  type Supervisor,
+} from '../spawn.js';
 import type { MemberRequest, TeamHost } from './table.js';
 import { parseMember } from './spec.js';
 
@@ -20,6 +27,7 @@ function memberSpawn(
   ref: string,
   needsChannel: boolean,
   caller: string | undefined,
+  supervisor: Supervisor | undefined,
 ): Omit<SpawnRequest, 'prompt'> {
   const { name, model } = parseMember(ref);
   const label = `team member "${ref}"`;
@@ -43,21 +51,27 @@ function memberSpawn(
     );
   const availability = ctx.availability(backend);
   if (!availability.usable) throw new SetupError(`${label} cannot run here: ${availability.detail}`);
+  const agent = definition && namedAgentSettings(definition, backend);
+  const wider =
+    supervisor && permissionProblem(ctx.config, { backend: backend.name, ...(agent ? { agent } : {}) }, supervisor);
+  if (wider) throw new InputError(`${label}: ${wider}`);
   return {
     backend,
     label,
     caller,
     ...(model ? { model } : {}),
     ...(definition ? { agent: { definition } } : {}),
+    ...(supervisor ? { supervisor } : {}),
   };
 }
 
 /** The TeamHost's member side over the spawn use case. */
 export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | 'spawnMember'> {
   return {
-    checkMember: (ref, options) => void memberSpawn(ctx, ref, options.needsChannel === true, options.caller),
+    checkMember: (ref, options) =>
+      void memberSpawn(ctx, ref, options.needsChannel === true, options.caller, options.supervisor),
     spawnMember: (ref, request: MemberRequest) => {
-      const spawn = memberSpawn(ctx, ref, request.needsChannel === true, request.caller);
+      const spawn = memberSpawn(ctx, ref, request.needsChannel === true, request.caller, request.supervisor);
       return spawnJob(ctx, {
         ...spawn,
         prompt: request.prompt,
@@ -66,7 +80,6 @@ export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | '
         ...(request.maxTurns ? { maxTurns: request.maxTurns } : {}),
         // An API member works in no folder: the team's isolation is for its CLI members.
         ...(request.isolation && spawn.backend.kind === 'cli' ? { isolation: request.isolation } : {}),
-        ...(request.sandboxFloor ? { sandboxFloor: request.sandboxFloor } : {}),
       });
     },
   };

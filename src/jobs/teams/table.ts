@@ -3,7 +3,7 @@
 // with the team; the team keeps their states, the order of events and the answer.
 import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
-import type { SandboxSettings } from '../../config/sandbox.js';
+import type { Supervisor } from '../spawn.js';
 import { InputError } from '../../lib/errors.js';
 import { isFinished, type JobRecord, type JobTable } from '../table.js';
 import { isTeamFinished, MAX_EVENTS, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
@@ -29,14 +29,17 @@ export type MemberRequest = {
   needsChannel?: boolean;
   /** The MCP client the team runs for (TeamSpec.caller): a named agent's allowed_callers is checked against it. */
   caller: string | undefined;
-  /** A child team's member: the sandbox of the supervisor that started the team, which it may narrow, never widen. */
-  sandboxFloor?: SandboxSettings;
+  /** A child team's member: the supervisor that started the team, whose sandbox and permission it may narrow, never widen. */
+  supervisor?: Supervisor;
 };
 
 /** What the team table needs of the app: start a member's job, and the job table to follow it. */
 export type TeamHost = {
   /** Checks that a member can run here (a usable backend, or a named agent on one); throws what to change. */
-  checkMember(member: string, options: { needsChannel?: boolean; caller: string | undefined }): void;
+  checkMember(
+    member: string,
+    options: { needsChannel?: boolean; caller: string | undefined; supervisor?: Supervisor },
+  ): void;
   /** Submits a member's job (the spawn use case); throws InputError or SetupError. */
   spawnMember(member: string, request: MemberRequest): JobRecord;
   jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onChange' | 'guardStart'>;
@@ -109,8 +112,13 @@ export class TeamTable {
       throw new InputError(`team ${asked.parent.teamId} that would run this team has ended`);
     const spec = parent ? childSpec(parent.record.spec, asked) : asked;
     const needsChannel = CHANNEL_TOPOLOGIES.includes(spec.topology);
+    const supervisor = this.supervisorOf(spec);
     for (const m of new Set([...spec.members, spec.reduceWith, spec.judge].filter((m): m is string => !!m)))
-      this.host.checkMember(m, { needsChannel: needsChannel && spec.members.includes(m), caller: spec.caller });
+      this.host.checkMember(m, {
+        needsChannel: needsChannel && spec.members.includes(m),
+        caller: spec.caller,
+        ...(supervisor ? { supervisor } : {}),
+      });
     const depth = spec.parent ? this.depthOf(spec.parent.teamId) + 1 : 0;
     // A supervisor at the deepest level could start no team: refused as well.
     if (
@@ -204,8 +212,8 @@ export class TeamTable {
               'limit',
             ),
           );
-        // A supervisor's team runs its members in the supervisor's sandbox, or a tighter one.
-        const supervisor = spec.parent && this.host.jobs.get(spec.parent.jobId);
+        // A supervisor's team runs its members within what the supervisor may do.
+        const supervisor = this.supervisorOf(spec);
         const job = this.host.spawnMember(member, {
           prompt,
           team: { id: record.id, member, role },
@@ -214,7 +222,7 @@ export class TeamTable {
           ...(spec.isolation ? { isolation: spec.isolation } : {}),
           ...(options.needsChannel ? { needsChannel: true } : {}),
           caller: spec.caller,
-          ...(supervisor && supervisor.sandbox ? { sandboxFloor: supervisor.sandbox } : {}),
+          ...(supervisor ? { supervisor } : {}),
         });
         running.add(job.id);
         this.teamOfJob.set(job.id, record.id);
@@ -316,6 +324,11 @@ export class TeamTable {
       return job ? [{ role: m.role, member: m.member, job }] : [];
     });
     return labelled(answers.filter(succeeded));
+  }
+
+  /** The supervisor job that started a child team. */
+  private supervisorOf(spec: TeamSpec): Supervisor | undefined {
+    return spec.parent && this.host.jobs.get(spec.parent.jobId);
   }
 
   /** The team and the teams above it (this table's), nearest first. */

@@ -410,6 +410,35 @@ describe('run_team', () => {
     expect(widened.child_team_ids).toBeUndefined();
   });
 
+  test(
+    'a supervisor that is a named agent narrowing its permission holds its child team to it',
+    { timeout: 90_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-permission-'));
+      for (const name of ['planner', 'reader']) {
+        mkdirSync(join(projectDir, '.polyspawn', 'agents', name), { recursive: true });
+        writeFileSync(
+          join(projectDir, '.polyspawn', 'agents', name, 'agent.md'),
+          '---\ndescription: Reads only.\nbackend: claude\npermission: plan\n---\nYou read.\n',
+        );
+      }
+      const s = await server({}, projectDir);
+      const supervise = (members: string[]) =>
+        runTeam(s, {
+          topology: 'supervisor_tree',
+          members: ['planner'],
+          task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify({ topology: 'map_reduce', members, task: 'x' })}]]`,
+        });
+      const refused = await supervise(['codex']);
+      expect(refused.answer).toMatch(
+        /^SUPERVISE ERROR run_team: team member "codex": the supervisor that starts this team \(agent [a-z2-9]{6}, planner\) runs claude with permission plan/,
+      );
+      expect(refused.child_team_ids).toBeUndefined();
+      const within = await supervise(['reader']);
+      expect(within.answer).toMatch(/^SUPERVISED team-[a-z2-9]{6}: ### member 1: reader/);
+    },
+  );
+
   test("a member's question wakes the orchestrator's wait on the team", { timeout: 60_000 }, async () => {
     const s = await server();
     const started = await s.callOk<Team>('run_team', {

@@ -38,6 +38,8 @@ export type Config = {
   isolation: Isolation;
   /** Whether a spawn call may choose its sandbox (only the user's config or the environment says so). */
   allowCallerSandbox: boolean;
+  /** How many agents one team may start in all, the teams below it included (only the user's config or the environment). */
+  teamMaxAgents: number;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
 };
@@ -60,7 +62,7 @@ export type ProjectConfig = {
  */
 const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env', 'sandbox'] as const;
 /** Where agents may work and in what sandbox (src/config/sandbox.ts): a repository must not widen it for itself. */
-const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox'] as const;
+const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox', 'team_max_agents'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
 const PATH_KEYS = {
   state_dir: 'POLYSPAWN_STATE_DIR',
@@ -90,6 +92,10 @@ const backendFileSchema = z
 export const ISOLATION_MODES = ['none', 'worktree'] as const;
 export type Isolation = (typeof ISOLATION_MODES)[number];
 
+/** The agents one team (its tree of teams) may start: the default, and the most the config may allow. */
+export const DEFAULT_TEAM_MAX_AGENTS = 50;
+const TEAM_MAX_AGENTS_LIMIT = 1000;
+
 /** The longest a job may run: a week. */
 export const MAX_TIMEOUT_S = 7 * 86400;
 /** A job's time-out in whole seconds, wherever one is given (config, tool, agent definition). */
@@ -108,6 +114,7 @@ const fileSchema = z
     allow_cwd_outside_project: z.boolean(),
     isolation: z.enum(ISOLATION_MODES),
     allow_caller_sandbox: z.boolean(),
+    team_max_agents: z.number().int().min(1).max(TEAM_MAX_AGENTS_LIMIT),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -308,6 +315,11 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
       envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
     isolation: isolationFrom(env) ?? merged.isolation ?? 'none',
     allowCallerSandbox: envFlag(env, 'POLYSPAWN_ALLOW_CALLER_SANDBOX') ?? merged.allow_caller_sandbox ?? false,
+    teamMaxAgents: Math.floor(
+      envNumber(env, 'POLYSPAWN_TEAM_MAX_AGENTS', 1, TEAM_MAX_AGENTS_LIMIT) ??
+        merged.team_max_agents ??
+        DEFAULT_TEAM_MAX_AGENTS,
+    ),
     ...(projectConfig ? { projectConfig } : {}),
   };
 

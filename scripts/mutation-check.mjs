@@ -312,9 +312,37 @@ const MUTATIONS = [
   {
     name: 'a merge that conflicts is left half-done',
     file: 'src/jobs/worktree/integrate.ts',
-    find: `if (await commitOf(top, marker)) await gitOk(top, abort);`,
+    find: `if (marker.some((name) => existsSync(join(repo.gitDir, name)))) await gitOk(repo, [op, '--abort']);`,
     replace: ``,
     tests: ['test/integration/worktree.test.ts'],
+  },
+  {
+    name: "polyspawn's git runs the filters a repository's config defines",
+    file: 'src/jobs/worktree/git.ts',
+    find: `return run(place.workTree, place, [...pinned, ...args], neutralized(repositoryDrivers(listed.stdout)));`,
+    replace: `return run(place.workTree, place, [...pinned, ...args]);`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: "polyspawn's git follows a worktree's .git file",
+    file: 'src/jobs/worktree/git.ts',
+    find: `const pinned = [\`--git-dir=\${place.gitDir}\`, \`--work-tree=\${place.workTree}\`];`,
+    replace: `const pinned: string[] = [];`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'integrate merges over an ignored file in the way',
+    file: 'src/jobs/worktree/integrate.ts',
+    find: `  await refuseOverwrites(repo, base, branch);`,
+    replace: ``,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'two processes integrate in one repository at once',
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `  const next = before.then(locked, locked);`,
+    replace: `  const next = before.then(work, work);`,
+    tests: ['test/e2e/worktree-concurrent.test.ts'],
   },
   {
     name: "a closed session's server leaves its listeners on the shared app",

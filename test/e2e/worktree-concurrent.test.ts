@@ -1,12 +1,14 @@
 // integrate at once, through the built server and from two server processes sharing one project:
 // every call answers true, every branch lands, and the repository is left clean (no MERGE_HEAD, no
-// staged change): integrate runs one at a time per repository, under a lock both processes take.
+// staged change): integrate runs one at a time per repository, under a lock every process takes
+// (a merge waits while this test's process holds it).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { initRepo, userGit as git } from '../helpers/git.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
+import { exclusively, repositoryOf } from '../../src/jobs/worktree/worktree.js';
 
 vi.setConfig({ testTimeout: 180_000 });
 
@@ -70,5 +72,24 @@ describe('integrate at once', () => {
     }
     clean();
     expect(git(project, 'branch', '--list', 'polyspawn/*')).toBe('');
+  });
+
+  test('a merge waits while another process holds the repository', async () => {
+    const [one] = servers as [TestServer];
+    const job = await agentWriting(one, 'waited.txt');
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let answered = false;
+    // This test's process holds the lock as another polyspawn would, for as long as it likes.
+    const holding = exclusively(await repositoryOf(project), () => released);
+    await vi.waitFor(() => expect(existsSync(join(project, '.git', 'polyspawn.lock'))).toBe(true));
+    const merging = one.call('integrate', { agent_id: job.agent_id, how: 'merge' }).finally(() => (answered = true));
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(answered).toBe(false);
+    expect(existsSync(join(project, 'waited.txt'))).toBe(false);
+    release();
+    await holding;
+    expect((await merging).isError).toBeFalsy();
+    expect(readFileSync(join(project, 'waited.txt'), 'utf8')).toBe('waited.txt\n');
   });
 });

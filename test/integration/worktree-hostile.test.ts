@@ -13,6 +13,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -231,33 +232,38 @@ describe('no program an agent named runs', () => {
     expect(readFileSync(join(project, 'notes.md'), 'utf8')).toBe('c\n');
   });
 
-  test("a worktree's .git file repointed at a git folder the agent built is not followed", async () => {
-    agentActs = (job, cwd) => {
-      // A git folder of its own, sharing the repository's objects, at the commit it started from.
-      const head = readFileSync(join(cwd, '.git'), 'utf8')
-        .trim()
-        .replace(/^gitdir: /, '');
-      const start = readFileSync(join(head, 'HEAD'), 'utf8').trim();
-      const commit = start.startsWith('ref:') ? sh(project, 'rev-parse', start.slice(5)).trim() : start;
-      const evil = join(cwd, '.evil');
-      execFileSync('git', ['init', '-q', '--bare', evil]);
-      writeFileSync(join(evil, 'objects', 'info', 'alternates'), `${join(project, '.git', 'objects')}\n`);
-      writeFileSync(join(evil, 'HEAD'), `${commit}\n`);
-      appendFileSync(join(evil, 'config'), `[core]\n\tbare = false\n${hostileConfig().replace('[core]\n', '')}`);
-      writeFileSync(join(evil, 'info', 'attributes'), ATTRIBUTES);
-      plantHooks(join(evil, 'hooks'));
-      writeFileSync(join(cwd, '.git'), `gitdir: ${evil}\n`);
-    };
-    const [job] = await run('write new.txt x\nwrite more.md y');
-    expect(ran()).toEqual([]);
-    expect(job!.worktree!.changes!.files).toContain('new.txt');
-    agentActs = undefined;
-    expect((await integrating(job!.id, 'patch')).patch).toContain('+x');
-    expect((await integrating(job!.id, 'merge')).removed).toBe(true);
-    expect(readFileSync(join(project, 'new.txt'), 'utf8')).toBe('x\n');
-    expect(existsSync(job!.worktree!.path)).toBe(false);
-    expect(ran()).toEqual([]);
-  });
+  test.each(['a file naming', 'a link to'])(
+    "a worktree's .git made %s a git folder the agent built is not followed",
+    async (how) => {
+      agentActs = (job, cwd) => {
+        // A git folder of its own, sharing the repository's objects, at the commit it started from.
+        const head = readFileSync(join(cwd, '.git'), 'utf8')
+          .trim()
+          .replace(/^gitdir: /, '');
+        const start = readFileSync(join(head, 'HEAD'), 'utf8').trim();
+        const commit = start.startsWith('ref:') ? sh(project, 'rev-parse', start.slice(5)).trim() : start;
+        const evil = join(cwd, '.evil');
+        execFileSync('git', ['init', '-q', '--bare', evil]);
+        writeFileSync(join(evil, 'objects', 'info', 'alternates'), `${join(project, '.git', 'objects')}\n`);
+        writeFileSync(join(evil, 'HEAD'), `${commit}\n`);
+        appendFileSync(join(evil, 'config'), `[core]\n\tbare = false\n${hostileConfig().replace('[core]\n', '')}`);
+        writeFileSync(join(evil, 'info', 'attributes'), ATTRIBUTES);
+        plantHooks(join(evil, 'hooks'));
+        rmSync(join(cwd, '.git'));
+        if (how === 'a link to') symlinkSync(evil, join(cwd, '.git'));
+        else writeFileSync(join(cwd, '.git'), `gitdir: ${evil}\n`);
+      };
+      const [job] = await run('write new.txt x\nwrite more.md y');
+      expect(ran()).toEqual([]);
+      expect(job!.worktree!.changes!.files).toContain('new.txt');
+      agentActs = undefined;
+      expect((await integrating(job!.id, 'patch')).patch).toContain('+x');
+      expect((await integrating(job!.id, 'merge')).removed).toBe(true);
+      expect(readFileSync(join(project, 'new.txt'), 'utf8')).toBe('x\n');
+      expect(existsSync(job!.worktree!.path)).toBe(false);
+      expect(ran()).toEqual([]);
+    },
+  );
 
   test("a worktree's admin folder repointed (commondir) at a common folder the agent built is not followed", async () => {
     agentActs = (job, cwd) => {
@@ -279,6 +285,40 @@ describe('no program an agent named runs', () => {
     expect(job!.worktree!.changes!.files).toContain('new.txt');
     expect((await integrating(job!.id, 'discard')).removed).toBe(true);
     expect(ran()).toEqual([]);
+  });
+
+  test("a worktree's own config (extensions.worktreeConfig) written by the agent runs nothing", async () => {
+    sh(project, 'config', 'extensions.worktreeConfig', 'true');
+    agentActs = (_job, cwd) => {
+      const admin = readFileSync(join(cwd, '.git'), 'utf8')
+        .trim()
+        .replace(/^gitdir: /, '');
+      writeFileSync(join(admin, 'config.worktree'), hostileConfig());
+      writeFileSync(join(cwd, '.gitattributes'), ATTRIBUTES);
+    };
+    const [job] = await run('write new.txt x\nwrite more.md y\nwrite z.inc z');
+    expect(ran()).toEqual([]);
+    expect(job!.worktree!.changes!.files).toEqual(['.gitattributes', 'more.md', 'new.txt', 'z.inc']);
+    expect((await integrating(job!.id, 'merge')).removed).toBe(true);
+    expect(ran()).toEqual([]);
+  });
+
+  test("a worktree's HEAD moved onto the user's branch: polyspawn commits nothing there", async () => {
+    const main = sh(project, 'rev-parse', 'main');
+    agentActs = (_job, cwd) => {
+      const admin = readFileSync(join(cwd, '.git'), 'utf8')
+        .trim()
+        .replace(/^gitdir: /, '');
+      writeFileSync(join(admin, 'HEAD'), 'ref: refs/heads/main\n');
+    };
+    const [job] = await run('write new.txt x');
+    expect(sh(project, 'rev-parse', 'main')).toBe(main);
+    expect(job!.worktree!.notes!.join()).toMatch(
+      /could not be committed or read \(the worktree's HEAD is on refs\/heads\/main, not on polyspawn\/\w+: nothing was committed/,
+    );
+    await expect(integrating(job!.id, 'merge')).rejects.toThrow(/HEAD is on refs\/heads\/main, not on polyspawn/);
+    expect(sh(project, 'rev-parse', 'main')).toBe(main);
+    expect(existsSync(join(project, 'new.txt'))).toBe(false);
   });
 
   test('a promisor remote with an ssh command is never fetched from (a lazy fetch of a missing object)', async () => {

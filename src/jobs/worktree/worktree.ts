@@ -255,6 +255,14 @@ export async function commitLeftovers(
   place: GitPlace,
   state: JobRecord['state'],
 ): Promise<string[]> {
+  // The agent may have moved HEAD (a checkout, or its admin folder's HEAD rewritten) onto your
+  // branch or another agent's: polyspawn commits on this worktree's own branch or not at all.
+  const { branch } = worktreePlace(ctx.config.stateDir, job.worktreeOf ?? job.id);
+  const on = await git(place, ['symbolic-ref', '--quiet', 'HEAD']);
+  if (on.code !== 0 || on.stdout.trim() !== `refs/heads/${branch}`)
+    throw new Error(
+      `the worktree's HEAD is ${on.code === 0 ? `on ${on.stdout.trim()}` : 'detached'}, not on ${branch}: nothing was committed (git -C "${place.workTree}" switch ${branch}, then integrate again)`,
+    );
   const uncommitted = await allChanges(place);
   if (uncommitted.length === 0) return [];
   await gitOk(place, ['add', '--all']);

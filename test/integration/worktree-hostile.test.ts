@@ -107,6 +107,9 @@ function hostileConfig(): string {
     `\tclean = ${planted('filter-clean', 'cat')}`,
     `\tsmudge = ${planted('filter-smudge', 'cat')}`,
     '\trequired = true',
+    // A name with `=` and a dot: `-c filter.a=b.c.clean=` would be cut at its `=`.
+    '[filter "a=b.c"]',
+    `\tclean = ${planted('filter-odd-name', 'cat')}`,
     '[filter "proc"]',
     `\tprocess = ${planted('filter-process')}`,
     '[diff]',
@@ -129,7 +132,7 @@ function hostileConfig(): string {
     '',
   ].join('\n');
 }
-const ATTRIBUTES = '*.txt filter=evil diff=evil merge=evil\n*.md filter=proc\n*.inc filter=inc\n';
+const ATTRIBUTES = '*.txt filter=evil diff=evil merge=evil\n*.md filter=proc\n*.inc filter=inc\n*.eq filter=a=b.c\n';
 
 /** A hook of every name git may run, planted in `dir`. */
 function plantHooks(dir: string): void {
@@ -176,7 +179,7 @@ describe('no program an agent named runs', () => {
     plantHooks(bin);
     // The agents write files of each driver's kind, and a .gitattributes of their own.
     const [a, b, c, d, e] = await run(
-      'write new.txt a\nwrite more.md a\nwrite x.inc a\nwrite .gitattributes * filter=evil',
+      'write new.txt a\nwrite more.md a\nwrite x.inc a\nwrite y.eq a\nwrite .gitattributes * filter=evil',
       'write app.txt from b',
       'write other.txt c\nwrite notes.md c',
       'write app.txt from d',
@@ -184,7 +187,7 @@ describe('no program an agent named runs', () => {
     );
     expect(ran()).toEqual([]);
     for (const job of [a, b, c, d, e]) expect(job!.worktree!.changes!.removed).toBe(false);
-    expect(a!.worktree!.changes!.files).toEqual(['.gitattributes', 'more.md', 'new.txt', 'x.inc']);
+    expect(a!.worktree!.changes!.files).toEqual(['.gitattributes', 'more.md', 'new.txt', 'x.inc', 'y.eq']);
     const patch = await integrating(a!.id, 'patch');
     expect(ran()).toEqual([]);
     expect(patch.patch).toContain('+a');
@@ -204,7 +207,7 @@ describe('no program an agent named runs', () => {
 
   test('the same written while the agents ran: each integrate mode runs none of it', async () => {
     const [a, b, c, d, e] = await run(
-      'write new.txt a\nwrite more.md a\nwrite x.inc a',
+      'write new.txt a\nwrite more.md a\nwrite x.inc a\nwrite y.eq a',
       'write app.txt from b',
       'write other.txt c\nwrite notes.md c',
       'write app.txt from d',

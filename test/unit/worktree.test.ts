@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { renderDocument, renderEntry, WORKTREE_FILES } from '../../iac/render.js';
 import type { StoredRecord } from '../../iac/store.js';
 import { summarize } from '../../src/jobs/result.js';
-import { statusPaths } from '../../src/jobs/worktree/git.js';
+import { repositoryDrivers, statusPaths } from '../../src/jobs/worktree/git.js';
 import { overlapsAmong, overlapsOfIds, siblingOverlaps, type OverlapJob } from '../../src/jobs/worktree/report.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { parseIac } from '../helpers/iac.js';
@@ -30,6 +30,36 @@ describe('git output', () => {
     const z = [' M app.txt', '?? new file.txt', 'R  moved.txt', 'old.txt', 'A  odd\nname.txt', ''].join('\0');
     expect(statusPaths(z)).toEqual(['app.txt', 'new file.txt', 'moved.txt', 'old.txt', 'odd\nname.txt']);
     expect(statusPaths('')).toEqual([]);
+  });
+});
+
+describe('the drivers a repository config defines', () => {
+  test("filter and merge drivers of scopes local and worktree, by whole name (dots, `=`); the user's own and diff drivers left", () => {
+    const z = [
+      'global',
+      'filter.lfs.process\ngit-lfs filter-process',
+      'local',
+      'filter.evil.clean\ntouch x',
+      'local',
+      'filter.evil.smudge\ntouch x',
+      'local',
+      'filter.a=b.c.clean\nrun',
+      'worktree',
+      'merge.ours.driver\ntrue',
+      'local',
+      'diff.evil.textconv\ncat',
+      'local',
+      'core.fsmonitor\nhook',
+      'system',
+      'merge.sys.driver\nx',
+      '',
+    ].join('\0');
+    expect(repositoryDrivers(z)).toEqual([
+      { kind: 'filter', name: 'evil' },
+      { kind: 'filter', name: 'a=b.c' },
+      { kind: 'merge', name: 'ours' },
+    ]);
+    expect(repositoryDrivers('')).toEqual([]);
   });
 });
 

@@ -19,8 +19,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { userGit as sh } from '../helpers/git.js';
-import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
+import { isolatedRequest, userGit as sh } from '../helpers/git.js';
+import { JobTable, type Executor, type JobRecord } from '../../src/jobs/table.js';
 import { integrate, type IntegrateMode, type Integration } from '../../src/jobs/worktree/integrate.js';
 import { worktreePlace } from '../../src/jobs/worktree/report.js';
 import { withWorktree } from '../../src/jobs/worktree/worktree.js';
@@ -55,18 +55,8 @@ const ctx = () => ({
 });
 const integrating = (id: string, how: IntegrateMode) => integrate({ ...ctx(), jobs: table }, id, how);
 
-const request = (prompt: string): JobRequest => ({
-  backend: 'codex',
-  model: 'm',
-  prompt,
-  cwd: project,
-  timeoutS: 60,
-  extra: {},
-  isolation: 'worktree',
-});
-
 async function run(...prompts: string[]): Promise<JobRecord[]> {
-  const jobs = prompts.map((p) => table.submit(request(p)));
+  const jobs = prompts.map((p) => table.submit(isolatedRequest(project, p)));
   const { pending } = await table.waitFor(
     jobs.map((j) => j.id),
     { timeoutMs: 60_000, mode: 'all' },

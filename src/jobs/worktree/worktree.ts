@@ -101,7 +101,10 @@ export async function repositoryOf(projectDir: string): Promise<GitPlace> {
     throw new InputError(
       `${projectDir} is not in a git repository (${firstLines(run.stderr, 1)}): run git init and commit, or spawn with isolation "none"`,
     );
-  const [workTree, gitDir, commonDir] = run.stdout.split('\n').map((line) => realpathSync(line));
+  const [workTree, gitDir, commonDir] = run.stdout
+    .replace(/\n$/, '')
+    .split('\n')
+    .map((line) => realpathSync(line));
   // core.worktree can name any folder as the work tree: polyspawn writes only around the project.
   if (!isInside(workTree!, realpathSync(projectDir)))
     throw new InputError(

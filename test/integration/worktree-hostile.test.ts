@@ -23,7 +23,7 @@ import { isolatedRequest, userGit as sh } from '../helpers/git.js';
 import { JobTable, type Executor, type JobRecord } from '../../src/jobs/table.js';
 import { integrate, type IntegrateMode, type Integration } from '../../src/jobs/worktree/integrate.js';
 import { worktreePlace } from '../../src/jobs/worktree/report.js';
-import { withWorktree } from '../../src/jobs/worktree/worktree.js';
+import { repositoryOf, withWorktree } from '../../src/jobs/worktree/worktree.js';
 import { Redactor } from '../../src/lib/redact.js';
 
 let root: string;
@@ -312,6 +312,25 @@ describe('no program an agent named runs', () => {
     await expect(integrating(job!.id, 'merge')).rejects.toThrow(/HEAD is on refs\/heads\/main, not on polyspawn/);
     expect(sh(project, 'rev-parse', 'main')).toBe(main);
     expect(existsSync(join(project, 'new.txt'))).toBe(false);
+  });
+
+  test('core.worktree and core.bare an agent set do not move where polyspawn writes', async () => {
+    const elsewhere = join(root, 'elsewhere');
+    mkdirSync(elsewhere);
+    const [job] = await run('write new.txt x');
+    // Written after the repository was resolved: the work tree stays pinned.
+    sh(project, 'config', 'core.worktree', elsewhere);
+    sh(project, 'config', 'core.bare', 'true');
+    expect((await integrating(job!.id, 'merge')).removed).toBe(true);
+    expect(readFileSync(join(project, 'new.txt'), 'utf8')).toBe('x\n');
+    expect(readdirSync(elsewhere)).toEqual([]);
+    // Written before it was resolved (a new project folder): refused, said.
+    const other = join(root, 'other');
+    mkdirSync(other);
+    sh(other, 'init', '-q', '-b', 'main');
+    sh(other, 'commit', '-q', '--allow-empty', '-m', 'first');
+    sh(other, 'config', 'core.worktree', elsewhere);
+    await expect(repositoryOf(other)).rejects.toThrow(/is outside the work tree .* that its repository names/);
   });
 
   test('a promisor remote with an ssh command is never fetched from (a lazy fetch of a missing object)', async () => {

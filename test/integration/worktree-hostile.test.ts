@@ -333,6 +333,23 @@ describe('no program an agent named runs', () => {
     await expect(repositoryOf(other)).rejects.toThrow(/is outside the work tree .* that its repository names/);
   });
 
+  test("a filter of the user's own config still applies (git-lfs); the same in the repository's config does not", async () => {
+    const global = join(bin, 'user.gitconfig');
+    writeFileSync(global, '[filter "upper"]\n\tclean = tr a-z A-Z\n');
+    sh(project, 'config', 'filter.lower.clean', 'tr A-Z a-z');
+    writeFileSync(join(project, '.git', 'info', 'attributes'), '*.up filter=upper\n*.low filter=lower\n');
+    const before = process.env.GIT_CONFIG_GLOBAL;
+    process.env.GIT_CONFIG_GLOBAL = global;
+    try {
+      const [job] = await run('write x.up shout\nwrite y.low QUIET');
+      expect(sh(project, 'show', `polyspawn/${job!.id}:x.up`)).toBe('SHOUT\n');
+      expect(sh(project, 'show', `polyspawn/${job!.id}:y.low`)).toBe('QUIET\n');
+    } finally {
+      if (before === undefined) delete process.env.GIT_CONFIG_GLOBAL;
+      else process.env.GIT_CONFIG_GLOBAL = before;
+    }
+  });
+
   test('a promisor remote with an ssh command is never fetched from (a lazy fetch of a missing object)', async () => {
     // A partial clone whose remote is reached by a planted ssh: the blob of app.txt is missing.
     const blob = sh(project, 'rev-parse', 'HEAD:app.txt').trim();

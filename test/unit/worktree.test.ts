@@ -34,32 +34,30 @@ describe('git output', () => {
 });
 
 describe('the drivers a repository config defines', () => {
-  test("filter and merge drivers of scopes local and worktree, by whole name (dots, `=`); the user's own and diff drivers left", () => {
+  test("filter and merge drivers of scopes local and worktree or of a file in the repository, by whole name (dots, `=`); the user's own and diff drivers left", () => {
     const z = [
-      'global',
-      'filter.lfs.process\ngit-lfs filter-process',
-      'local',
-      'filter.evil.clean\ntouch x',
-      'local',
-      'filter.evil.smudge\ntouch x',
-      'local',
-      'filter.a=b.c.clean\nrun',
-      'worktree',
-      'merge.ours.driver\ntrue',
-      'local',
-      'diff.evil.textconv\ncat',
-      'local',
-      'core.fsmonitor\nhook',
-      'system',
-      'merge.sys.driver\nx',
-      '',
-    ].join('\0');
-    expect(repositoryDrivers(z)).toEqual([
+      ['global', 'file:/home/u/.gitconfig', 'filter.lfs.process\ngit-lfs filter-process'],
+      ['local', 'file:.git/config', 'filter.evil.clean\ntouch x'],
+      ['local', 'file:.git/config', 'filter.evil.smudge\ntouch x'],
+      ['local', 'file:/elsewhere/included', 'filter.a=b.c.clean\nrun'],
+      ['worktree', 'file:/r/.git/worktrees/x/config.worktree', 'merge.ours.driver\ntrue'],
+      ['global', 'file:/r/project.gitconfig', 'merge.included.driver\nrun'],
+      ['local', 'file:.git/config', 'diff.evil.textconv\ncat'],
+      ['local', 'file:.git/config', 'core.fsmonitor\nhook'],
+      ['system', 'file:/etc/gitconfig', 'merge.sys.driver\nx'],
+      ['command', 'command line:', 'filter.cmd.clean\nx'],
+    ]
+      .flat()
+      .join('\0');
+    const inRepository = (file: string) => file.startsWith('/r/');
+    expect(repositoryDrivers(`${z}\0`, inRepository)).toEqual([
       { kind: 'filter', name: 'evil' },
       { kind: 'filter', name: 'a=b.c' },
       { kind: 'merge', name: 'ours' },
+      { kind: 'merge', name: 'included' },
+      { kind: 'filter', name: 'cmd' },
     ]);
-    expect(repositoryDrivers('')).toEqual([]);
+    expect(repositoryDrivers('', inRepository)).toEqual([]);
   });
 });
 

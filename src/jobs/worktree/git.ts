@@ -14,14 +14,19 @@
 //   before any config file.
 // - the drivers a `.gitattributes` can name (filter.<name>, merge.<name>, diff.<name>) cannot be
 //   unset by `-c`, and their names are the agent's to choose: before each command, the config git
-//   would read is listed (`git config --list --show-scope`, which runs nothing) and every driver a
-//   repository's own config defines (scope local or worktree, includes followed) is emptied for
-//   that command. A driver of the user's own ~/.gitconfig or /etc/gitconfig (git-lfs) stays: no
-//   agent can write those (the sandbox hides the home folder), and it is what the user's git runs.
+//   would read is listed (`git config --list --show-scope --show-origin`, which runs nothing) and
+//   every driver a repository's own config defines (scope local or worktree, includes followed),
+//   or any file inside the repository's folders, is emptied for that command. A driver of the
+//   user's own ~/.gitconfig or /etc/gitconfig (git-lfs) stays: no agent can write those (the
+//   sandbox hides the home folder), and it is what the user's git runs. (An agent that rewrites
+//   `.git/config` between the listing and the command could still win: the sandbox keeps `.git`
+//   read-only for a sandboxed agent, and an unsandboxed one runs as the user anyway.)
 //   diff drivers' programs are never reached: every diff is run --no-ext-diff --no-textconv.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { SetupError } from '../../lib/errors.js';
+import { isInside } from '../../lib/fs.js';
 
 export type GitRun = { code: number; stdout: string; stderr: string };
 
@@ -99,10 +104,22 @@ function gitEnv(commonDir: string | undefined): NodeJS.ProcessEnv {
 /** Runs git in `place`; resolves with its exit code and output (a failing git is not an exception). */
 export async function git(place: GitPlace, args: readonly string[]): Promise<GitRun> {
   const pinned = [`--git-dir=${place.gitDir}`, `--work-tree=${place.workTree}`];
-  const listed = await run(place.workTree, place, [...pinned, 'config', '--list', '--show-scope', '-z']);
+  const listed = await run(place.workTree, place, [
+    ...pinned,
+    'config',
+    '--list',
+    '--show-scope',
+    '--show-origin',
+    '-z',
+  ]);
   // Fails closed: a config git cannot list is not run with (the command would fail on it too).
   if (listed.code !== 0) return listed;
-  return run(place.workTree, place, [...pinned, ...args], neutralized(repositoryDrivers(listed.stdout)));
+  return run(
+    place.workTree,
+    place,
+    [...pinned, ...args],
+    neutralized(repositoryDrivers(listed.stdout, (file) => inPlace(place, file))),
+  );
 }
 
 /** Runs git in `cwd` to find a repository (repositoryOf): nothing is pinned yet, and nothing there runs a program. */
@@ -152,20 +169,31 @@ function configEnv(settings: readonly (readonly [string, string])[]): Record<str
 type Driver = { kind: 'filter' | 'merge'; name: string };
 
 /**
- * The drivers that the repository's own config defines (scopes local and worktree, with what they
- * include), from `git config --list --show-scope -z`: what an agent may have written.
+ * The drivers that the repository's own config defines, from `git config --list --show-scope
+ * --show-origin -z`: what an agent may have written. A driver counts unless every key of it comes
+ * from the system's or the user's config (scope system or global) and from no file `inRepository`
+ * says is the repository's (a user-wide config may include a file of the project).
  */
-export function repositoryDrivers(listZ: string): Driver[] {
+export function repositoryDrivers(listZ: string, inRepository: (file: string) => boolean): Driver[] {
   const found = new Map<string, Driver>();
   const fields = listZ.split('\0');
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const scope = fields[i]!;
-    const key = fields[i + 1]!.split('\n', 1)[0]!;
-    if (scope !== 'local' && scope !== 'worktree') continue;
+  for (let i = 0; i + 2 < fields.length; i += 3) {
+    const [scope, origin, entry] = [fields[i]!, fields[i + 1]!, fields[i + 2]!];
+    const key = entry.split('\n', 1)[0]!;
     const match = /^(filter|merge)\.(.+)\.[^.]+$/s.exec(key);
-    if (match) found.set(key.slice(0, key.lastIndexOf('.')), { kind: match[1] as Driver['kind'], name: match[2]! });
+    if (!match) continue;
+    // The user's own: /etc/gitconfig, ~/.gitconfig and what they include from outside the repository.
+    const users =
+      (scope === 'system' || scope === 'global') && !(origin.startsWith('file:') && inRepository(origin.slice(5)));
+    if (!users) found.set(key.slice(0, key.lastIndexOf('.')), { kind: match[1] as Driver['kind'], name: match[2]! });
   }
   return [...found.values()];
+}
+
+/** Whether a config file (relative to the work tree, as git names the repository's own) is in one of `place`'s folders. */
+function inPlace(place: GitPlace, file: string): boolean {
+  const path = resolve(place.workTree, file);
+  return [place.workTree, place.gitDir, place.commonDir].some((folder) => isInside(folder, path));
 }
 
 /**

@@ -404,7 +404,7 @@ describe('integrate keeps the checkout whole', () => {
     expect(sh(project, 'branch', '--list', `polyspawn/${env!.id}`)).not.toBe('');
   });
 
-  test('merge and cherry-pick refuse a detached HEAD, and keep the branch', async () => {
+  test("merge and cherry-pick refuse a detached HEAD and the agent's own branch, and keep the branch", async () => {
     const [job] = await run('write new.txt x');
     sh(project, 'checkout', '-q', '--detach', 'HEAD');
     const head = sh(project, 'rev-parse', 'HEAD');
@@ -414,6 +414,12 @@ describe('integrate keeps the checkout whole', () => {
       );
     expect(sh(project, 'rev-parse', 'HEAD')).toBe(head);
     expect(sh(project, 'branch', '--list', `polyspawn/${job!.id}`)).not.toBe('');
+    // Nor onto the agent's own branch, which integrating removes.
+    sh(project, 'worktree', 'remove', '--force', job!.worktree!.path);
+    sh(project, 'checkout', '-q', `polyspawn/${job!.id}`);
+    await expect(integrating(job!.id, 'merge')).rejects.toThrow(
+      /your checkout is on polyspawn\/\w+, the agent's own branch/,
+    );
     sh(project, 'checkout', '-q', 'main');
     expect((await integrating(job!.id, 'merge')).removed).toBe(true);
     expect(readFileSync(join(project, 'new.txt'), 'utf8')).toBe('x\n');

@@ -109,7 +109,7 @@ async function integrateNow(
   }
   const before = await commitOf(repo, 'HEAD');
   if (!before) throw new InputError(`your repository ${repo.workTree} has no commit yet: commit first, then integrate`);
-  await refuseUnsafeCheckout(ctx, repo, before);
+  await refuseUnsafeCheckout(ctx, repo, before, branch);
   await refuseOverwrites(repo, base, branch);
   // The user's own identity when git has one; else polyspawn's, so the commit can be made.
   const identity = (await git(repo, ['var', 'GIT_COMMITTER_IDENT'])).code === 0 ? [] : POLYSPAWN_IDENTITY;
@@ -135,13 +135,23 @@ const UNDER_WAY = ['MERGE_HEAD', 'CHERRY_PICK_HEAD', 'REVERT_HEAD', 'rebase-merg
 
 /**
  * merge and cherry-pick need the checkout on a branch (on a detached HEAD the commits would be on
- * none, and the agent's branch is deleted after), with no other operation under way and no
+ * none, and the agent's branch is deleted after) other than the agent's, with no operation under way and no
  * uncommitted change to a tracked file (polyspawn's own files aside).
  */
-async function refuseUnsafeCheckout(ctx: IntegrateContext, repo: GitPlace, head: string): Promise<void> {
-  if ((await git(repo, ['symbolic-ref', '--quiet', 'HEAD'])).code !== 0)
+async function refuseUnsafeCheckout(
+  ctx: IntegrateContext,
+  repo: GitPlace,
+  head: string,
+  branch: string,
+): Promise<void> {
+  const on = await git(repo, ['symbolic-ref', '--quiet', 'HEAD']);
+  if (on.code !== 0)
     throw new InputError(
       `your checkout is on a detached HEAD (${head.slice(0, 10)}), so the commits would be on no branch: check out the branch to bring the work into (git switch <branch>), then integrate again, or take how "patch"`,
+    );
+  if (on.stdout.trim() === `refs/heads/${branch}`)
+    throw new InputError(
+      `your checkout is on ${branch}, the agent's own branch, which integrating removes: check out the branch to bring the work into (git switch <branch>), then integrate again`,
     );
   const underWay = UNDER_WAY.find((name) => existsSync(join(repo.gitDir, name)));
   if (underWay)

@@ -331,6 +331,20 @@ const MUTATIONS = [
     tests: ['test/integration/worktree-hostile.test.ts'],
   },
   {
+    name: "the end-of-run commit follows a HEAD the agent moved onto the user's branch",
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `if (on.code !== 0 || on.stdout.trim() !== \`refs/heads/\${branch}\`)`,
+    replace: `if (on.code > 1)`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'integrate merges onto a detached HEAD',
+    file: 'src/jobs/worktree/integrate.ts',
+    find: `  if (on.code !== 0)\n    throw new InputError(\n      \`your checkout is on a detached HEAD`,
+    replace: `  if (on.code > 1)\n    throw new InputError(\n      \`your checkout is on a detached HEAD`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
     name: 'integrate merges over an ignored file in the way',
     file: 'src/jobs/worktree/integrate.ts',
     find: `  await refuseOverwrites(repo, base, branch);`,

@@ -319,7 +319,7 @@ const MUTATIONS = [
   {
     name: "polyspawn's git runs the filters a repository's config defines",
     file: 'src/jobs/worktree/git.ts',
-    find: `return run(place.workTree, place, [...pinned, ...args], neutralized(repositoryDrivers(listed.stdout)));`,
+    find: `return run(place.workTree, place, [...pinned, ...args], neutralized(drivers));`,
     replace: `return run(place.workTree, place, [...pinned, ...args]);`,
     tests: ['test/integration/worktree-hostile.test.ts'],
   },

@@ -12,16 +12,18 @@
 // - the single-valued keys that run something (fsmonitor, hooks, signing, pager, editor, the
 //   transports that a lazy fetch would start) are pinned by `-c` and the environment, which come
 //   before any config file.
-// - the drivers a `.gitattributes` can name (filter.<name>, merge.<name>, diff.<name>) cannot be
-//   unset by `-c`, and their names are the agent's to choose: before each command, the config git
-//   would read is listed (`git config --list --show-scope --show-origin`, which runs nothing) and
-//   every driver a repository's own config defines (scope local or worktree, includes followed),
-//   or any file inside the repository's folders, is emptied for that command. A driver of the
-//   user's own ~/.gitconfig or /etc/gitconfig (git-lfs) stays: no agent can write those (the
-//   sandbox hides the home folder), and it is what the user's git runs. (An agent that rewrites
-//   `.git/config` between the listing and the command could still win: the sandbox keeps `.git`
-//   read-only for a sandboxed agent, and an unsandboxed one runs as the user anyway.)
-//   diff drivers' programs are never reached: every diff is run --no-ext-diff --no-textconv.
+// - the drivers a `.gitattributes` can name (filter.<name>, merge.<name>) cannot be unset by
+//   `-c`, and their names are the agent's to choose: before each command, the config git would
+//   read is listed (`git config --list --show-scope --show-origin`, which runs nothing), and every
+//   driver the repository's own config defines (scope local or worktree, includes followed, or a
+//   file inside the repository's folders) is emptied for that command, by GIT_CONFIG_KEY_n (a
+//   name may hold an `=`). A driver of the user's own ~/.gitconfig or /etc/gitconfig (git-lfs)
+//   stays: no agent can write those (the sandbox hides the home folder), and it is what the
+//   user's own git runs. An agent that rewrites `.git/config` between the listing and the
+//   command could still win that race: the sandbox keeps `.git` read-only for a sandboxed agent,
+//   and an unsandboxed one runs as the user anyway.
+// - diff drivers (diff.external, diff.<name>.command, textconv) are never reached: every diff and
+//   log is run --no-ext-diff --no-textconv.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -114,12 +116,8 @@ export async function git(place: GitPlace, args: readonly string[]): Promise<Git
   ]);
   // Fails closed: a config git cannot list is not run with (the command would fail on it too).
   if (listed.code !== 0) return listed;
-  return run(
-    place.workTree,
-    place,
-    [...pinned, ...args],
-    neutralized(repositoryDrivers(listed.stdout, (file) => inPlace(place, file))),
-  );
+  const drivers = repositoryDrivers(listed.stdout, (file) => inPlace(place, file));
+  return run(place.workTree, place, [...pinned, ...args], neutralized(drivers));
 }
 
 /** Runs git in `cwd` to find a repository (repositoryOf): nothing is pinned yet, and nothing there runs a program. */

@@ -400,6 +400,14 @@ describe('integrate keeps the checkout whole', () => {
     expect((await integrating(beside!.id, 'merge')).removed).toBe(true);
     expect(readFileSync(join(project, 'build', 'new.bin'), 'utf8')).toBe('agent\n');
     expect(readFileSync(join(project, 'build', 'out.bin'), 'utf8')).toBe('built\n');
+    // A tracked file whose changes the index hides (assume-unchanged) is not written over either.
+    const [hidden] = await run('write app.txt agent');
+    sh(project, 'update-index', '--assume-unchanged', 'app.txt');
+    writeFileSync(join(project, 'app.txt'), 'mine, hidden\n');
+    await expect(integrating(hidden!.id, 'merge')).rejects.toThrow(
+      /writes app\.txt, which your index marks assume-unchanged or skip-worktree/,
+    );
+    expect(readFileSync(join(project, 'app.txt'), 'utf8')).toBe('mine, hidden\n');
     // Its branch is still there for the refused ones.
     expect(sh(project, 'branch', '--list', `polyspawn/${env!.id}`)).not.toBe('');
   });

@@ -182,8 +182,27 @@ async function refuseOverwrites(repo: GitPlace, base: string, branch: string): P
   const lost = [...written].filter((file) => inTheWay(untracked, repo.workTree, file)).sort();
   if (lost.length)
     throw new InputError(
-      `${branch} writes ${lost.slice(0, 10).join(', ')}${lost.length > 10 ? ` and ${lost.length - 10} more` : ''}, which your checkout has but git does not track (an ignored or untracked file): integrating would overwrite it. Move it away or commit it, then integrate again, or take how "patch"`,
+      `${branch} writes ${listed(lost)}, which your checkout has but git does not track (an ignored or untracked file): integrating would overwrite it. Move it away or commit it, then integrate again, or take how "patch"`,
     );
+  // A tracked file marked assume-unchanged or skip-worktree hides its changes from git, whose
+  // merge then writes over them (a failed one too): such a file on disk is refused as well.
+  const hidden = flaggedFiles(await gitOk(repo, ['ls-files', '-v', '-z'])).filter(
+    (file) => written.has(file) && lstatSync(join(repo.workTree, file), { throwIfNoEntry: false }),
+  );
+  if (hidden.length)
+    throw new InputError(
+      `${branch} writes ${listed(hidden)}, which your index marks assume-unchanged or skip-worktree, so git would not see your changes to it before overwriting them: clear the mark (git update-index --no-assume-unchanged --no-skip-worktree <file>) and commit or stash, then integrate again, or take how "patch"`,
+    );
+}
+
+const listed = (files: readonly string[]) =>
+  files.slice(0, 10).join(', ') + (files.length > 10 ? ` and ${files.length - 10} more` : '');
+
+/** The files `git ls-files -v -z` tags assume-unchanged (a lower-case tag) or skip-worktree (S). */
+function flaggedFiles(lsFilesVZ: string): string[] {
+  return nameList(lsFilesVZ)
+    .filter((entry) => entry[0] === 'S' || (entry[0]! >= 'a' && entry[0]! <= 'z'))
+    .map((entry) => entry.slice(2));
 }
 
 /** Whether writing `file` would replace something of the checkout's that git does not track. */

@@ -1,9 +1,8 @@
 // integrate(agent_id, how): bring an isolated agent's branch back. merge and cherry-pick change the
 // user's current branch, and only when it is on a branch, its tracked files are clean and the
 // branch overwrites no file git does not track or see there (an ignored one, an assume-unchanged
-// one); on a conflict they are
-// aborted, so nothing is changed, and the conflicting files are named. One integrate at a time
-// per repository, across processes. patch returns the diff and
+// one); on a conflict they are aborted, so nothing is changed, and the conflicting files are
+// named. One integrate at a time per repository, across processes. patch returns the diff and
 // applies nothing; discard removes the worktree and the branch.
 import { existsSync, lstatSync } from 'node:fs';
 import { join } from 'node:path';

@@ -282,6 +282,13 @@ const MUTATIONS = [
     tests: ['test/reliability/stdout.test.ts'],
   },
   {
+    name: 'an answer past the limit is recorded through a door without a schema',
+    file: 'src/jobs/table.ts',
+    find: `    checkLength('the answer', answer, CONVERSATION_LIMITS.answerChars);`,
+    replace: ``,
+    tests: ['test/unit/conversation.test.ts'],
+  },
+  {
     name: 'two members can claim one task',
     file: 'src/jobs/teams/workspace.ts',
     find: `      if (task.status !== 'open')`,

@@ -355,23 +355,83 @@ describe('listenHttpMcp', () => {
     expect(await echo(a.client, 'fine')).toBe('run-a: fine');
   });
 
-  test('a principal may hold maxSessionsPerPrincipal sessions; one more gets 429 until one ends', async () => {
-    const { listener, tokens } = await start({ maxSessionsPerPrincipal: 2 });
+  test('past maxSessionsPerPrincipal the oldest idle session is ended (404, then a new one opens), never a busy one; 429 only when all are busy', async () => {
+    const { listener, tokens, events, log } = await start({ maxSessionsPerPrincipal: 3 });
     const tokenA = tokens.issue('run-a');
-    const first = await connectClient(listener.url, tokenA);
-    await connectClient(listener.url, tokenA);
+    const listTools = (sessionId: string) =>
+      raw(listener.url, {
+        headers: { ...MCP_HEADERS, ...bearer(tokenA), 'mcp-session-id': sessionId },
+        body: LIST_TOOLS,
+      });
+    // The oldest session is busy: a call in flight. Then two idle ones, the first of them used last.
+    const busy = await connectClient(listener.url, tokenA);
+    const blocked = once(events, 'blocked');
+    const busyCall = busy.client.callTool({ name: 'slow-echo', arguments: { text: 'kept' } }, undefined, {
+      timeout: NEVER_MS,
+    });
+    await blocked;
+    const idleUsedLast = await rawSession(listener.url, tokenA);
+    const idleOldest = await rawSession(listener.url, tokenA);
+    expect((await listTools(idleUsedLast)).status).toBe(200);
 
-    await expect(connectClient(listener.url, tokenA)).rejects.toThrow(/Too Many Requests/);
-    const res = await raw(listener.url, { headers: { ...MCP_HEADERS, ...bearer(tokenA) }, body: INITIALIZE });
-    expect(res.status).toBe(429);
-    expect(JSON.parse(res.body)).toEqual(refusal(-32000, 'already holds 2 open sessions'));
-    // The limit is per principal.
+    // A fourth client gets in; the idle session used longest ago made room.
+    const fourth = await connectClient(listener.url, tokenA);
+    expect(await echo(fourth.client, 'in')).toBe('run-a: in');
+    const evicted = await listTools(idleOldest);
+    expect(evicted.status).toBe(404);
+    expect(JSON.parse(evicted.body)).toEqual(refusal(-32001, 'Session not found'));
+    expect(log.join('\n')).toContain(`session ${idleOldest} ended, the oldest idle one`);
+    expect((await listTools(idleUsedLast)).status).toBe(200);
+
+    // The limit is per principal: another's sessions are neither counted nor ended.
     const b = await connectClient(listener.url, tokens.issue('run-b'));
     expect(await echo(b.client, 'mine')).toBe('run-b: mine');
 
-    await first.transport.terminateSession(); // DELETE
-    const third = await connectClient(listener.url, tokenA);
-    expect(await echo(third.client, 'room again')).toBe('run-a: room again');
+    // All three busy: the next one gets 429, saying what to do; nothing is ended.
+    const moreBlocked = new Promise<void>((resolve) => {
+      let count = 0;
+      events.on('blocked', () => ++count === 2 && resolve());
+    });
+    const sessionIdOf = idleUsedLast;
+    const rawBusy = await openStream(
+      listener.url,
+      'POST',
+      { ...MCP_HEADERS, ...bearer(tokenA), 'mcp-session-id': sessionIdOf },
+      call(9, 'slow-echo', { text: 'raw' }),
+    );
+    const fourthCall = fourth.client.callTool({ name: 'slow-echo', arguments: { text: 'fourth' } }, undefined, {
+      timeout: NEVER_MS,
+    });
+    await moreBlocked;
+    const refused = await raw(listener.url, { headers: { ...MCP_HEADERS, ...bearer(tokenA) }, body: INITIALIZE });
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body)).toEqual(
+      refusal(-32000, 'holds 3 open sessions, the most it may, each with a request in flight'),
+    );
+
+    events.emit('release', 'run-a');
+    expect(await rest(rawBusy)).toContain('run-a: raw');
+    expect(((await busyCall) as { content: { text: string }[] }).content[0]!.text).toBe('run-a: kept');
+    expect(((await fourthCall) as { content: { text: string }[] }).content[0]!.text).toBe('run-a: fourth');
+    // Answered, they are idle again: room for one more.
+    const fifth = await connectClient(listener.url, tokenA);
+    expect(await echo(fifth.client, 'room again')).toBe('run-a: room again');
+  });
+
+  test('a call the client cancelled leaves its session idle, so it can make room', async () => {
+    const { listener, tokens, events } = await start({ maxSessionsPerPrincipal: 1 });
+    const token = tokens.issue('run-a');
+    const first = await connectClient(listener.url, token);
+    const blocked = once(events, 'blocked');
+    const cancel = new AbortController();
+    const cancelled = first.client.callTool({ name: 'block', arguments: {} }, undefined, { signal: cancel.signal });
+    await blocked;
+    const aborted = once(events, 'aborted');
+    cancel.abort();
+    await expect(cancelled).rejects.toThrow();
+    await aborted;
+    const second = await connectClient(listener.url, token);
+    expect(await echo(second.client, 'in')).toBe('run-a: in');
   });
 
   test("endSessionsOf ends the principal's blocked tool calls and streams at once, and only its own", async () => {

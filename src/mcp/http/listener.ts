@@ -25,7 +25,10 @@ export type HttpMcpOptions<P> = {
   path?: string;
   /** Default 256 KiB; a larger body gets 413. */
   maxBodyBytes?: number;
-  /** Default 4; one more gets 429 until one of them is closed. */
+  /**
+   * Default 4. One more ends the principal's oldest idle session (no request unanswered), whose
+   * client gets 404 and re-initializes; 429 only while every one of them has a request in flight.
+   */
   maxSessionsPerPrincipal?: number;
   /** One line per refused request. */
   log?: (line: string) => void;
@@ -197,10 +200,10 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     if (closing) return refuse(req, res, shuttingDown);
     if (options.authenticate(token) !== principal)
       return refuse(req, res, unauthorized('revoked while the request was read'));
-    if (sessions.count(principal) >= maxSessions) {
+    if (sessions.count(principal) >= maxSessions && !sessions.evictOldestIdle(principal)) {
       return refuse(req, res, {
         status: 429,
-        message: `Too Many Requests: this token already holds ${maxSessions} open sessions, the most it may; end one (DELETE ${path} with its mcp-session-id) before opening another`,
+        message: `Too Many Requests: this token holds ${maxSessions} open sessions, the most it may, each with a request in flight; wait for one to be answered, or end one (DELETE ${path} with its mcp-session-id), before opening another`,
       });
     }
     const session = await sessions.open(principal, options.serverFor(principal));

@@ -9,6 +9,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import {
   ErrorCode,
   isJSONRPCErrorResponse,
+  isJSONRPCNotification,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
@@ -73,6 +74,30 @@ export class Sessions<P> {
   }
 
   /**
+   * Ends the principal's idle session that has waited longest since its last request (idle: every
+   * request it sent is answered; an open GET stream does not keep it), to make room for a new one:
+   * its client gets 404 on its next request and opens a new session, as the transport spec asks.
+   * False when every one of its sessions is busy.
+   */
+  evictOldestIdle(principal: P): boolean {
+    let oldest: Session<P> | undefined;
+    for (const session of this.byPrincipal.get(principal) ?? []) {
+      const t = session.transport;
+      // A session still being opened has no id yet and its initialize request unanswered: busy.
+      if (t.sessionId === undefined || t.unanswered.size > 0) continue;
+      if (!oldest || t.lastSeen < oldest.transport.lastSeen) oldest = session;
+    }
+    if (!oldest) return false;
+    this.log(
+      `mcp http: session ${oldest.transport.sessionId} ended, the oldest idle one: its principal opened one more`,
+    );
+    // Forgotten at once, so a concurrent opening cannot pick it too and the count drops now.
+    this.forget(oldest);
+    void this.close(oldest).catch(() => {});
+    return true;
+  }
+
+  /**
    * A new session for the principal, counted at once (so concurrent openings cannot pass the
    * limit together); it gets its id when its initialize request is handled.
    */
@@ -86,10 +111,14 @@ export class Sessions<P> {
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
     held.add(session);
     this.byPrincipal.set(principal, held);
-    // Set before connect: the server calls these first, then its own. (A request the client
-    // cancelled stays listed; answering it on close is harmless, its client has forgotten it.)
+    // Set before connect: the server calls these first, then its own. A request the client
+    // cancelled gets no answer: it leaves the list, or its session would look busy for good.
     transport.onmessage = (message) => {
       if (isJSONRPCRequest(message)) transport.unanswered.add(message.id);
+      else if (isJSONRPCNotification(message) && message.method === 'notifications/cancelled') {
+        const cancelled = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+        if (cancelled !== undefined) transport.unanswered.delete(cancelled);
+      }
     };
     transport.onclose = () => this.forget(session);
     transport.onerror = (error) =>

@@ -11,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { readBody } from './body.js';
+import { EventBudget, type EventLimits } from './event-store.js';
 import { Sessions } from './sessions.js';
 
 export type HttpMcpOptions<P> = {
@@ -34,6 +35,8 @@ export type HttpMcpOptions<P> = {
   log?: (line: string) => void;
   /** Streams a client can resume after a dropped connection (Last-Event-ID; default: off). */
   resumableStreams?: boolean;
+  /** What resumable streams keep, in bytes (default DEFAULT_EVENT_LIMITS). */
+  eventLimits?: EventLimits;
   /** Sessions with no request and no open response for this long are ended (default: never). */
   idleSessionMs?: number;
   /** Default 127.0.0.1; the caller decides whether another address may be bound. */
@@ -56,6 +59,8 @@ export type HttpMcpListener<P> = {
    * their tool calls in flight are aborted. Revoke its token first, so it cannot open another.
    */
   endSessionsOf(principal: P): Promise<void>;
+  /** Bytes the sessions' resumable streams keep now, all together. */
+  storedEventBytes(): number;
   /** Closes every session, the server and every socket. */
   close(): Promise<void>;
 };
@@ -87,7 +92,8 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const maxSessions = options.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS;
   const log = options.log ?? (() => {});
   const host = options.host ?? LOOPBACK;
-  const sessions = new Sessions<P>(log, options.resumableStreams === true);
+  const eventBudget = options.resumableStreams ? new EventBudget(options.eventLimits) : undefined;
+  const sessions = new Sessions<P>(log, eventBudget);
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
   let closing: Promise<void> | undefined;
@@ -176,6 +182,13 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
           why: sessions.ownedByAnother(sessionId, principal) ? "another principal's session id" : undefined,
         });
       }
+      const lastEventId = req.headers['last-event-id'];
+      if (req.method === 'GET' && typeof lastEventId === 'string' && session.events?.holds(lastEventId) === false) {
+        return refuse(req, res, {
+          status: 400,
+          message: `Bad Request: Last-Event-ID names an event this server no longer keeps (a session keeps its newest ${eventBudget!.limits.sessionBytes} bytes of events): what followed it may be lost; send the request again`,
+        });
+      }
       if (req.method !== 'POST') return session.transport.handleRequest(req, res);
       const body = await readJson(req);
       return 'json' in body ? session.transport.handleRequest(req, res, body.json) : refuse(req, res, body);
@@ -255,6 +268,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     url: `http://${host}:${port}${path}`,
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
+    storedEventBytes: () => eventBudget?.heldBytes ?? 0,
     close() {
       clearInterval(sweep);
       closing ??= (async () => {

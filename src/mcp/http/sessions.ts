@@ -15,7 +15,7 @@ import {
   type JSONRPCMessage,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { BoundedEventStore } from './event-store.js';
+import type { BoundedEventStore, EventBudget } from './event-store.js';
 
 /** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
 class TrackingTransport extends StreamableHTTPServerTransport {
@@ -43,7 +43,12 @@ class TrackingTransport extends StreamableHTTPServerTransport {
   }
 }
 
-export type Session<P> = { readonly principal: P; readonly transport: TrackingTransport };
+export type Session<P> = {
+  readonly principal: P;
+  readonly transport: TrackingTransport;
+  /** What it sent, for a client that resumes a stream (resumable streams only). */
+  readonly events?: BoundedEventStore;
+};
 
 const SESSION_CLOSED = 'Connection closed: the server ended this session (its run ended, or the server stopped)';
 
@@ -54,8 +59,8 @@ export class Sessions<P> {
 
   constructor(
     private readonly log: (line: string) => void,
-    /** Each session keeps what it sent, so a client that reconnects with Last-Event-ID gets what it missed. */
-    private readonly resumable = false,
+    /** Each session keeps what it sent within this budget, so a client that reconnects with Last-Event-ID gets what it missed. */
+    private readonly eventBudget?: EventBudget,
   ) {}
 
   /** The principal's session with this id; another principal's is not found either. */
@@ -102,12 +107,13 @@ export class Sessions<P> {
    * limit together); it gets its id when its initialize request is handled.
    */
   async open(principal: P, server: McpServer): Promise<Session<P>> {
+    const events = this.eventBudget?.store();
     const transport = new TrackingTransport({
       sessionIdGenerator: randomUUID,
       onsessioninitialized: (id) => void this.byId.set(id, session),
-      ...(this.resumable ? { eventStore: new BoundedEventStore() } : {}),
+      ...(events ? { eventStore: events } : {}),
     });
-    const session: Session<P> = { principal, transport };
+    const session: Session<P> = { principal, transport, ...(events ? { events } : {}) };
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
     held.add(session);
     this.byPrincipal.set(principal, held);
@@ -170,6 +176,7 @@ export class Sessions<P> {
   }
 
   private forget(session: Session<P>): void {
+    session.events?.release();
     if (session.transport.sessionId !== undefined) this.byId.delete(session.transport.sessionId);
     const held = this.byPrincipal.get(session.principal);
     held?.delete(session);

@@ -289,6 +289,20 @@ const MUTATIONS = [
     tests: ['test/unit/conversation.test.ts'],
   },
   {
+    name: 'the dashboard reads a log on without waiting for a slow reader',
+    file: 'src/mcp/dashboard/dashboard.ts',
+    find: `if (page.text && !events.event('chunk', page.text)) await drained(res);`,
+    replace: `if (page.text) events.event('chunk', page.text);`,
+    tests: ['test/e2e/http-load.test.ts'],
+  },
+  {
+    name: 'a link in place of a log is followed',
+    file: 'src/lib/fs.ts',
+    find: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;`,
+    replace: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NONBLOCK;`,
+    tests: ['test/unit/log-reader.test.ts'],
+  },
+  {
     name: 'two members can claim one task',
     file: 'src/jobs/teams/workspace.ts',
     find: `      if (task.status !== 'open')`,

@@ -1,6 +1,9 @@
 // The shared server (`serve --http`, built) under load one client can make: sessions it opens and
 // never ends, and a reader of an agent's log that stops reading. Neither locks other clients out,
 // nor makes the server wait or grow without bound.
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { request, type IncomingMessage } from 'node:http';
+import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { startHttpServer, type HttpTestServer } from '../helpers/http.js';
 
@@ -72,5 +75,68 @@ describe('sessions', () => {
     const waited = await waiting;
     expect(waited.finished.map((j) => [j.agent_id, j.state])).toEqual([[job.agent_id, 'cancelled']]);
     expect(s.stderr()).toContain('ended, the oldest idle one');
+  });
+});
+
+/** The process's resident memory now, in bytes. */
+const rssOf = (pid: number) =>
+  Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+
+const MiB = 1024 * 1024;
+/** The log a slow dashboard reader is given: far more than the bound below. */
+const LOG_BYTES = 400 * MiB;
+/** What the daemon may grow by while it streams that log to a reader that stopped reading. */
+const RSS_GROWTH_BOUND = 150 * MiB;
+
+describe("an agent's log on the dashboard", () => {
+  test('a reader that stops reading a 400 MB log: list still answers, and the daemon does not grow past a bound', async () => {
+    server = await startHttpServer();
+    const s = server;
+    const pid = s.child.pid!;
+    const mcp = await s.connect('lister');
+    const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'hi', wait_s: 60 });
+    expect(job.state).toBe('succeeded');
+    // The agent printed 400 MB (written here directly: the same file its CLI writes).
+    const log = openSync(join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'stdout.log'), 'w');
+    const lines = Buffer.from(`${'the agent said something long '.repeat(33)}\n`.repeat(1024));
+    for (let written = 0; written < LOG_BYTES; written += lines.length) writeSync(log, lines);
+    closeSync(log);
+
+    const origin = new URL(s.url).origin;
+    const admitted = await fetch(`${origin}/?token=${encodeURIComponent(s.token)}`, { redirect: 'manual' });
+    const cookie = admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
+    await mcp.callOk('list');
+    const before = rssOf(pid);
+
+    // The stream opens, its first chunk arrives, and the reader stops reading.
+    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(`${origin}/agents/${job.agent_id}/log`, { headers: { cookie }, agent: false }, resolve);
+      req.on('error', reject).end();
+    });
+    expect(stream.statusCode).toBe(200);
+    await new Promise((resolve) => stream.once('data', resolve));
+    stream.pause();
+
+    const listed = await mcp.callOk<{ agents: Job[] }>('list');
+    expect(listed.agents.map((a) => a.agent_id)).toContain(job.agent_id);
+    const whilePaused = rssOf(pid);
+    expect(whilePaused - before).toBeLessThan(RSS_GROWTH_BOUND);
+    // Still paused, a while later: the server waits for the reader instead of reading on.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    await mcp.callOk('list');
+    expect(rssOf(pid) - before).toBeLessThan(RSS_GROWTH_BOUND);
+
+    // Read again, the stream carries the whole log, then its end.
+    let received = 0;
+    let tail = '';
+    stream.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      tail = (tail + chunk.toString('latin1')).slice(-200);
+    });
+    stream.resume();
+    await new Promise((resolve) => stream.once('end', resolve));
+    expect(received).toBeGreaterThan(LOG_BYTES);
+    expect(tail).toContain('event: end\ndata: "succeeded"');
+    expect(rssOf(pid) - before).toBeLessThan(RSS_GROWTH_BOUND);
   });
 });

@@ -15,7 +15,7 @@ const message = (bytes: number, n = 0): JSONRPCMessage => ({
 async function replayed(store: BoundedEventStore, after: string): Promise<number[]> {
   const got: number[] = [];
   await store.replayEventsAfter(after, {
-    send: async (_id, m) => void got.push((m as { params: { n: number } }).params.n),
+    send: async (_id, m) => void got.push((m as unknown as { params: { n: number } }).params.n),
   });
   return got;
 }

@@ -1,9 +1,11 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { followLines, readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
+import { readLogPage } from '../../src/mcp/tools/logs.js';
 
 const NL = 0x0a;
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-log-reader-'));
@@ -156,5 +158,25 @@ describe('followLines', () => {
     const lines: string[] = [];
     followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
     expect(lines).toEqual([]);
+  });
+});
+
+describe('a log the agent replaced (it writes its run folder)', () => {
+  // A FIFO would block the server at open (nobody writes it); a link would have it read another
+  // file (a key the agent's sandbox hides from it). Each reads as an absent log, at once.
+  const secretFile = log('PRIVATE KEY of the user\n');
+  const fifo = join(dir, 'fifo.log');
+  execFileSync('mkfifo', [fifo]);
+  const link = join(dir, 'link.log');
+  symlinkSync(secretFile, link);
+
+  it.each([
+    ['a FIFO', fifo],
+    ['a link to another file', link],
+    ['a device', '/dev/zero'],
+  ])('%s reads as an absent log, without waiting', (_what, path) => {
+    expect(readHeadAndTail(path, 100, 100)).toEqual({ text: '', truncated: false });
+    expect(readNewest(path, 100)).toBe('');
+    expect(readLogPage(path, { offset: 0 })).toMatchObject({ size: 0, text: '', eof: true });
   });
 });

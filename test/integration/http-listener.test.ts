@@ -57,7 +57,16 @@ type ToolEvents = EventEmitter<{
 }>;
 
 function serverFor(principal: string, events: ToolEvents): McpServer {
-  const server = new McpServer({ name: 'test-channel', version: '1.0.0' });
+  const server = new McpServer({ name: 'test-channel', version: '1.0.0' }, { capabilities: { logging: {} } });
+  // Notifications on the session's GET stream (none is related to this call), as many as asked.
+  server.registerTool('flood', { inputSchema: { count: z.number(), bytes: z.number() } }, async ({ count, bytes }) => {
+    for (let i = 0; i < count; i++)
+      await server.server.notification({
+        method: 'notifications/message',
+        params: { level: 'info', data: 'x'.repeat(bytes) },
+      });
+    return { content: [{ type: 'text', text: `${principal}: flooded` }] };
+  });
   server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
     content: [{ type: 'text', text: `${principal}: ${text}` }],
   }));
@@ -196,7 +205,12 @@ describe('listenHttpMcp', () => {
     const a = await connectClient(listener.url, tokens.issue('run-a'));
     const b = await connectClient(listener.url, tokens.issue('run-b'));
     expect(a.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['block', 'echo', 'slow-echo']);
+    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      'block',
+      'echo',
+      'flood',
+      'slow-echo',
+    ]);
     expect(await echo(a.client, 'hello')).toBe('run-a: hello');
     expect(await echo(b.client, 'hello')).toBe('run-b: hello');
   });
@@ -534,6 +548,35 @@ describe('listenHttpMcp', () => {
 
     expect(await echo(a.client, 'still serving')).toBe('run-a: still serving');
     expect(log.join('\n')).not.toContain(token);
+  });
+});
+
+describe('streams nobody reads', () => {
+  test('a GET stream whose client stops reading is cut off once it has taken nothing for stalledStreamMs; the session serves on', async () => {
+    const { listener, tokens, log } = await start({ stalledStreamMs: 300 });
+    const token = tokens.issue('reader');
+    const sessionId = await rawSession(listener.url, token);
+    const headers = { ...MCP_HEADERS, ...bearer(token), 'mcp-session-id': sessionId };
+    // Opened and never read: no 'data' listener, so the socket stops being read too.
+    const stream = await openStream(listener.url, 'GET', { ...headers, accept: 'text/event-stream' });
+    expect(stream.statusCode).toBe(200);
+    // 64 MB of notifications, far more than the sockets between them hold.
+    const flooded = await raw(listener.url, { headers, body: call(3, 'flood', { count: 256, bytes: 256 * 1024 }) });
+    expect(flooded.body).toContain('reader: flooded');
+    const line = `session ${sessionId}: a stream its client stopped reading was cut off`;
+    const deadline = Date.now() + PROMPTLY_MS;
+    while (!log.join('\n').includes(line)) {
+      expect(Date.now(), 'the unread stream was never cut off').toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Read now, it ends after what the sockets held: far less than was sent.
+    let received = 0;
+    stream.on('data', (chunk: Buffer) => (received += chunk.length));
+    stream.on('error', () => {});
+    await new Promise((resolve) => stream.socket.once('close', resolve));
+    expect(received).toBeLessThan(32 * 1024 * 1024);
+    const after = await raw(listener.url, { headers, body: call(4, 'echo', { text: 'still here' }) });
+    expect(after.body).toContain('reader: still here');
   });
 });
 

@@ -37,6 +37,11 @@ export type HttpMcpOptions<P> = {
   resumableStreams?: boolean;
   /** What resumable streams keep, in bytes (default DEFAULT_EVENT_LIMITS). */
   eventLimits?: EventLimits;
+  /**
+   * A response (an SSE stream) whose client has taken nothing of what waits for it for this long
+   * is cut off, so an unread stream cannot grow the server (default 60 s).
+   */
+  stalledStreamMs?: number;
   /** Sessions with no request and no open response for this long are ended (default: never). */
   idleSessionMs?: number;
   /** Default 127.0.0.1; the caller decides whether another address may be bound. */
@@ -68,6 +73,7 @@ export type HttpMcpListener<P> = {
 const LOOPBACK = '127.0.0.1';
 const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 const DEFAULT_MAX_SESSIONS = 4;
+const DEFAULT_STALLED_STREAM_MS = 60_000;
 
 /** JSON-RPC error codes of the refusals: the SDK's transport uses the same for the same cases. */
 const PARSE_ERROR = -32700;
@@ -93,7 +99,10 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const log = options.log ?? (() => {});
   const host = options.host ?? LOOPBACK;
   const eventBudget = options.resumableStreams ? new EventBudget(options.eventLimits) : undefined;
-  const sessions = new Sessions<P>(log, eventBudget);
+  const sessions = new Sessions<P>(log, {
+    ...(eventBudget ? { eventBudget } : {}),
+    stalledStreamMs: options.stalledStreamMs ?? DEFAULT_STALLED_STREAM_MS,
+  });
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
   let closing: Promise<void> | undefined;

@@ -17,18 +17,42 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BoundedEventStore, EventBudget } from './event-store.js';
 
-/** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
+/**
+ * The SDK's transport, keeping the ids of the client's requests it has not answered yet, and
+ * cutting off a response its client stopped reading: the SDK queues what it sends without
+ * waiting for the client, so an unread stream would hold all of it in the server.
+ */
 class TrackingTransport extends StreamableHTTPServerTransport {
   readonly unanswered = new Set<RequestId>();
   /** Responses still open (a GET stream, a POST's SSE stream), and when the last request came or ended. */
   open = 0;
   lastSeen = Date.now();
 
+  constructor(
+    options: ConstructorParameters<typeof StreamableHTTPServerTransport>[0],
+    private readonly stalledMs: number,
+    private readonly onStalled: () => void,
+  ) {
+    super(options);
+  }
+
   override async handleRequest(...args: Parameters<StreamableHTTPServerTransport['handleRequest']>): Promise<void> {
     const [, res] = args;
     this.open++;
     this.lastSeen = Date.now();
+    // Data waiting for the client and none of it taken for a whole period: the client stopped
+    // reading. It can resume the stream with Last-Event-ID, from what the event store kept.
+    let taken = -1;
+    const watch = setInterval(() => {
+      const now = res.socket?.bytesWritten ?? 0;
+      if (res.writableNeedDrain && now === taken) {
+        this.onStalled();
+        res.destroy();
+      }
+      taken = now;
+    }, this.stalledMs).unref();
     res.once('close', () => {
+      clearInterval(watch);
       this.open--;
       this.lastSeen = Date.now();
     });
@@ -59,8 +83,12 @@ export class Sessions<P> {
 
   constructor(
     private readonly log: (line: string) => void,
-    /** Each session keeps what it sent within this budget, so a client that reconnects with Last-Event-ID gets what it missed. */
-    private readonly eventBudget?: EventBudget,
+    private readonly options: {
+      /** Each session keeps what it sent within this budget, so a client that reconnects with Last-Event-ID gets what it missed. */
+      eventBudget?: EventBudget;
+      /** A response whose client took nothing of what waited for it this long is cut off. */
+      stalledStreamMs: number;
+    },
   ) {}
 
   /** The principal's session with this id; another principal's is not found either. */
@@ -107,12 +135,16 @@ export class Sessions<P> {
    * limit together); it gets its id when its initialize request is handled.
    */
   async open(principal: P, server: McpServer): Promise<Session<P>> {
-    const events = this.eventBudget?.store();
-    const transport = new TrackingTransport({
-      sessionIdGenerator: randomUUID,
-      onsessioninitialized: (id) => void this.byId.set(id, session),
-      ...(events ? { eventStore: events } : {}),
-    });
+    const events = this.options.eventBudget?.store();
+    const transport = new TrackingTransport(
+      {
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (id) => void this.byId.set(id, session),
+        ...(events ? { eventStore: events } : {}),
+      },
+      this.options.stalledStreamMs,
+      () => this.log(`mcp http: session ${transport.sessionId}: a stream its client stopped reading was cut off`),
+    );
     const session: Session<P> = { principal, transport, ...(events ? { events } : {}) };
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
     held.add(session);

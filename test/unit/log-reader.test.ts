@@ -143,21 +143,33 @@ describe('followLines', () => {
     await waitFor('the first line', () => lines.length === 1);
     appendFileSync(path, 'o\nthree ünï\n');
     await waitFor('the next two lines', () => lines.length === 3);
-    watch.stop();
+    await watch.stop();
     expect(lines).toEqual(['one', 'two', 'three ünï']);
   });
 
-  it('skips a line over 1 MiB whole, and goes on with the next', () => {
+  it('skips a line over 1 MiB whole, and goes on with the next', async () => {
     const path = log(`first\n${'x'.repeat(3 << 20)}\nafter\n`);
     const lines: string[] = [];
-    followLines(path, (line) => lines.push(line), 1 << 30).stop();
+    await followLines(path, (line) => lines.push(line), 1 << 30).stop();
     expect(lines).toEqual(['first', 'after']);
   });
 
-  it('a file not there yet is nothing, not an error', () => {
+  it('a file not there yet is nothing, not an error', async () => {
     const lines: string[] = [];
-    followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
+    await followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
     expect(lines).toEqual([]);
+  });
+
+  it('a log that grew by 64 MiB between two looks is read over several turns of the event loop, all of it by stop()', async () => {
+    const total = 640 * 1024;
+    const path = log(`${'x'.repeat(99)}\n`.repeat(total));
+    let lines = 0;
+    const watch = followLines(path, () => lines++, 1);
+    await waitFor('the first lines', () => lines > 0);
+    // The server got a turn after the first look: it had not read all of it in one go.
+    expect(lines).toBeLessThan(total);
+    await watch.stop();
+    expect(lines).toBe(total);
   });
 });
 

@@ -7,6 +7,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody } from '../http/body.js';
+import { cutWhenStalled } from '../http/stalled.js';
 import type { App } from '../../app.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { runFolder } from '../../lib/run-folder.js';
@@ -32,6 +33,7 @@ const LOG_CHUNK_BYTES = 64 * 1024;
 const MAX_FORM_BYTES = 64 * 1024;
 /** What an event stream may leave unread before it is cut off: a few chunks of a log, as JSON. */
 const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+const STALLED_MS = 60_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 
@@ -66,11 +68,13 @@ function cookieOf(req: IncomingMessage): string | undefined {
 /**
  * Server-sent events: the headers, then `event(name, data)` until the client goes away. event()
  * says whether the client keeps up (res.write's answer); one that leaves more than
- * MAX_UNREAD_BYTES unread is cut off (its browser reconnects), so it cannot grow the server.
+ * MAX_UNREAD_BYTES unread, or takes nothing for STALLED_MS, is cut off (its browser reconnects),
+ * so a stream nobody reads cannot grow the server nor hold it for good.
  */
 function eventStream(req: IncomingMessage, res: ServerResponse) {
   res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
   res.write(': polyspawn\n\n');
+  cutWhenStalled(res, STALLED_MS, () => {});
   return {
     event(name: string, data: unknown): boolean {
       if (res.destroyed) return false;

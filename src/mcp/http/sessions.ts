@@ -16,11 +16,11 @@ import {
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { BoundedEventStore, EventBudget } from './event-store.js';
+import { cutWhenStalled } from './stalled.js';
 
 /**
  * The SDK's transport, keeping the ids of the client's requests it has not answered yet, and
- * cutting off a response its client stopped reading: the SDK queues what it sends without
- * waiting for the client, so an unread stream would hold all of it in the server.
+ * cutting off a response its client stopped reading (stalled.ts).
  */
 class TrackingTransport extends StreamableHTTPServerTransport {
   readonly unanswered = new Set<RequestId>();
@@ -40,19 +40,8 @@ class TrackingTransport extends StreamableHTTPServerTransport {
     const [, res] = args;
     this.open++;
     this.lastSeen = Date.now();
-    // Data waiting for the client and none of it taken for a whole period: the client stopped
-    // reading. It can resume the stream with Last-Event-ID, from what the event store kept.
-    let taken = -1;
-    const watch = setInterval(() => {
-      const now = res.socket?.bytesWritten ?? 0;
-      if (res.writableNeedDrain && now === taken) {
-        this.onStalled();
-        res.destroy();
-      }
-      taken = now;
-    }, this.stalledMs).unref();
+    cutWhenStalled(res, this.stalledMs, this.onStalled);
     res.once('close', () => {
-      clearInterval(watch);
       this.open--;
       this.lastSeen = Date.now();
     });

@@ -303,6 +303,20 @@ const MUTATIONS = [
     tests: ['test/unit/log-reader.test.ts'],
   },
   {
+    name: 'a busy session is ended to make room for a new one',
+    file: 'src/mcp/http/sessions.ts',
+    find: `if (t.sessionId === undefined || t.unanswered.size > 0) continue;`,
+    replace: `if (t.sessionId === undefined) continue;`,
+    tests: ['test/integration/http-listener.test.ts'],
+  },
+  {
+    name: "a session's events are kept past its byte bound",
+    file: 'src/mcp/http/event-store.ts',
+    find: `while (this.bytes + bytes > this.budget.limits.sessionBytes && this.oldestSeq() !== undefined) this.dropOldest();`,
+    replace: ``,
+    tests: ['test/unit/event-store.test.ts'],
+  },
+  {
     name: 'two members can claim one task',
     file: 'src/jobs/teams/workspace.ts',
     find: `      if (task.status !== 'open')`,

@@ -432,6 +432,22 @@ describe('listenHttpMcp', () => {
     expect(await echo(fifth.client, 'room again')).toBe('run-a: room again');
   });
 
+  test('of the idle sessions, one whose client no longer listens (no stream open) goes first, even if newer', async () => {
+    const { listener, tokens } = await start({ maxSessionsPerPrincipal: 2 });
+    const token = tokens.issue('run-a');
+    const listening = await connectClient(listener.url, token); // holds its GET stream open
+    expect(await echo(listening.client, 'first')).toBe('run-a: first');
+    const abandoned = await rawSession(listener.url, token);
+    const third = await connectClient(listener.url, token);
+    expect(await echo(third.client, 'in')).toBe('run-a: in');
+    const gone = await raw(listener.url, {
+      headers: { ...MCP_HEADERS, ...bearer(token), 'mcp-session-id': abandoned },
+      body: LIST_TOOLS,
+    });
+    expect(gone.status).toBe(404);
+    expect(await echo(listening.client, 'still here')).toBe('run-a: still here');
+  });
+
   test('a call the client cancelled leaves its session idle, so it can make room', async () => {
     const { listener, tokens, events } = await start({ maxSessionsPerPrincipal: 1 });
     const token = tokens.issue('run-a');

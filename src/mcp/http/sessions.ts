@@ -56,6 +56,10 @@ class TrackingTransport extends StreamableHTTPServerTransport {
   }
 }
 
+/** Of two idle sessions, whether `a` goes first: one nobody listens to (no stream open), then the longest unused. */
+const evictsBefore = (a: TrackingTransport, b: TrackingTransport) =>
+  a.open > 0 !== b.open > 0 ? b.open > 0 : a.lastSeen < b.lastSeen;
+
 export type Session<P> = {
   readonly principal: P;
   readonly transport: TrackingTransport;
@@ -97,9 +101,9 @@ export class Sessions<P> {
 
   /**
    * Ends the principal's idle session that has waited longest since its last request (idle: every
-   * request it sent is answered; an open GET stream does not keep it), to make room for a new one:
-   * its client gets 404 on its next request and opens a new session, as the transport spec asks.
-   * False when every one of its sessions is busy.
+   * request it sent is answered), to make room for a new one: its client gets 404 on its next
+   * request and opens a new session, as the transport spec asks. One whose client no longer
+   * listens (no GET stream open) goes before one whose client does. False when all are busy.
    */
   evictOldestIdle(principal: P): boolean {
     let oldest: Session<P> | undefined;
@@ -107,7 +111,7 @@ export class Sessions<P> {
       const t = session.transport;
       // A session still being opened has no id yet and its initialize request unanswered: busy.
       if (t.sessionId === undefined || t.unanswered.size > 0) continue;
-      if (!oldest || t.lastSeen < oldest.transport.lastSeen) oldest = session;
+      if (!oldest || evictsBefore(t, oldest.transport)) oldest = session;
     }
     if (!oldest) return false;
     this.log(

@@ -1,7 +1,8 @@
 // The shared server (`serve --http`, built) under load one client can make: sessions it opens and
 // never ends, and a reader of an agent's log that stops reading. Neither locks other clients out,
 // nor makes the server wait or grow without bound.
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
@@ -138,5 +139,41 @@ describe("an agent's log on the dashboard", () => {
     expect(received).toBeGreaterThan(LOG_BYTES);
     expect(tail).toContain('event: end\ndata: "succeeded"');
     expect(rssOf(pid) - before).toBeLessThan(RSS_GROWTH_BOUND);
+  });
+  test('a log that grows while it is streamed: each new line arrives; a FIFO put in its place holds up nothing; the end comes once the agent ends', async () => {
+    server = await startHttpServer();
+    const s = server;
+    const mcp = await s.connect('watcher');
+    const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'keeps running [[cli:hang]]' });
+    const file = join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'stdout.log');
+    const origin = new URL(s.url).origin;
+    const admitted = await fetch(`${origin}/?token=${encodeURIComponent(s.token)}`, { redirect: 'manual' });
+    const cookie = admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
+    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(`${origin}/agents/${job.agent_id}/log`, { headers: { cookie }, agent: false }, resolve);
+      req.on('error', reject).end();
+    });
+    let text = '';
+    stream.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+    const arrives = async (what: string) => {
+      const deadline = Date.now() + 30_000;
+      while (!text.includes(what)) {
+        expect(Date.now(), `${what} never arrived`).toBeLessThan(deadline);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    for (let i = 1; i <= 3; i++) {
+      appendFileSync(file, `grown line ${i}\n`);
+      await arrives(`grown line ${i}`);
+    }
+    // The agent writes its run folder: it puts a FIFO in place of its log. Nobody writes it, so
+    // opening it to read would wait for good; the server reads it as no log and serves on.
+    rmSync(file);
+    execFileSync('mkfifo', [file]);
+    await new Promise((resolve) => setTimeout(resolve, 1000)); // the stream looks at the log again
+    const listed = await mcp.callOk<{ agents: Job[] }>('list');
+    expect(listed.agents.map((a) => a.agent_id)).toContain(job.agent_id);
+    await mcp.callOk('cancel', { agent_id: job.agent_id });
+    await arrives('event: end\ndata: "cancelled"');
   });
 });

@@ -138,7 +138,8 @@ export function dashboard(app: App, token: string): Handler {
         const ended = isFinished(state() ?? 'interrupted');
         // The logs tool's reading: whole lines and characters, secrets redacted.
         const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
-        if (page.next_offset !== offset) {
+        // Only forward: a log replaced by something unreadable, or cut shorter, has nothing new.
+        if (page.next_offset > offset) {
           offset = page.next_offset;
           if (page.text && !events.event('chunk', page.text)) await drained(res);
           await new Promise((resolve) => setImmediate(resolve));

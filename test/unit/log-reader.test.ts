@@ -186,6 +186,7 @@ describe('a log the agent replaced (it writes its run folder)', () => {
     ['a FIFO', fifo],
     ['a link to another file', link],
     ['a device', '/dev/zero'],
+    ['a folder', dir],
   ])('%s reads as an absent log, without waiting', (_what, path) => {
     expect(readHeadAndTail(path, 100, 100)).toEqual({ text: '', truncated: false });
     expect(readNewest(path, 100)).toBe('');

@@ -2,7 +2,7 @@
 // never ends, and a reader of an agent's log that stops reading. Neither locks other clients out,
 // nor makes the server wait or grow without bound.
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
@@ -140,7 +140,7 @@ describe("an agent's log on the dashboard", () => {
     expect(tail).toContain('event: end\ndata: "succeeded"');
     expect(rssOf(pid) - before).toBeLessThan(RSS_GROWTH_BOUND);
   });
-  test('a log that grows while it is streamed: each new line arrives; a FIFO put in its place holds up nothing; the end comes once the agent ends', async () => {
+  test('a log that grows while it is streamed: each new line arrives; a FIFO or a folder put in its place holds up nothing; the end comes once the agent ends', async () => {
     server = await startHttpServer();
     const s = server;
     const mcp = await s.connect('watcher');
@@ -173,6 +173,11 @@ describe("an agent's log on the dashboard", () => {
     await new Promise((resolve) => setTimeout(resolve, 1000)); // the stream looks at the log again
     const listed = await mcp.callOk<{ agents: Job[] }>('list');
     expect(listed.agents.map((a) => a.agent_id)).toContain(job.agent_id);
+    // A folder instead: reading it throws (EISDIR), which ended the whole server from the stream's timer.
+    rmSync(file);
+    mkdirSync(file);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await mcp.callOk<{ agents: Job[] }>('list')).agents.map((a) => a.agent_id)).toContain(job.agent_id);
     await mcp.callOk('cancel', { agent_id: job.agent_id });
     await arrives('event: end\ndata: "cancelled"');
   });

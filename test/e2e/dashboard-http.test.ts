@@ -2,7 +2,7 @@
 // the page's form sends is held to the same limits as the tools (the job table enforces them).
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
-import { startHttpServer, type HttpTestClient, type HttpTestServer } from '../helpers/http.js';
+import { dashboardCookie, startHttpServer, type HttpTestClient, type HttpTestServer } from '../helpers/http.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -22,9 +22,7 @@ beforeAll(async () => {
   server = await startHttpServer();
   mcp = await server.connect('dashboard-http');
   origin = new URL(server.url).origin;
-  const admitted = await fetch(`${origin}/?token=${encodeURIComponent(server.token)}`, { redirect: 'manual' });
-  expect(admitted.status).toBe(303);
-  cookie = admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
+  cookie = await dashboardCookie(server);
 });
 afterAll(async () => {
   await server?.stop();

@@ -6,7 +6,7 @@ import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, rmSync, w
 import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test, vi } from 'vitest';
-import { startHttpServer, type HttpTestServer } from '../helpers/http.js';
+import { dashboardCookie, startHttpServer, type HttpTestServer } from '../helpers/http.js';
 
 vi.setConfig({ testTimeout: 180_000 });
 
@@ -79,6 +79,19 @@ describe('sessions', () => {
   });
 });
 
+/** The dashboard's live log of an agent, as its page opens it: the response, once its headers came. */
+async function logStream(s: HttpTestServer, agentId: string): Promise<IncomingMessage> {
+  const cookie = await dashboardCookie(s);
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    const req = request(
+      `${new URL(s.url).origin}/agents/${agentId}/log`,
+      { headers: { cookie }, agent: false },
+      resolve,
+    );
+    req.on('error', reject).end();
+  });
+}
+
 /** The process's resident memory now, in bytes. */
 const rssOf = (pid: number) =>
   Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
@@ -103,17 +116,11 @@ describe("an agent's log on the dashboard", () => {
     for (let written = 0; written < LOG_BYTES; written += lines.length) writeSync(log, lines);
     closeSync(log);
 
-    const origin = new URL(s.url).origin;
-    const admitted = await fetch(`${origin}/?token=${encodeURIComponent(s.token)}`, { redirect: 'manual' });
-    const cookie = admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
     await mcp.callOk('list');
     const before = rssOf(pid);
 
     // The stream opens, its first chunk arrives, and the reader stops reading.
-    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
-      const req = request(`${origin}/agents/${job.agent_id}/log`, { headers: { cookie }, agent: false }, resolve);
-      req.on('error', reject).end();
-    });
+    const stream = await logStream(s, job.agent_id);
     expect(stream.statusCode).toBe(200);
     await new Promise((resolve) => stream.once('data', resolve));
     stream.pause();
@@ -146,13 +153,7 @@ describe("an agent's log on the dashboard", () => {
     const mcp = await s.connect('watcher');
     const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'keeps running [[cli:hang]]' });
     const file = join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'stdout.log');
-    const origin = new URL(s.url).origin;
-    const admitted = await fetch(`${origin}/?token=${encodeURIComponent(s.token)}`, { redirect: 'manual' });
-    const cookie = admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
-    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
-      const req = request(`${origin}/agents/${job.agent_id}/log`, { headers: { cookie }, agent: false }, resolve);
-      req.on('error', reject).end();
-    });
+    const stream = await logStream(s, job.agent_id);
     let text = '';
     stream.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
     const arrives = async (what: string) => {

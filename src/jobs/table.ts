@@ -8,6 +8,8 @@ import type { SandboxSettings } from '../config/sandbox.js';
 import { InputError } from '../lib/errors.js';
 import {
   answerTo,
+  checkLength,
+  checkQuestion,
   CONVERSATION_LIMITS,
   countOf,
   findQuestion,
@@ -399,10 +401,11 @@ export class JobTable {
 
   /**
    * A running job's question to the orchestrator (its agent called ask_parent): the new message
-   * id. Refused, with what to do, past the open and total question limits.
+   * id. Refused, with what to do, past the open and total question limits or the length limits.
    */
   ask(id: string, text: string, options?: string[]): Question {
     const record = this.running(id);
+    checkQuestion(text, options);
     const entries = (record.conversation ??= []);
     const open = openQuestions(entries);
     if (open.length >= CONVERSATION_LIMITS.openQuestions) {
@@ -427,10 +430,11 @@ export class JobTable {
     return question;
   }
 
-  /** The orchestrator's answer to a running job's question (reply_subagent). */
+  /** The orchestrator's answer to a running job's question (reply_subagent, the dashboard's form). */
   reply(id: string, messageId: string, answer: string): JobRecord {
     const record = this.get(id);
     if (!record) throw new InputError(`no agent with id "${id}": pass an agent_id from list or wait_for_agents`);
+    checkLength('the answer', answer, CONVERSATION_LIMITS.answerChars);
     const question = findQuestion(record.conversation, messageId);
     if (!question) {
       const open = openQuestions(record.conversation).map((q) => q.messageId);
@@ -491,6 +495,7 @@ export class JobTable {
   /** A running job's status line (report_progress): the newest is shown; the first hundred are kept. */
   reportProgress(id: string, text: string): void {
     const record = this.running(id);
+    checkLength('the progress line', text, CONVERSATION_LIMITS.progressInputChars);
     const line = { text: oneLine(text, CONVERSATION_LIMITS.progressChars), at: new Date().toISOString() };
     record.progress = line;
     const entries = (record.conversation ??= []);

@@ -155,16 +155,26 @@ export function readAt(fd: number, position: number, length: number): Buffer {
   return buffer.subarray(0, got);
 }
 
-/** Calls `read` with the file open and its size, then closes it; a file that cannot be opened gives `absent`. */
+/**
+ * A log is opened without following a link and without waiting: an agent writes its run folder,
+ * and a FIFO there would block the server at open, a link would have it read another file.
+ */
+const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Calls `read` with the file open and its size, then closes it; a file that cannot be opened, a
+ * link, or anything but a regular file (a FIFO, a device) gives `absent`.
+ */
 export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(path, OPEN_REGULAR);
   } catch {
     return absent;
   }
   try {
-    return read(fd, fstatSync(fd).size);
+    const stat = fstatSync(fd);
+    return stat.isFile() ? read(fd, stat.size) : absent;
   } finally {
     closeSync(fd);
   }

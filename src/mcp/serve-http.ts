@@ -29,7 +29,10 @@ export type HttpServeOptions = {
 
 /** The one principal of the shared server: whoever holds the project's token. */
 const CLIENT = 'client';
-/** Clients at once (each session holds one McpServer); one more gets 429. */
+/**
+ * Sessions at once (each holds one McpServer). One more ends the oldest idle one (its client gets
+ * 404 and opens a new one); 429 only while all of them have a request in flight.
+ */
 const MAX_SESSIONS = 256;
 /**
  * A session with no request and no open stream for this long is ended, so clients that vanish

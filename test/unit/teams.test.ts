@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
 import { checkTeamOptions, parseMember, teamSpec, type TeamSpec } from '../../src/jobs/teams/spec.js';
-import { TeamWorkspace } from '../../src/jobs/teams/workspace.js';
+import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.js';
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
 import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
@@ -104,6 +104,24 @@ describe('team workspace', () => {
     expect(ws.boardRead('hypothesis')).toMatchObject([{ author: 'm2', value: 'race' }]);
     ws.boardWrite('m2', 'done', 'the race in flush()');
     expect(done).toEqual(['m2: the race in flush()']);
+  });
+
+  test("the length limits are the workspace's, not only its tools' schemas: refused, nothing kept", () => {
+    const { ws, events } = workspace();
+    const long = 'x'.repeat(WORKSPACE_LIMITS.textChars + 1);
+    expect(() => ws.createTask('m1', 's'.repeat(WORKSPACE_LIMITS.subjectChars + 1))).toThrow(
+      /^the task's subject holds 301 characters, more than the 300 it may: shorten it/,
+    );
+    expect(() => ws.createTask('m1', 'ok', long)).toThrow(/^the task's description holds 20001 characters/);
+    expect(() => ws.send('m1', long)).toThrow(/^the message holds 20001 characters/);
+    expect(() => ws.send('m1', '')).toThrow(/^the message is empty/);
+    expect(() => ws.boardWrite('m1', 'k'.repeat(WORKSPACE_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
+    expect(() => ws.boardWrite('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
+    const task = ws.createTask('m1', 'ok');
+    expect(() => ws.update('m1', task.id, 'done', long)).toThrow(/^the task's result holds 20001 characters/);
+    expect(ws.listTasks()).toMatchObject([{ id: task.id, status: 'open' }]);
+    expect(ws.boardRead()).toEqual([]);
+    expect(events).toEqual([`task: m1 created ${task.id}: ok`]);
   });
 });
 

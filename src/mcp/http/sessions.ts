@@ -115,7 +115,7 @@ export class Sessions<P> {
     }
     if (!oldest) return false;
     this.log(
-      `mcp http: session ${oldest.transport.sessionId} ended, the oldest idle one: its principal opened one more`,
+      `mcp http: session ${shown(oldest.transport.sessionId)} ended, the oldest idle one: its principal opened one more`,
     );
     // Forgotten at once, so a concurrent opening cannot pick it too and the count drops now.
     this.forget(oldest);
@@ -136,7 +136,8 @@ export class Sessions<P> {
         ...(events ? { eventStore: events } : {}),
       },
       this.options.stalledStreamMs,
-      () => this.log(`mcp http: session ${transport.sessionId}: a stream its client stopped reading was cut off`),
+      () =>
+        this.log(`mcp http: session ${shown(transport.sessionId)}: a stream its client stopped reading was cut off`),
     );
     const session: Session<P> = { principal, transport, ...(events ? { events } : {}) };
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
@@ -152,8 +153,7 @@ export class Sessions<P> {
       }
     };
     transport.onclose = () => this.forget(session);
-    transport.onerror = (error) =>
-      this.log(`mcp http: session ${transport.sessionId ?? '(opening)'}: ${error.message}`);
+    transport.onerror = (error) => this.log(`mcp http: session ${shown(transport.sessionId)}: ${error.message}`);
     try {
       await server.connect(transport);
     } catch (error) {
@@ -188,7 +188,7 @@ export class Sessions<P> {
       .flatMap((held) => [...held])
       .filter(({ transport: t }) => t.open === 0 && t.unanswered.size === 0 && now - t.lastSeen > idleMs);
     for (const { transport } of idle)
-      this.log(`mcp http: session ${transport.sessionId} idle for ${idleMs} ms: closed`);
+      this.log(`mcp http: session ${shown(transport.sessionId)} idle for ${idleMs} ms: closed`);
     return this.closeEach(idle);
   }
 
@@ -208,3 +208,9 @@ export class Sessions<P> {
     if (held?.size === 0) this.byPrincipal.delete(session.principal);
   }
 }
+
+/**
+ * A session id as the log shows it: its first 8 characters. The whole id is what a request
+ * names its session by, so a log that an agent might read never holds it.
+ */
+const shown = (sessionId: string | undefined) => (sessionId === undefined ? '(opening)' : `${sessionId.slice(0, 8)}…`);

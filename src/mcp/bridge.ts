@@ -2,10 +2,12 @@
 // the daemon over Streamable HTTP. Messages pass through untouched (tools, resources,
 // notifications, progress, cancellation); the daemon keeps the session. When the daemon stops
 // answering, the requests still open and every later one get an error that says so, and the
-// client hears it as a logging message; when the client goes away, the session is ended and
-// the daemon's agents keep running.
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// client hears it as a logging message; when the daemon ends the session (it makes room past
+// its bound), a new one is opened with the client's own initialize; when the client goes away,
+// the session is ended and the daemon's agents keep running.
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
+  isInitializeRequest,
   isJSONRPCErrorResponse,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
@@ -16,6 +18,8 @@ import { sameProcessAlive } from '../lib/proc.js';
 import type { DaemonInfo } from '../lib/daemon-file.js';
 import { StdioTransport } from './stdio-transport.js';
 
+/** How long the daemon may take to open a new session for a client whose session it ended. */
+const REOPEN_MS = 30_000;
 /** The JSON-RPC error code of a request the relay could not deliver. */
 const DAEMON_GONE = -32000;
 
@@ -27,14 +31,21 @@ const DAEMON_GONE = -32000;
 export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string, log: (message: string) => void) {
   const { pid } = daemon;
   const alive = () => sameProcessAlive(pid, daemon.start);
-  const upstream = new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-    fetch: (input, init) =>
-      alive() ? fetch(input, { ...init, redirect: 'error' }) : Promise.reject(new Error('its process has ended')),
-  });
+  const connect = () =>
+    new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+      fetch: (input, init) =>
+        alive() ? fetch(input, { ...init, redirect: 'error' }) : Promise.reject(new Error('its process has ended')),
+    });
+  let upstream = connect();
   const downstream = new StdioTransport();
   const unanswered = new Set<RequestId>();
   let gone: string | undefined;
+  /** The client's initialize request: replayed when the daemon ends this session (see reopen). */
+  let opening: JSONRPCMessage | undefined;
+  /** The answer to a replayed initialize, which the client must not see. */
+  let replayed: { id: RequestId; answered: () => void } | undefined;
+  let reopening: Promise<void> | undefined;
 
   const fail = (id: RequestId) =>
     downstream.send({ jsonrpc: '2.0', id, error: { code: DAEMON_GONE, message: gone! } }).catch(() => undefined);
@@ -53,21 +64,68 @@ export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string
     unanswered.clear();
   };
 
-  upstream.onmessage = (message: JSONRPCMessage) => {
-    if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) {
-      unanswered.delete(message.id);
+  const wire = (transport: StreamableHTTPClientTransport) => {
+    transport.onmessage = (message: JSONRPCMessage) => {
+      if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id !== undefined) {
+        if (replayed && message.id === replayed.id) return replayed.answered();
+        unanswered.delete(message.id);
+      }
+      void downstream.send(message).catch(() => undefined);
+    };
+    transport.onerror = (error) => {
+      if (!alive()) daemonGone('has stopped');
+      else log(`relay to ${url}: ${error.message}`);
+    };
+  };
+  wire(upstream);
+
+  /**
+   * The daemon ended this client's session (404: it makes room for newer ones, or it was idle
+   * past its limit). The client knows nothing of sessions behind the relay, so the relay opens a
+   * new one with the client's own initialize and goes on; what the old session subscribed to is
+   * gone with it.
+   */
+  const reopen = (init: JSONRPCMessage & { id: RequestId }) =>
+    (reopening ??= (async () => {
+      log("the daemon ended this client's session: opening a new one");
+      const old = upstream;
+      upstream = connect();
+      wire(upstream);
+      await old.close().catch(() => undefined);
+      const answered = new Promise<void>(
+        (resolve) => (replayed = { id: `relay-reopen-${Date.now()}`, answered: resolve }),
+      );
+      await upstream.send({ ...init, id: replayed!.id });
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('the daemon did not answer a new initialize')), REOPEN_MS);
+      });
+      await Promise.race([answered, late]).finally(() => clearTimeout(timer));
+      replayed = undefined;
+      await upstream.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    })().finally(() => (reopening = undefined)));
+
+  const deliver = async (message: JSONRPCMessage) => {
+    if (reopening) await reopening;
+    const via = upstream;
+    try {
+      await via.send(message);
+    } catch (error) {
+      const ended = error instanceof StreamableHTTPError && error.code === 404;
+      if (!ended || !opening || !alive()) throw error;
+      // Sent on a session another message has already replaced: only send it again.
+      if (via === upstream) await reopen(opening as JSONRPCMessage & { id: RequestId });
+      else if (reopening) await reopening;
+      await upstream.send(message);
     }
-    void downstream.send(message).catch(() => undefined);
   };
-  upstream.onerror = (error) => {
-    if (!alive()) daemonGone('has stopped');
-    else log(`relay to ${url}: ${error.message}`);
-  };
+
   downstream.onmessage = (message: JSONRPCMessage) => {
     const request = isJSONRPCRequest(message);
     if (gone) return void (request && fail(message.id));
     if (request) unanswered.add(message.id);
-    upstream.send(message).catch((error: Error) => {
+    if (isInitializeRequest(message)) opening = message;
+    deliver(message).catch((error: Error) => {
       if (!alive()) return daemonGone('has stopped');
       log(`relay to ${url}: ${error.message}`);
       if (request) {

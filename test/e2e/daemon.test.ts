@@ -2,6 +2,7 @@
 // stdio) shares the daemon's job table with an SDK client over HTTP; two daemons started at once;
 // a daemon killed under its clients; a new daemon recovering its jobs.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request, type ClientRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -191,3 +192,66 @@ describe('faults', () => {
     }
   });
 });
+
+describe('a relayed session the daemon ends', () => {
+  test('the relay opens a new one with the client’s own initialize, and the client goes on unaware', async () => {
+    const dir = project();
+    const daemon = await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    const held: ClientRequest[] = [];
+    try {
+      expect((await stdio.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
+      // Newer sessions, each holding a stream as the relay's does, until the daemon's bound
+      // (256 a principal, src/mcp/serve-http.ts) has ended the oldest idle one: the relay's.
+      for (let i = 0; i < 256; i++) held.push(await streamingSession(daemon.url, projectTokenOf(dir)));
+      await waitFor('the daemon to end a session', () =>
+        readFileSync(join(dir, '.polyspawn', 'daemon.log'), 'utf8').includes('the oldest idle one'),
+      );
+      const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'after the session ended' });
+      expect((await stdio.callOk<{ agents: Job[] }>('list')).agents.map((a) => a.agent_id)).toContain(job.agent_id);
+      expect(stdio.stderr()).toContain("the daemon ended this client's session: opening a new one");
+    } finally {
+      for (const request of held) request.destroy();
+      await stdio.close();
+    }
+  });
+});
+
+/** A session opened over raw HTTP that holds its GET stream open, as a relay's does. */
+async function streamingSession(url: string, token: string): Promise<ClientRequest> {
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    authorization: `Bearer ${token}`,
+  };
+  const opened = await fetch(url, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'holder', version: '1' } },
+    }),
+  });
+  await opened.text();
+  const session = { ...headers, 'mcp-session-id': opened.headers.get('mcp-session-id')! };
+  await (
+    await fetch(url, {
+      method: 'POST',
+      headers: session,
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+    })
+  ).text();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: 'GET', headers: { ...session, accept: 'text/event-stream' }, agent: false },
+      (res) => {
+        expect(res.statusCode).toBe(200);
+        resolve(req);
+      },
+    );
+    req.on('error', reject).end();
+  });
+}

@@ -15,6 +15,9 @@ import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
 import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
+import { keyFiles } from '../config/keys.js';
+import { presetsDir } from './teams/presets.js';
+import { worktreePlace } from './worktree/report.js';
 import {
   ANSWER_WAIT_S,
   PARENT_PROMPT,
@@ -209,13 +212,17 @@ async function runCli(
       command = wrapInSandbox({
         sandbox: job.sandbox,
         paths: backend.sandboxPaths,
+        modelEndpointEnv: backend.modelEndpointEnv,
         executable: backend.executable,
         file: spec.file,
         args: spec.args,
         env: childEnv({ baseEnv: env, env: spec.env }),
         cwd: job.cwd,
         runDir: dir,
-        stateDir: config.stateDir,
+        ...(job.isolation === 'worktree'
+          ? { worktree: worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path }
+          : {}),
+        hidden: hiddenFromAgents(config),
         container: containerName(config.stateDir, job.id),
       });
     } catch (error) {
@@ -304,6 +311,21 @@ async function runCli(
   }
   if (!outcome.ok) outcome.error = `${outcome.error ?? 'failed'} (log: ${logs.stdout})`;
   return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
+}
+
+/**
+ * What a sandboxed agent must not see, wherever its folders hold them: the run store (the shared
+ * server's token and daemon file, every run and worktree), the agents' definitions and team
+ * presets (their MCP servers may hold tokens), the key files and the user's config folder.
+ */
+function hiddenFromAgents(config: ExecutorContext['config']): string[] {
+  return [
+    config.stateDir,
+    config.agentsDir,
+    presetsDir(config.agentsDir),
+    config.userConfigDir,
+    ...keyFiles(config),
+  ];
 }
 
 /** How often a followed budget reads the run's new output. */

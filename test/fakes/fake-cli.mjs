@@ -39,9 +39,11 @@
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
 //                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
-//   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]  attempts (any
-//                           number): the answer is JSON {"<key>:<value>": "ok" | "ok: <text>" | the
-//                           error code}, e.g. what a sandbox lets it reach
+//   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]
+//   [[cli:git:ARGS]]        attempts (any number): the answer is JSON {"<key>:<value>": "ok" |
+//                           "ok: <text>" | the error code (git: its stderr's first line)}, e.g.
+//                           what a sandbox lets it reach; git runs in the working folder, ARGS
+//                           split on spaces
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
@@ -553,6 +555,12 @@ function attempt(key, value) {
       return (writeFileSync(value, 'written by the fake CLI\n'), '');
     case 'list':
       return readdirSync(value).sort().join(',');
+    case 'git':
+      try {
+        return execFileSync('git', value.split(' '), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+      } catch (error) {
+        throw new Error(String(error.stderr).trim().split('\n')[0]);
+      }
     case 'connect':
       return new Promise((resolve, reject) => {
         const [host, port] = value.split(/:(?=\d+$)/);
@@ -567,7 +575,7 @@ function attempt(key, value) {
   }
 }
 function isAttempt(key) {
-  return ['read', 'try-write', 'list', 'connect'].includes(key);
+  return ['read', 'try-write', 'list', 'connect', 'git'].includes(key);
 }
 
 async function tryAll(attempts) {

@@ -319,13 +319,7 @@ async function runCli(
  * presets (their MCP servers may hold tokens), the key files and the user's config folder.
  */
 function hiddenFromAgents(config: ExecutorContext['config']): string[] {
-  return [
-    config.stateDir,
-    config.agentsDir,
-    presetsDir(config.agentsDir),
-    config.userConfigDir,
-    ...keyFiles(config),
-  ];
+  return [config.stateDir, config.agentsDir, presetsDir(config.agentsDir), config.userConfigDir, ...keyFiles(config)];
 }
 
 /** How often a followed budget reads the run's new output. */

@@ -146,7 +146,7 @@ describe('what the agent may not reach', () => {
     git(r.cwd, 'commit', '-qm', 'init');
   };
 
-  test('the run store is an empty tmpfs but for the run\'s own folder; other hidden folders and files too', () => {
+  test("the run store is an empty tmpfs but for the run's own folder; other hidden folders and files too", () => {
     const r = run({});
     const store = join(r.cwd, '.polyspawn');
     mkdirSync(join(store, 'agents'), { recursive: true });
@@ -155,8 +155,10 @@ describe('what the agent may not reach', () => {
     const line = args.join(' ');
     expect(line).toContain(`--tmpfs ${store}`);
     expect(line).toContain(`--ro-bind /dev/null ${join(r.cwd, 'api_keys.json')}`);
-    // The agents folder is in the store: the store's tmpfs hides it already, but it is said too.
-    expect(args.indexOf(join(store, 'agents'))).toBeGreaterThan(args.indexOf(store));
+    // The agents folder is in the store: hidden with it, not said again. Then read-only, once the run's folder is in it.
+    expect(args).not.toContain(join(store, 'agents'));
+    expect(line).toContain(`--remount-ro ${store}`);
+    expect(args.indexOf(`--remount-ro`)).toBeGreaterThan(args.indexOf(r.runDir));
     expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
     // A folder outside every bind is not there at all: nothing to hide.
     const elsewhere = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-store-'));
@@ -175,7 +177,10 @@ describe('what the agent may not reach', () => {
     expect(() => wrapInSandbox({ ...r, cwd: join(store, 'worktrees') })).toThrow(refusal);
     expect(() => wrapInSandbox({ ...r, cwd: other, worktree: own })).toThrow(refusal);
     expect(() =>
-      wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'link-to-store'), write: false }] } }),
+      wrapInSandbox({
+        ...r,
+        sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'link-to-store'), write: false }] },
+      }),
     ).toThrow(refusal);
     expect(() =>
       wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: `${own}/../other2`, write: false }] } }),
@@ -231,9 +236,7 @@ describe('what the agent may not reach', () => {
       expect.arrayContaining([join(own, '.git'), common, join(common, 'worktrees', 'mine23')]),
     );
     expect(args.join(' ')).toContain(`--tmpfs ${join(common, 'worktrees')}`);
-    expect(args.indexOf(join(common, 'worktrees', 'mine23'))).toBeGreaterThan(
-      args.indexOf(join(common, 'worktrees')),
-    );
+    expect(args.indexOf(join(common, 'worktrees', 'mine23'))).toBeGreaterThan(args.indexOf(join(common, 'worktrees')));
     expect(binds(args, '--bind')).not.toContain(common);
     // A .git file repointed at a folder that does not name it back binds nothing of it.
     const planted = join(own, 'planted', 'worktrees', 'x');

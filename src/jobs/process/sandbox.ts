@@ -89,10 +89,11 @@ export function containerName(stateDir: string, id: string): string {
 const SYSTEM_PATHS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
- * One path as the agent sees it, at the same place: read-only, read-write, or hidden (an empty
- * tmpfs over a folder, /dev/null over a file). `what` names it in an error.
+ * One path as the agent sees it, at the same place, links resolved: read-only, read-write, or
+ * hidden (an empty tmpfs over a folder, /dev/null over a file). `link`: the path as it was given,
+ * where links led elsewhere; `what` names it in an error.
  */
-type Bind = { path: string; as: 'read' | 'write' | 'hide'; what?: string };
+type Bind = { path: string; as: 'read' | 'write' | 'hide'; link?: string; what?: string };
 
 function bwrapCommand(run: SandboxRun): WrappedCommand {
   const bwrap = which.sync('bwrap', { path: run.env.PATH, nothrow: true });
@@ -108,7 +109,7 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
     if (!SYSTEM_PATHS.some((p) => isInside(p, installed)))
       install.push({ path: installed, as: 'read', what: "node's installation" });
   }
-  const { binds, cwd } = sandboxBinds(run, home, install);
+  const { binds, links, cwd } = sandboxBinds(run, home, install);
 
   const args: string[] = [];
   for (const path of SYSTEM_PATHS) {
@@ -127,6 +128,10 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
       args.push(...(isDirectory(bind.path) ? ['--tmpfs', bind.path] : ['--ro-bind', '/dev/null', bind.path]));
     else args.push(bind.as === 'write' ? '--bind' : '--ro-bind', bind.path, bind.path);
   }
+  // The paths as given (arguments name them) lead where the binds are.
+  for (const bind of links) args.push('--symlink', bind.path, bind.link!);
+  // A hidden folder's tmpfs, once what is bound back in it is there: writing in it fails, not vanishes.
+  for (const bind of binds) if (bind.as === 'hide' && isDirectory(bind.path)) args.push('--remount-ro', bind.path);
   args.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
   // bwrap started by root keeps every capability unless told: root in the sandbox must not
   // mount, trace or open files by handle past its binds.
@@ -190,7 +195,11 @@ function engineCommand(file: string, args: string[], env: Readonly<Record<string
  * Hidden: `run.hidden` wherever a bound folder holds it, with the run's folder and worktree
  * bound back in the store. Refused: a path that holds the home folder, or lies in a hidden one.
  */
-function sandboxBinds(run: SandboxRun, home: string | undefined, install: Bind[]): { binds: Bind[]; cwd: string } {
+function sandboxBinds(
+  run: SandboxRun,
+  home: string | undefined,
+  install: Bind[],
+): { binds: Bind[]; links: Bind[]; cwd: string } {
   if (home) refuseHomeInside(run.cwd, home, "the agent's folder");
   const cwd = realpathSync(run.cwd);
   const worktree = run.worktree && isInside(run.worktree, cwd) ? realpathSync(run.worktree) : undefined;
@@ -199,10 +208,10 @@ function sandboxBinds(run: SandboxRun, home: string | undefined, install: Bind[]
     { path: worktree ?? cwd, as: 'write', what: "the agent's folder" },
     { path: runDir, as: 'write' },
   ];
-  const wanted = [...install, ...stateBinds(run, home), ...folders, ...extraMounts(run, home)].map((bind) => ({
-    ...bind,
-    path: realpathSync(bind.path),
-  }));
+  const wanted = [...install, ...stateBinds(run, home), ...folders, ...extraMounts(run, home)].map((bind) => {
+    const [given, real] = [resolve(bind.path), realpathSync(bind.path)];
+    return { ...bind, path: real, ...(given !== real ? { link: given } : {}) };
+  });
   const binds = [...wanted, ...wanted.flatMap((bind) => (bind.as === 'write' ? gitBinds(bind) : []))];
   const own = [runDir, ...(worktree ? [worktree] : [])];
   const hidden = run.hidden.flatMap((path) => realpathOrUndefined(path) ?? []);
@@ -216,8 +225,16 @@ function sandboxBinds(run: SandboxRun, home: string | undefined, install: Bind[]
         `${what} (${bind.path}) lies in ${hider}, which a sandbox hides from agents (the run store, the agents' definitions, key and config files): choose a folder outside it`,
       );
   }
-  const hides = hidden.filter((h) => binds.some((b) => b.as !== 'hide' && isInside(b.path, h)));
-  return { binds: ordered([...binds, ...hides.map((path) => ({ path, as: 'hide' as const }))]), cwd };
+  // A hidden path in another one is gone with it.
+  const hides = hidden.filter(
+    (h) => binds.some((b) => b.as !== 'hide' && isInside(b.path, h)) && !hidden.some((o) => o !== h && isInside(o, h)),
+  );
+  const all = ordered([...binds, ...hides.map((path) => ({ path, as: 'hide' as const }))]);
+  // A link is made where no bind (nor a link above it) already leads to it.
+  const links: Bind[] = [];
+  for (const bind of all.filter((b) => b.link))
+    if (!all.some((b) => under(b.path, bind.link!)) && !links.some((l) => under(l.link!, bind.link!))) links.push(bind);
+  return { binds: all, links, cwd };
 }
 
 /**
@@ -344,6 +361,10 @@ function ordered(binds: Bind[]): Bind[] {
 }
 
 const isDirectory = (path: string) => lstatOrUndefined(path)?.isDirectory() === true;
+
+/** `path` is `folder` or below it, as written (no link resolved). */
+const under = (folder: string, path: string) =>
+  path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 
 function realExecutable(file: string, env: SandboxRun['env']): string {
   const found = which.sync(file, { path: env.PATH, nothrow: true });

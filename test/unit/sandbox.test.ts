@@ -408,4 +408,28 @@ describe('settings', () => {
     );
     expect(relative).toEqual({ problems: [expect.stringMatching(/must be an absolute path or start with ~\//)] });
   });
+
+  test("a project's definition (it came with the repository) mounts only folders inside the project; a user's may mount any", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'data'));
+    symlinkSync(tmpdir(), join(dir, 'leads-out'));
+    const ctx = { config: loadConfig(backends, env, dir), models: loadModels([shippedModelsFile]), backends };
+    const define = (scope: 'project' | 'user', mounts: { path: string; write?: boolean }[]) =>
+      checkDefinition(
+        'mounted',
+        { description: 'd', backend: 'codex', sandbox: { mode: 'bwrap', mounts } },
+        'You work.',
+        { scope, file: join(dir, 'agent.md') },
+        ctx,
+      );
+    const outside =
+      /^sandbox\.mounts: .* is outside the project, and a project's agent .* mounts only folders inside it/;
+    expect(define('project', [{ path: '~/.ssh' }])).toEqual({ problems: [expect.stringMatching(outside)] });
+    expect(define('project', [{ path: '/etc', write: true }])).toEqual({ problems: [expect.stringMatching(outside)] });
+    expect(define('project', [{ path: join(dir, 'leads-out') }])).toEqual({
+      problems: [expect.stringMatching(outside)],
+    });
+    expect(define('project', [{ path: join(dir, 'data'), write: true }])).toHaveProperty('definition');
+    expect(define('user', [{ path: '~/.ssh' }])).toHaveProperty('definition');
+  });
 });

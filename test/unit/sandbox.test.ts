@@ -174,6 +174,7 @@ describe('what the agent may not reach', () => {
     symlinkSync(store, join(r.cwd, 'link-to-store'));
     const refusal = /lies in .*\.polyspawn, which a sandbox hides from agents/;
     expect(() => wrapInSandbox({ ...r, cwd: store })).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.cwd, 'link-to-store') })).toThrow(refusal);
     expect(() => wrapInSandbox({ ...r, cwd: join(store, 'worktrees') })).toThrow(refusal);
     expect(() => wrapInSandbox({ ...r, cwd: other, worktree: own })).toThrow(refusal);
     expect(() =>

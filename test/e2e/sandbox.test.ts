@@ -2,7 +2,7 @@
 // get out), docker and podman through a fake engine (test/fakes/fake-engine.mjs) that runs the
 // command it is given, since no engine answers on this machine.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -70,6 +70,9 @@ beforeAll(async () => {
   writeFileSync(join(project, '.polyspawn', 'worktrees', 'other2', 'theirs.txt'), 'theirs\n');
   writeFileSync(join(project, 'api_keys.json'), '{"XAI_API_KEY": "xai-e2e-sandbox-key-0123456789"}\n');
   writeFileSync(join(project, 'tracked.txt'), 'tracked\n');
+  // Links an agent (or the repository) left in the project, to the store and to the home folder.
+  symlinkSync(join(project, '.polyspawn'), join(project, 'store-link'));
+  symlinkSync(home, join(project, 'home-link'));
   for (const args of [
     ['init', '-q'],
     ['add', 'tracked.txt'],
@@ -144,6 +147,8 @@ describe('bwrap', () => {
       `[[cli:read:${join(store, 'agents', 'offline', 'agent.md')}]]`,
       `[[cli:read:${join(project, 'api_keys.json')}]]`,
       `[[cli:try-write:${join(project, 'api_keys.json')}]]`,
+      `[[cli:read:${join(project, 'store-link', 'http-token')}]]`,
+      `[[cli:read:${join(project, 'home-link', 'secret.txt')}]]`,
     ]);
     expect(tried).toEqual({
       [`read:${join(store, 'http-token')}`]: 'ENOENT',
@@ -155,6 +160,9 @@ describe('bwrap', () => {
       // /dev/null in its place, on a mount without devices
       [`read:${join(project, 'api_keys.json')}`]: 'EACCES',
       [`try-write:${join(project, 'api_keys.json')}`]: 'EACCES',
+      // A link leads where it leads in the sandbox: to the hidden store, the empty home folder.
+      [`read:${join(project, 'store-link', 'http-token')}`]: 'ENOENT',
+      [`read:${join(project, 'home-link', 'secret.txt')}`]: 'ENOENT',
     });
     expect(readFileSync(join(project, 'api_keys.json'), 'utf8')).toContain('xai-e2e-sandbox-key');
     // Nor is the shared server's token in its environment.

@@ -160,6 +160,15 @@ describe('what the agent may not reach', () => {
     expect(line).toContain(`--remount-ro ${store}`);
     expect(args.indexOf(`--remount-ro`)).toBeGreaterThan(args.indexOf(r.runDir));
     expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
+    // A mount that holds the store (an agent's or the config's) hides it the same way.
+    const elsewhereCwd = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-cwd-'));
+    const mounted = wrapInSandbox({
+      ...r,
+      cwd: elsewhereCwd,
+      sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'sub', '..'), write: false }] },
+    }).args.join(' ');
+    expect(mounted).toContain(`--ro-bind ${r.cwd} ${r.cwd}`);
+    expect(mounted).toContain(`--tmpfs ${store}`);
     // A folder outside every bind is not there at all: nothing to hide.
     const elsewhere = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-store-'));
     expect(wrapInSandbox({ ...r, hidden: [elsewhere] }).args).not.toContain(elsewhere);

@@ -233,6 +233,13 @@ const MUTATIONS = [
     tests: ['test/e2e/child-env.test.ts'],
   },
   {
+    name: "an agent's definition passes the shared server's token on",
+    file: 'src/jobs/execute.ts',
+    find: `name !== TOKEN_ENV &&`,
+    replace: ``,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
     name: 'a sandbox without network keeps the network',
     file: SANDBOX,
     find: `if (!run.sandbox.network) args.push('--unshare-net');`,

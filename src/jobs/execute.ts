@@ -15,6 +15,7 @@ import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
 import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
+import { TOKEN_ENV } from '../lib/daemon-file.js';
 import { keyFiles } from '../config/keys.js';
 import { presetsDir } from './teams/presets.js';
 import { worktreePlace } from './worktree/report.js';
@@ -82,7 +83,8 @@ const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
  * The environment a CLI child starts from: the app's, without the API backends' keys and any
  * variable whose name marks a secret, except what its own CLI signs in with (`loginEnv`) and
  * what the user's config (`backends.<name>.env`) or the agent's definition (`env`) passes on by
- * name. The channel's token is set after this, by the run itself.
+ * name. The shared server's token never: with it an agent would drive the server as a client.
+ * The channel's token is set after this, by the run itself.
  */
 function cliEnvironment(
   { env, config }: ExecutorContext,
@@ -92,7 +94,8 @@ function cliEnvironment(
 ): ExecutorContext['env'] {
   const passed = new Set([...(config.backends[backend.name]?.env ?? []), ...(job.agent?.env ?? [])]);
   const keep = (name: string) =>
-    passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name));
+    name !== TOKEN_ENV &&
+    (passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name)));
   return Object.fromEntries(Object.entries(env).filter(([name]) => keep(name)));
 }
 

@@ -64,6 +64,11 @@ beforeAll(async () => {
     join(project, '.polyspawn', 'agents', 'cutoff', 'agent.md'),
     '---\ndescription: No network, no model API.\nbackend: claude\nsandbox: { mode: docker, image: example.org/agents:1, network: false }\n---\nYou work.\n',
   );
+  mkdirSync(join(project, '.polyspawn', 'agents', 'greedy'), { recursive: true });
+  writeFileSync(
+    join(project, '.polyspawn', 'agents', 'greedy', 'agent.md'),
+    '---\ndescription: Asks for the server token.\nbackend: codex\nenv: [POLYSPAWN_TOKEN]\n---\nYou work.\n',
+  );
   // What a shared server and the user leave in the project: its token, another agent's worktree, keys.
   writeFileSync(join(project, '.polyspawn', 'http-token'), 'psp_the-daemon-token-0123456789abcdef\n');
   mkdirSync(join(project, '.polyspawn', 'worktrees', 'other2'), { recursive: true });
@@ -165,10 +170,12 @@ describe('bwrap', () => {
       [`read:${join(project, 'home-link', 'secret.txt')}`]: 'ENOENT',
     });
     expect(readFileSync(join(project, 'api_keys.json'), 'utf8')).toContain('xai-e2e-sandbox-key');
-    // Nor is the shared server's token in its environment.
-    const env = await s.callOk<Job>('spawn_codex', { prompt: '[[cli:echo-env:POLYSPAWN_TOKEN]]', wait_s: 60 });
-    expect(env.state, env.error).toBe('succeeded');
-    expect(env.text).toBe('');
+    // Nor is the shared server's token in its environment, even where a definition asks for it by name.
+    for (const tool of ['spawn_codex', 'spawn_greedy']) {
+      const env = await s.callOk<Job>(tool, { prompt: '[[cli:echo-env:POLYSPAWN_TOKEN]]', wait_s: 60 });
+      expect(env.state, env.error).toBe('succeeded');
+      expect(env.text).toBe('');
+    }
   }, 90_000);
 
   test("the project's .git is read-only: git reads work, nothing the user's git later runs can be written", async () => {

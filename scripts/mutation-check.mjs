@@ -240,6 +240,14 @@ const MUTATIONS = [
     tests: ['test/e2e/sandbox.test.ts'],
   },
   {
+    name: 'the server follows a link an agent left in its run folder',
+    file: 'src/lib/fs.ts',
+    find: `rmSync(tmp, { force: true });
+    writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });`,
+    replace: `writeFileSync(tmp, data, { mode: PRIVATE_FILE });`,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
     name: 'a sandbox without network keeps the network',
     file: SANDBOX,
     find: `if (!run.sandbox.network) args.push('--unshare-net');`,

@@ -1,9 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
-import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
+import { makeDirs, unwritableBecause, withFile, writeNoLink } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -203,8 +203,9 @@ async function runCli(
   onFilesWritten(files.map(([path]) => path));
   for (const [path, content] of files) {
     makeDirs(dirname(path));
-    // The user's alone: a file may hold a token (the channel's, an MCP server's).
-    writeFileSync(path, content, { mode: PRIVATE_FILE });
+    // The user's alone: a file may hold a token (the channel's, an MCP server's). Not through a
+    // link an earlier attempt's agent left in the run folder.
+    writeNoLink(path, content);
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
@@ -288,7 +289,9 @@ async function runCli(
     };
   }
   const artifacts: CliResult['artifacts'] = {};
-  for (const [name, path] of Object.entries(spec.artifacts ?? {})) artifacts[name] = readIfPresent(path);
+  // Files the CLI wrote: not through a link its agent put there instead.
+  for (const [name, path] of Object.entries(spec.artifacts ?? {}))
+    artifacts[name] = withFile(path, undefined, (fd) => readFileSync(fd, 'utf8'));
   const outcome = backend.parse({ ...run, artifacts });
 
   if (run.end === 'timeout') {
@@ -327,14 +330,6 @@ function hiddenFromAgents(config: ExecutorContext['config']): string[] {
 
 /** How often a followed budget reads the run's new output. */
 const BUDGET_WATCH_MS = 200;
-
-function readIfPresent(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 

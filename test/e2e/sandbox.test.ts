@@ -243,6 +243,30 @@ describe('bwrap', () => {
     expect(readFileSync(join(job.worktree!.path, '.git'), 'utf8')).toMatch(/^gitdir: /);
   }, 90_000);
 
+  test('a link the agent leaves in its run folder is never followed by the server: no host file read back, none overwritten', async () => {
+    const secret = join(home, 'secret.txt');
+    const victim = join(outside, 'victim.txt');
+    writeFileSync(victim, 'precious\n');
+    // Its log a link to a secret of the host: the server reads the log back, the logs tool pages it.
+    const read = await s.callOk<Job>('spawn_codex', {
+      prompt: `try [[cli:plant-link:stdout.log=${secret}]]`,
+      wait_s: 60,
+    });
+    const page = await s.call('logs', { agent_id: read.agent_id });
+    expect(JSON.stringify(read)).not.toContain('the-home-secret');
+    expect(JSON.stringify(page.content)).not.toContain('the-home-secret');
+    // A link at the name of the server's next temp file (its pid guessed, here given): the record
+    // written when the run ends goes through the temp file and a rename.
+    const pid = s.transport.pid!;
+    const written = await s.callOk<Job>('spawn_codex', {
+      prompt: `try [[cli:plant-link:record.json.${pid}.tmp=${victim}]]`,
+      wait_s: 60,
+    });
+    expect(written.state, written.error).toBe('succeeded');
+    await s.callOk<Job>('result', { agent_id: written.agent_id });
+    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+  }, 90_000);
+
   test('network: false without a model API on its loopback is refused at once, for every mode', async () => {
     const job = await s.callOk<Job>('spawn_cutoff', { prompt: '[[cli:hang]]', wait_s: 60 });
     expect(job.state).toBe('failed');

@@ -5,7 +5,7 @@
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';
-import { PRIVATE_FILE } from '../../lib/fs.js';
+import { PRIVATE_FILE, READ_NO_LINK, WRITE_NO_LINK } from '../../lib/fs.js';
 import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
@@ -86,7 +86,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile);
     if (stdinFd !== undefined) fds.push(stdinFd);
     const [stdout, stderr] = [spec.stdoutLog, spec.stderrLog].map((path) => {
-      const fd = openSync(path, 'w', PRIVATE_FILE);
+      const fd = openSync(path, WRITE_NO_LINK, PRIVATE_FILE);
       fds.push(fd);
       return fd;
     });
@@ -179,7 +179,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
 
 function openIfPresent(path: string): number | undefined {
   try {
-    return openSync(path, 'r');
+    return openSync(path, READ_NO_LINK);
   } catch {
     return undefined;
   }

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { Redactor } from '../../lib/redact.js';
 import { redactPage } from '../../../iac/scrub.js';
 import type { App } from '../../app.js';
-import { readAt } from '../../lib/fs.js';
+import { READ_NO_LINK, readAt } from '../../lib/fs.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
 import { findJob, toolResult } from '../views.js';
@@ -49,7 +49,7 @@ export function readLogPage(
 ): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openSync(path, READ_NO_LINK); // a link its agent left in the run folder is not followed
   } catch {
     return { path, size: 0, offset: 0, next_offset: 0, eof: true, text: '' };
   }

@@ -279,7 +279,9 @@ function gitBinds(folder: Bind): Bind[] {
 
 /** A git folder (a `.git`, a bare repository): what git itself looks for. */
 const isGitDir = (dir: string): boolean =>
-  lstatOrUndefined(join(dir, 'HEAD'))?.isFile() === true && isDirectory(join(dir, 'objects'));
+  lstatOrUndefined(join(dir, 'HEAD'))?.isFile() === true &&
+  isDirectory(join(dir, 'objects')) &&
+  isDirectory(join(dir, 'refs'));
 
 /** A small file's text ('' when it is missing or not small): a `.git` file, a worktree's `gitdir`. */
 function readIfSmall(path: string): string {

@@ -263,6 +263,8 @@ describe('what the agent may not reach', () => {
     const bin = join(home, 'bin');
     mkdirSync(bin);
     for (const name of ['claude', 'node']) writeFileSync(join(bin, name), '#!/bin/sh\n', { mode: 0o755 });
+    // Node as if installed with the home folder as its prefix: the binary alone still.
+    mkdirSync(join(home, 'lib', 'node_modules'), { recursive: true });
     const { args } = wrapInSandbox({ ...r, env: { ...r.env, PATH: `${bin}${delimiter}${r.env.PATH}` } });
     expect(binds(args, '--ro-bind')).toEqual(expect.arrayContaining([join(bin, 'claude'), join(bin, 'node')]));
     expect(binds(args, '--ro-bind')).not.toContain(home);

@@ -105,7 +105,7 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
   ];
   const node = which.sync('node', { path: run.env.PATH, nothrow: true });
   if (node) {
-    const installed = nodeInstall(realpathSync(node));
+    const installed = nodeInstall(realpathSync(node), home);
     if (!SYSTEM_PATHS.some((p) => isInside(p, installed)))
       install.push({ path: installed, as: 'read', what: "node's installation" });
   }
@@ -294,14 +294,15 @@ function readIfSmall(path: string): string {
 
 /**
  * Node's installation, from its real path: the prefix (<prefix>/bin/node) when it is one (it has
- * lib/node_modules or include/node), else the binary alone: ~/bin/node must not show the home folder.
+ * lib/node_modules or include/node) and does not hold the home folder, else the binary alone:
+ * ~/bin/node must not show the home folder.
  */
-function nodeInstall(realNode: string): string {
+function nodeInstall(realNode: string, home: string | undefined): string {
   const prefix = dirname(dirname(realNode));
   const isPrefix =
     basename(dirname(realNode)) === 'bin' &&
     (isDirectory(join(prefix, 'lib', 'node_modules')) || isDirectory(join(prefix, 'include', 'node')));
-  return isPrefix ? prefix : realNode;
+  return isPrefix && !(home && isInside(prefix, home)) ? prefix : realNode;
 }
 
 /** A CLI without network cannot reach its vendor; only a model API on the sandbox's own loopback could answer it. */

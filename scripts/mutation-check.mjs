@@ -6,6 +6,7 @@
 //   npm run test:mutation                  every mutation (about 15 minutes on 2 cores)
 //   npm run test:mutation -- wait lock     only the mutations whose name contains a word
 //   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
+//   node scripts/mutation-check.mjs --anchors   only check that every `find` still matches once
 //
 // A mutation's `find` must occur exactly once in its file: when the code changes so that it no
 // longer does, the check stops and says so; update the mutation with the code. A new core
@@ -100,15 +101,15 @@ const MUTATIONS = [
   {
     name: 'IAC.md written in place, not atomically',
     file: 'iac/writer.ts',
-    find: `await writeFileAtomic(file, document, { fsync: false });`,
-    replace: `await (await import('node:fs/promises')).writeFile(file, document);`,
+    find: `renameSync(temp, file);`,
+    replace: `(await import('node:fs')).writeFileSync(file, document), rmSync(temp, { force: true });`,
     tests: ['test/integration/store.test.ts', 'test/e2e/iac-multi.test.ts'],
   },
   {
     name: "dead servers' jobs are not marked interrupted",
     file: 'iac/store.ts',
-    find: `alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps))`,
-    replace: `alive.set(key, true)`,
+    find: `live = pid !== undefined && sameProcessAlive(pid, start);`,
+    replace: `live = true;`,
     tests: ['test/integration/store.test.ts'],
   },
   {
@@ -121,8 +122,8 @@ const MUTATIONS = [
   {
     name: 'a wait is not woken by a job finishing',
     file: 'src/jobs/table.ts',
-    find: `this.events.on('change', onChange);`,
-    replace: `void onChange;`,
+    find: `options.signal?.addEventListener('abort', finish, { once: true });\n      this.events.on('change', onChange);\n      if (done(split())`,
+    replace: `options.signal?.addEventListener('abort', finish, { once: true });\n      void onChange;\n      if (done(split())`,
     tests: ['test/unit/jobs.test.ts', 'test/integration/store.test.ts'],
   },
   {
@@ -334,8 +335,43 @@ const MUTATIONS = [
   {
     name: 'a team starts members past its budget',
     file: 'src/jobs/teams/table.ts',
-    find: `if (spec.maxBudgetUsd !== undefined && spent >= spec.maxBudgetUsd) {`,
-    replace: `if (spec.maxBudgetUsd !== undefined && spent > 1e9) {`,
+    find: `if (spent + committed < max) continue;`,
+    replace: `if (spent + committed < max || max > 0) continue;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a queued member starts without the job table's start guard",
+    file: 'src/jobs/table.ts',
+    find: `if (refusal) return this.endUnstarted(record, 'cancelled', \`not started: \${refusal}\`);`,
+    replace: `void refusal;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a supervisor's child team widens its parent's limits",
+    file: 'src/jobs/teams/table.ts',
+    find: `const spec = parent ? childSpec(parent.record.spec, asked) : asked;`,
+    replace: `const spec = asked;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a team that ends leaves its supervisor's teams running",
+    file: 'src/jobs/teams/table.ts',
+    find: `for (const child of record.children ?? []) await this.cancel(child);`,
+    replace: ``,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'allowed_callers is not checked in the spawn use case',
+    file: 'src/jobs/spawn.ts',
+    find: `if (definition) checkCaller(request.label, definition, request.caller);`,
+    replace: ``,
+    tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: "a crashed team's members read back as running",
+    file: 'iac/teams.ts',
+    find: `for (const member of team.members) if (!isFinished(member.state)) member.state = 'interrupted';`,
+    replace: ``,
     tests: ['test/e2e/teams.test.ts'],
   },
   {
@@ -373,6 +409,20 @@ const MUTATIONS = [
     replace: `CLIENT`,
     tests: ['test/e2e/http-serve.test.ts'],
   },
+  {
+    name: 'the relay believes a daemon.json whose process does not listen on its port',
+    file: 'src/lib/daemon-file.ts',
+    find: `if (!listening) return \`does not listen on port \${info.port}\`;`,
+    replace: `if (!listening) return { endpoint: info.url };`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
+  },
+  {
+    name: "the shared server gives an agent's session spawn tools",
+    file: 'src/mcp/serve-http.ts',
+    find: `return createServer(app, agent ?? app.nesting);`,
+    replace: `return createServer(app, app.nesting);`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -388,6 +438,11 @@ const stale = chosen.flatMap((m) => {
 });
 if (stale.length) fail(stale.join('\n'));
 if (!chosen.length) fail(`no mutation's name contains ${words.join(' or ')}`);
+// `--anchors`: only that check (npm test runs it, so an anchor can never drift unseen).
+if (args.includes('--anchors')) {
+  console.log(`mutation check: all ${chosen.length} anchors found once`);
+  process.exit(0);
+}
 
 // The scratch copy: what `git ls-files` knows (committed or not), not what git ignores.
 scratch = mkdtempSync(join(tmpdir(), 'polyspawn-mutation-'));

@@ -141,6 +141,13 @@ type Entry = {
   finished: Promise<void>;
 };
 
+/**
+ * A check made just before a queued job starts, where the state is what it is then (not when
+ * the job was submitted: it may have waited behind the concurrency limit): a reason refuses the
+ * start, and the job ends `cancelled` with it. A team's budget and agent bound are held here.
+ */
+export type StartGuard = (record: Readonly<JobRecord>) => string | undefined;
+
 /** `questioned`: the wait returned questions no wait had returned before (they woke it, or came with it). */
 export type WaitResult = { finished: JobRecord[]; pending: JobRecord[]; questioned?: boolean };
 
@@ -172,6 +179,8 @@ export class JobTable {
    * with the waiters it returned them to: each client of a shared server is woken once by each.
    */
   private readonly reportedQuestions = new Map<string, Set<string>>();
+  /** Checks made just before a queued job starts (StartGuard). */
+  private readonly startGuards: StartGuard[] = [];
 
   constructor(
     private readonly options: {
@@ -210,19 +219,14 @@ export class JobTable {
   private async run(entry: Entry, prepare?: (record: JobRecord) => void): Promise<void> {
     const { record, controller } = entry;
     if (record.state !== 'queued') return; // cancelled while queued
+    for (const guard of this.startGuards) {
+      const refusal = guard(record);
+      if (refusal) return this.endUnstarted(record, 'cancelled', `not started: ${refusal}`);
+    }
     try {
       prepare?.(record);
     } catch (error) {
-      record.state = 'failed';
-      record.endedAt = new Date().toISOString();
-      record.outcome = {
-        ok: false,
-        text: '',
-        error: `could not prepare the job: ${(error as Error).message}`,
-        costSource: 'unknown',
-      };
-      this.changed(record);
-      return;
+      return this.endUnstarted(record, 'failed', `could not prepare the job: ${(error as Error).message}`);
     }
     record.state = 'running';
     record.startedAt = new Date().toISOString();
@@ -293,16 +297,26 @@ export class JobTable {
     return this.entries.get(id)?.tail?.(maxChars);
   }
 
-  /** Stops a queued or running job and resolves once it has ended. */
-  async cancel(id: string): Promise<JobRecord | undefined> {
+  /** A queued job that will not run: its final state and why. */
+  private endUnstarted(record: JobRecord, state: 'cancelled' | 'failed', error: string): void {
+    record.state = state;
+    record.endedAt = new Date().toISOString();
+    record.outcome = { ok: false, text: '', error, costSource: 'unknown' };
+    this.changed(record);
+  }
+
+  /** Adds a check made just before each queued job starts, for the table's life. */
+  guardStart(guard: StartGuard): void {
+    this.startGuards.push(guard);
+  }
+
+  /** Stops a queued or running job and resolves once it has ended; `why` says why a queued one never started. */
+  async cancel(id: string, why = 'cancelled before it started'): Promise<JobRecord | undefined> {
     const entry = this.entries.get(id);
     if (!entry) return this.options.history?.get(id); // not ours to stop: left as it is
     const { record } = entry;
     if (record.state === 'queued') {
-      record.state = 'cancelled';
-      record.endedAt = new Date().toISOString();
-      record.outcome = { ok: false, text: '', error: 'cancelled before it started', costSource: 'unknown' };
-      this.changed(record);
+      this.endUnstarted(record, 'cancelled', why);
     } else if (record.state === 'running') {
       entry.controller.abort();
       await entry.finished;

@@ -6,7 +6,7 @@
 // session belongs to the same principal. Every refusal is a JSON-RPC error body with its HTTP
 // status, and a line in the log (never the token).
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIPv6, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
@@ -19,8 +19,8 @@ export type HttpMcpOptions<P> = {
    * request, and again before a session is opened; principals are compared with ===.
    */
   authenticate(token: string): P | undefined;
-  /** A fresh McpServer for a new session opened by this principal. */
-  serverFor(principal: P): McpServer;
+  /** A fresh McpServer for a new session opened by this principal, with the initialize request that opens it. */
+  serverFor(principal: P, opening: IncomingMessage): McpServer;
   /** Default '/mcp'. */
   path?: string;
   /** Default 256 KiB; a larger body gets 413. */
@@ -203,7 +203,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
         message: `Too Many Requests: this token already holds ${maxSessions} open sessions, the most it may; end one (DELETE ${path} with its mcp-session-id) before opening another`,
       });
     }
-    const session = await sessions.open(principal, options.serverFor(principal));
+    const session = await sessions.open(principal, options.serverFor(principal, req));
     try {
       await session.transport.handleRequest(req, res, body.json);
     } finally {
@@ -245,11 +245,13 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const sweep = idleMs
     ? setInterval(() => void sessions.closeIdle(idleMs), Math.min(idleMs, 60_000)).unref()
     : undefined;
-  allowedHosts = new Set([`${host}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
+  // An IPv6 address goes in brackets in a URL and a Host header ([::1]:port).
+  const authority = isIPv6(host) ? new URL(`http://[${host}]/`).hostname : host;
+  allowedHosts = new Set([`${authority}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
   allowedOrigins = new Set([...allowedHosts].map((host) => `http://${host}`));
 
   return {
-    url: `http://${host}:${port}${path}`,
+    url: `http://${authority}:${port}${path}`,
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
     close() {

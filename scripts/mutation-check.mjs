@@ -298,6 +298,13 @@ const MUTATIONS = [
     tests: ['test/unit/sandbox.test.ts'],
   },
   {
+    name: 'a sandbox binds by path what another agent can swap for a link',
+    file: SANDBOX,
+    find: `const pinned = bindsByFd(bwrap) ? pin(binds) : undefined;`,
+    replace: `const pinned: Map<Bind, number> | undefined = undefined;`,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
     name: "a sandbox's container outlives its cancel",
     file: SANDBOX,
     find: `stop: () => engineCommand(found, ['kill', run.container], run.env)`,

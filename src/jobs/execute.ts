@@ -250,6 +250,7 @@ async function runCli(
     file: command.file,
     args: command.args,
     ...(command.stop ? { stop: command.stop } : {}),
+    ...(command.fds ? { passFds: command.fds } : {}),
     baseEnv: env,
     env: spec.env,
     cwd: job.cwd,

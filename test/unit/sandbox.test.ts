@@ -2,7 +2,7 @@
 // (src/jobs/process/sandbox.ts): bwrap's arguments on this machine's filesystem, and docker's
 // and podman's, which no engine here runs (test/e2e/sandbox.test.ts runs them through a fake).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -52,9 +52,9 @@ function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}):
   };
 }
 
-/** The pairs `flag source dest` of a bwrap command line. */
+/** The paths of a bwrap command line bound `flag path path`, or by descriptor, `flag-fd N path`. */
 const binds = (args: string[], flag: string) =>
-  args.flatMap((a, i) => (a === flag && args[i + 1] === args[i + 2] ? [args[i + 1]!] : []));
+  args.flatMap((a, i) => ((a === flag && args[i + 1] === args[i + 2]) || a === `${flag}-fd` ? [args[i + 2]!] : []));
 
 describe('bwrap', () => {
   test("the system read-only, the folder and the run's folder read-write, the store hidden, the CLI's own folders; the rest of home gone", () => {
@@ -76,6 +76,12 @@ describe('bwrap', () => {
     expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
     expect(args.indexOf(store)).toBeGreaterThan(args.indexOf(r.cwd));
     expect(args).toEqual(expect.arrayContaining(['--die-with-parent', '--unshare-pid']));
+    // Bound by descriptors this bwrap (0.8 on) takes, each open on the path it binds, for the runner to pass.
+    expect(args).toContain('--bind-fd');
+    const { fds } = wrapInSandbox(r);
+    expect(fds!.map((fd) => readlinkSync(`/proc/self/fd/${fd}`))).toEqual(
+      args.flatMap((a, i) => (a === '--bind-fd' || a === '--ro-bind-fd' ? [args[i + 2]] : [])),
+    );
     expect(args).not.toContain('--unshare-net');
     const command = args.slice(args.indexOf('--') + 1);
     expect(command).toEqual([join(fakeBinDir, 'claude'), '-p', '--model', 'm']);
@@ -166,9 +172,9 @@ describe('what the agent may not reach', () => {
       ...r,
       cwd: elsewhereCwd,
       sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'sub', '..'), write: false }] },
-    }).args.join(' ');
-    expect(mounted).toContain(`--ro-bind ${r.cwd} ${r.cwd}`);
-    expect(mounted).toContain(`--tmpfs ${store}`);
+    }).args;
+    expect(binds(mounted, '--ro-bind')).toContain(r.cwd);
+    expect(mounted.join(' ')).toContain(`--tmpfs ${store}`);
     // A folder outside every bind is not there at all: nothing to hide.
     const elsewhere = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-store-'));
     expect(wrapInSandbox({ ...r, hidden: [elsewhere] }).args).not.toContain(elsewhere);

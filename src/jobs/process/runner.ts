@@ -35,6 +35,8 @@ export type RunSpec = {
   signal?: AbortSignal;
   /** On time-out and cancel, beside the group kill: ends what it cannot reach (a sandbox's container). */
   stop?: () => Promise<void>;
+  /** Open files the child gets as its fds 3, 4, ... (a sandbox's pinned folders); closed here once it has them. */
+  passFds?: number[];
 };
 
 export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
@@ -81,7 +83,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
   let spawnErrorCode: string | undefined;
-  const fds: number[] = [];
+  const fds: number[] = [...(spec.passFds ?? [])];
   try {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile);
     if (stdinFd !== undefined) fds.push(stdinFd);
@@ -95,7 +97,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
       cwd: spec.cwd,
       env: childEnv(spec),
       detached: true, // its own process group, so a signal reaches every descendant
-      stdio: [stdinFd ?? 'pipe', stdout, stderr],
+      stdio: [stdinFd ?? 'pipe', stdout, stderr, ...(spec.passFds ?? [])],
     });
   } catch (error) {
     // A log that cannot be created (the executor chose a writable folder: a race), or an

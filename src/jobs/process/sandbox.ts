@@ -3,9 +3,9 @@
 // group and everything else in a job's life (logs, time-out, cancel, the channel) is unchanged.
 // Nothing secret goes into the wrapper's arguments: the child's environment is inherited
 // (bwrap) or passed by name (`-e NAME`), never as values.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, constants, lstatSync, openSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
@@ -44,6 +44,8 @@ export type SandboxRun = {
 export type WrappedCommand = {
   file: string;
   args: string[];
+  /** Open folders and files the wrapper binds by descriptor (the child's fds 3, 4, ...): the runner passes and closes them. */
+  fds?: number[];
   /** Ends what a kill of the process group cannot reach (a container its engine runs). */
   stop?: () => Promise<void>;
 };
@@ -123,9 +125,15 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
   // The rest of the home folder is not there at all: an empty one, with the binds below in it.
   if (home && home !== sep) args.push('--tmpfs', home);
+  // Each path bound by a descriptor opened on it, where bwrap can (0.8 on): what was checked is
+  // what is mounted, though another agent swap a folder on its way for a link meanwhile.
+  const pinned = bindsByFd(bwrap) ? pin(binds) : undefined;
+  let childFd = 3;
   for (const bind of binds) {
     if (bind.as === 'hide')
       args.push(...(isDirectory(bind.path) ? ['--tmpfs', bind.path] : ['--ro-bind', '/dev/null', bind.path]));
+    else if (pinned?.has(bind))
+      args.push(bind.as === 'write' ? '--bind-fd' : '--ro-bind-fd', String(childFd++), bind.path);
     else args.push(bind.as === 'write' ? '--bind' : '--ro-bind', bind.path, bind.path);
   }
   // The paths as given (arguments name them) lead where the binds are.
@@ -138,7 +146,53 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
   args.push('--cap-drop', 'ALL');
   if (!run.sandbox.network) args.push('--unshare-net');
   args.push('--chdir', cwd, '--', executable, ...run.args);
-  return { file: bwrap, args };
+  return { file: bwrap, args, ...(pinned ? { fds: [...pinned.values()] } : {}) };
+}
+
+const bindFdSupport = new Map<string, boolean>();
+
+/** Whether this bwrap takes --bind-fd (0.8.0 on), asked once. */
+function bindsByFd(bwrap: string): boolean {
+  let supported = bindFdSupport.get(bwrap);
+  if (supported === undefined) {
+    let version: RegExpExecArray | null = null;
+    try {
+      version = /(\d+)\.(\d+)/.exec(execFileSync(bwrap, ['--version'], { encoding: 'utf8', timeout: 5000 }));
+    } catch {
+      // an old or broken bwrap: bound by path
+    }
+    supported = version !== null && (Number(version[1]) > 0 || Number(version[2]) >= 8);
+    bindFdSupport.set(bwrap, supported);
+  }
+  return supported;
+}
+
+/**
+ * Each bound path opened (a link at its end refused) and checked to be the path it was meant to
+ * be: a folder on its way swapped for a link since it was resolved fails the run. A file this
+ * user cannot open for reading (an execute-only binary) stays bound by path. All closed on a failure.
+ */
+function pin(binds: Bind[]): Map<Bind, number> {
+  const fds = new Map<Bind, number>();
+  try {
+    for (const bind of binds) {
+      if (bind.as === 'hide') continue;
+      let fd: number;
+      try {
+        fd = openSync(bind.path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EACCES') continue;
+        throw new SandboxError(`${bind.path} cannot be bound: ${(error as Error).message}`);
+      }
+      fds.set(bind, fd);
+      if (readlinkSync(`/proc/self/fd/${fd}`) !== bind.path)
+        throw new SandboxError(`${bind.path} changed while its sandbox was made (a link on its way): try again`);
+    }
+    return fds;
+  } catch (error) {
+    for (const fd of fds.values()) closeSync(fd);
+    throw error;
+  }
 }
 
 /** Variables that describe the host, not the run: a container keeps its image's. */

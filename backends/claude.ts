@@ -61,6 +61,7 @@ export const claude: CliBackend = {
   loginEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
   removeEnv: REMOVED_ENV,
   // CLAUDE_CONFIG_DIR holds everything; without it, ~/.claude and the ~/.claude.json beside it.
+  modelEndpointEnv: ['ANTHROPIC_BASE_URL'],
   sandboxPaths: {
     state: (env, home) =>
       env.CLAUDE_CONFIG_DIR

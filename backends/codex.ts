@@ -54,6 +54,7 @@ export const codex: CliBackend = {
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
   loginEnv: LOGIN_ENV,
+  modelEndpointEnv: ['OPENAI_BASE_URL'],
   sandboxPaths: {
     state: (env, home) => ({ dirs: [stateDir(env, 'CODEX_HOME', home, '.codex')], files: [] }),
     install: npmInstall,

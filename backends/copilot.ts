@@ -52,6 +52,7 @@ export const copilot: CliBackend = {
   ],
 
   // COPILOT_HOME (config, sessions, logins), and the package it unpacks and updates in its cache.
+  modelEndpointEnv: ['COPILOT_PROVIDER_BASE_URL'],
   sandboxPaths: {
     state: (env, home) => ({
       dirs: [

@@ -182,6 +182,12 @@ export type CliBackend = BackendBase & {
   removeEnv?: readonly string[];
   /** What a sandbox must bind for this CLI to run (src/jobs/process/sandbox.ts); unset: nothing of its own. */
   sandboxPaths?: SandboxPaths;
+  /**
+   * The variables that point the CLI at another model API (a base URL). A sandbox without network
+   * runs it only when one of them names a loopback address: without one the CLI cannot reach its
+   * vendor, and some wait for the network until their time-out.
+   */
+  modelEndpointEnv: readonly string[];
   command(input: SpawnInput, settings: BackendSettings, ctx: CommandContext): CommandSpec;
   parse(result: CliResult): Outcome;
   /**
@@ -199,7 +205,7 @@ export type SandboxPaths = {
    * move them): bound read-write for this backend alone. A folder missing is created, a file missing skipped.
    */
   state(env: Environment, home: string): { dirs: string[]; files: string[] };
-  /** Its installation, from its executable's real path: bound read-only. */
+  /** Its installation, from its executable's real path (a folder, or the file alone): bound read-only. */
   install(realExecutable: string): string;
 };
 

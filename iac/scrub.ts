@@ -136,7 +136,9 @@ export async function scrubFile(path: string, redactor: Redactor): Promise<boole
   if (!found) return false;
 
   const tmp = `${path}.scrub-${process.pid}`;
-  const out = createWriteStream(tmp);
+  // Made anew ('wx' follows no link): the run's agent may have put one at the name.
+  await rm(tmp, { force: true });
+  const out = createWriteStream(tmp, { flags: 'wx' });
   const write = async (data: Buffer | string) => {
     if (!out.write(data)) await once(out, 'drain');
   };

@@ -11,7 +11,7 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, readAt, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, readAt, withFile, writeAtomic } from '../src/lib/fs.js';
 import {
   appendToIndex,
   BASE_FILE,
@@ -289,7 +289,9 @@ export class RunStore implements JobHistory {
   private stored(id: string): StoredRecord | undefined {
     if (!ID.test(id)) return undefined;
     try {
-      return JSON.parse(readFileSync(runFolder(this.dir, id).record, 'utf8')) as StoredRecord;
+      // Not through a link its agent may have put there, to a file of the host.
+      const text = withFile(runFolder(this.dir, id).record, '', (fd) => readFileSync(fd, 'utf8'));
+      return JSON.parse(text) as StoredRecord;
     } catch {
       return undefined;
     }

@@ -234,6 +234,21 @@ const MUTATIONS = [
     tests: ['test/e2e/child-env.test.ts'],
   },
   {
+    name: "an agent's definition passes the shared server's token on",
+    file: 'src/jobs/execute.ts',
+    find: `name !== TOKEN_ENV &&`,
+    replace: ``,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
+    name: 'the server follows a link an agent left in its run folder',
+    file: 'src/lib/fs.ts',
+    find: `rmSync(tmp, { force: true });
+    writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });`,
+    replace: `writeFileSync(tmp, data, { mode: PRIVATE_FILE });`,
+    tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
     name: 'a sandbox without network keeps the network',
     file: SANDBOX,
     find: `if (!run.sandbox.network) args.push('--unshare-net');`,
@@ -253,6 +268,41 @@ const MUTATIONS = [
     find: `args.push('--cap-drop', 'ALL');`,
     replace: ``,
     tests: ['test/e2e/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox shows the run store',
+    file: SANDBOX,
+    find: `const hidden = run.hidden.flatMap((path) => realpathOrUndefined(path) ?? []);`,
+    replace: `const hidden: string[] = [];`,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: "a sandbox lets the agent write the repository's .git",
+    file: SANDBOX,
+    find: `...wanted.flatMap((bind) => (bind.as === 'write' ? gitBinds(bind) : []))`,
+    replace: `...wanted.flatMap(() => [])`,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox binds the folder that holds a standalone CLI',
+    file: 'backends/sandbox-paths.ts',
+    find: `return realExecutable;`,
+    replace: `return dirname(dirname(realExecutable));`,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox without network starts a CLI that cannot reach its model API',
+    file: SANDBOX,
+    find: `if (!run.sandbox.network) refuseWithoutModelApi(run);`,
+    replace: ``,
+    tests: ['test/unit/sandbox.test.ts'],
+  },
+  {
+    name: 'a sandbox binds by path what another agent can swap for a link',
+    file: SANDBOX,
+    find: `const pinned = bindsByFd(bwrap) ? pin(binds) : undefined;`,
+    replace: `const pinned = bindsByFd(bwrap) && false ? pin(binds) : undefined;`,
+    tests: ['test/unit/sandbox.test.ts'],
   },
   {
     name: "a sandbox's container outlives its cancel",

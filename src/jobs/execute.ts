@@ -1,9 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
-import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
+import { makeDirs, unwritableBecause, withFile, writeNoLink } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -15,6 +15,10 @@ import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
 import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
+import { TOKEN_ENV } from '../lib/daemon-file.js';
+import { keyFiles } from '../config/keys.js';
+import { presetsDir } from './teams/presets.js';
+import { worktreePlace } from './worktree/report.js';
 import {
   ANSWER_WAIT_S,
   PARENT_PROMPT,
@@ -79,7 +83,8 @@ const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
  * The environment a CLI child starts from: the app's, without the API backends' keys and any
  * variable whose name marks a secret, except what its own CLI signs in with (`loginEnv`) and
  * what the user's config (`backends.<name>.env`) or the agent's definition (`env`) passes on by
- * name. The channel's token is set after this, by the run itself.
+ * name. The shared server's token never: with it an agent would drive the server as a client.
+ * The channel's token is set after this, by the run itself.
  */
 function cliEnvironment(
   { env, config }: ExecutorContext,
@@ -89,7 +94,8 @@ function cliEnvironment(
 ): ExecutorContext['env'] {
   const passed = new Set([...(config.backends[backend.name]?.env ?? []), ...(job.agent?.env ?? [])]);
   const keep = (name: string) =>
-    passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name));
+    name !== TOKEN_ENV &&
+    (passed.has(name) || backend.loginEnv.includes(name) || (!apiKeyNames.includes(name) && !SECRET_NAME.test(name)));
   return Object.fromEntries(Object.entries(env).filter(([name]) => keep(name)));
 }
 
@@ -197,8 +203,9 @@ async function runCli(
   onFilesWritten(files.map(([path]) => path));
   for (const [path, content] of files) {
     makeDirs(dirname(path));
-    // The user's alone: a file may hold a token (the channel's, an MCP server's).
-    writeFileSync(path, content, { mode: PRIVATE_FILE });
+    // The user's alone: a file may hold a token (the channel's, an MCP server's). Not through a
+    // link an earlier attempt's agent left in the run folder.
+    writeNoLink(path, content);
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
@@ -209,13 +216,17 @@ async function runCli(
       command = wrapInSandbox({
         sandbox: job.sandbox,
         paths: backend.sandboxPaths,
+        modelEndpointEnv: backend.modelEndpointEnv,
         executable: backend.executable,
         file: spec.file,
         args: spec.args,
         env: childEnv({ baseEnv: env, env: spec.env }),
         cwd: job.cwd,
         runDir: dir,
-        stateDir: config.stateDir,
+        ...(job.isolation === 'worktree'
+          ? { worktree: worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path }
+          : {}),
+        hidden: hiddenFromAgents(config),
         container: containerName(config.stateDir, job.id),
       });
     } catch (error) {
@@ -239,6 +250,7 @@ async function runCli(
     file: command.file,
     args: command.args,
     ...(command.stop ? { stop: command.stop } : {}),
+    ...(command.fds ? { passFds: command.fds } : {}),
     baseEnv: env,
     env: spec.env,
     cwd: job.cwd,
@@ -278,7 +290,9 @@ async function runCli(
     };
   }
   const artifacts: CliResult['artifacts'] = {};
-  for (const [name, path] of Object.entries(spec.artifacts ?? {})) artifacts[name] = readIfPresent(path);
+  // Files the CLI wrote: not through a link its agent put there instead.
+  for (const [name, path] of Object.entries(spec.artifacts ?? {}))
+    artifacts[name] = withFile(path, undefined, (fd) => readFileSync(fd, 'utf8'));
   const outcome = backend.parse({ ...run, artifacts });
 
   if (run.end === 'timeout') {
@@ -306,16 +320,17 @@ async function runCli(
   return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
 }
 
+/**
+ * What a sandboxed agent must not see, wherever its folders hold them: the run store (the shared
+ * server's token and daemon file, every run and worktree), the agents' definitions and team
+ * presets (their MCP servers may hold tokens), the key files and the user's config folder.
+ */
+function hiddenFromAgents(config: ExecutorContext['config']): string[] {
+  return [config.stateDir, config.agentsDir, presetsDir(config.agentsDir), config.userConfigDir, ...keyFiles(config)];
+}
+
 /** How often a followed budget reads the run's new output. */
 const BUDGET_WATCH_MS = 200;
-
-function readIfPresent(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-}
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 

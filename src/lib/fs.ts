@@ -135,7 +135,9 @@ export function makeDirs(dir: string, mode = PRIVATE_DIR): void {
 export function writeAtomic(path: string, data: string | Buffer): void {
   const tmp = `${path}.${process.pid}.tmp`;
   try {
-    writeFileSync(tmp, data, { mode: PRIVATE_FILE });
+    // Made anew ('wx' follows no link): in a run folder, a sandboxed agent may have put one at the name.
+    rmSync(tmp, { force: true });
+    writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });
     renameSync(tmp, path);
   } catch (error) {
     rmSync(tmp, { force: true });
@@ -153,6 +155,24 @@ export function readAt(fd: number, position: number, length: number): Buffer {
     got += n;
   }
   return buffer.subarray(0, got);
+}
+
+/**
+ * How polyspawn opens the files of a run folder, which a sandboxed agent can write: never through
+ * a link at the path's end (one it put there to a file of the host, for the server to read or
+ * overwrite). A link there fails to open (ELOOP).
+ */
+export const READ_NO_LINK = constants.O_RDONLY | constants.O_NOFOLLOW;
+export const WRITE_NO_LINK = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+
+/** Writes a file 0600 (when it makes it), never through a link at its end (WRITE_NO_LINK). */
+export function writeNoLink(path: string, data: string | Buffer): void {
+  const fd = openSync(path, WRITE_NO_LINK, PRIVATE_FILE);
+  try {
+    writeFileSync(fd, data);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**

@@ -1,7 +1,8 @@
 // CLI agents in a sandbox, through the built server: bubblewrap for real (the fake CLI tries to
 // get out), docker and podman through a fake engine (test/fakes/fake-engine.mjs) that runs the
 // command it is given, since no engine answers on this machine.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -38,6 +39,12 @@ writeFileSync(
 
 const serverEnv = {
   HOME: home,
+  // The offline agent's codex is pointed at a model server on the sandbox's own loopback (the fake
+  // CLI asks none): without one, network: false is refused. claude is pointed at none.
+  OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+  ANTHROPIC_BASE_URL: '',
+  // The shared server's token, were this a client of it: never in an agent's environment.
+  POLYSPAWN_TOKEN: 'psp_e2e-sandbox-token-never-in-a-child-0123',
   POLYSPAWN_CONFIG: userConfig,
   FAKE_ENGINE_DIR: engineDir,
   PATH: `${join(fakes, 'engine')}${delimiter}${fakeBinDir}${delimiter}${process.env.PATH}`,
@@ -52,6 +59,31 @@ beforeAll(async () => {
     join(project, '.polyspawn', 'agents', 'offline', 'agent.md'),
     '---\ndescription: Works without a network.\nbackend: codex\nsandbox: { mode: bwrap, network: false }\n---\nYou work offline.\n',
   );
+  mkdirSync(join(project, '.polyspawn', 'agents', 'cutoff'), { recursive: true });
+  writeFileSync(
+    join(project, '.polyspawn', 'agents', 'cutoff', 'agent.md'),
+    '---\ndescription: No network, no model API.\nbackend: claude\nsandbox: { mode: docker, image: example.org/agents:1, network: false }\n---\nYou work.\n',
+  );
+  mkdirSync(join(project, '.polyspawn', 'agents', 'greedy'), { recursive: true });
+  writeFileSync(
+    join(project, '.polyspawn', 'agents', 'greedy', 'agent.md'),
+    '---\ndescription: Asks for the server token.\nbackend: codex\nenv: [POLYSPAWN_TOKEN]\n---\nYou work.\n',
+  );
+  // What a shared server and the user leave in the project: its token, another agent's worktree, keys.
+  writeFileSync(join(project, '.polyspawn', 'http-token'), 'psp_the-daemon-token-0123456789abcdef\n');
+  mkdirSync(join(project, '.polyspawn', 'worktrees', 'other2'), { recursive: true });
+  writeFileSync(join(project, '.polyspawn', 'worktrees', 'other2', 'theirs.txt'), 'theirs\n');
+  writeFileSync(join(project, 'api_keys.json'), '{"XAI_API_KEY": "xai-e2e-sandbox-key-0123456789"}\n');
+  writeFileSync(join(project, 'tracked.txt'), 'tracked\n');
+  // Links an agent (or the repository) left in the project, to the store and to the home folder.
+  symlinkSync(join(project, '.polyspawn'), join(project, 'store-link'));
+  symlinkSync(home, join(project, 'home-link'));
+  for (const args of [
+    ['init', '-q'],
+    ['add', 'tracked.txt'],
+    ['commit', '-qm', 'init'],
+  ])
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: project, stdio: 'ignore' });
   s = await startServer({ projectDir: project, env: serverEnv });
 }, 60_000);
 afterAll(async () => {
@@ -94,6 +126,7 @@ describe('bwrap', () => {
       [`list:${home}`]: 'ok: .codex',
       [`read:${join(outside, 'kept.txt')}`]: 'ENOENT',
       [`try-write:${join(outside, 'escaped.txt')}`]: 'ENOENT',
+      // The store is an empty, read-only folder: its index is not there.
       [`try-write:${runStore}`]: 'EROFS',
       'try-write:/usr/escaped.txt': 'EROFS',
       [`read:${join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker')}`]: 'ENOENT',
@@ -107,6 +140,139 @@ describe('bwrap', () => {
     const listed = await s.callOk<{ agents: Job[] }>('list', {});
     expect(listed.agents.find((a) => a.agent_id === job.agent_id)?.sandbox).toBe('bwrap');
     await waitFor('IAC.md to show the run', () => readIacEntry(job.agent_id).includes('**Sandbox:** bwrap'));
+  }, 90_000);
+
+  test("the run store is not there but for the run's own folder: no token, no other run or worktree, no definitions, no keys", async () => {
+    const store = join(project, '.polyspawn');
+    const { job, tried } = await attempts('spawn_codex', [
+      `[[cli:read:${join(store, 'http-token')}]]`,
+      `[[cli:list:${store}]]`,
+      `[[cli:list:${join(store, 'runs')}]]`,
+      `[[cli:list:${join(store, 'worktrees')}]]`,
+      `[[cli:read:${join(store, 'agents', 'offline', 'agent.md')}]]`,
+      `[[cli:read:${join(project, 'api_keys.json')}]]`,
+      `[[cli:try-write:${join(project, 'api_keys.json')}]]`,
+      `[[cli:read:${join(project, 'store-link', 'http-token')}]]`,
+      `[[cli:read:${join(project, 'home-link', 'secret.txt')}]]`,
+    ]);
+    expect(tried).toEqual({
+      [`read:${join(store, 'http-token')}`]: 'ENOENT',
+      // An empty folder, with the run's own folder bound into it.
+      [`list:${store}`]: 'ok: runs',
+      [`list:${join(store, 'runs')}`]: `ok: ${job.agent_id}`,
+      [`list:${join(store, 'worktrees')}`]: 'ENOENT',
+      [`read:${join(store, 'agents', 'offline', 'agent.md')}`]: 'ENOENT',
+      // /dev/null in its place, on a mount without devices
+      [`read:${join(project, 'api_keys.json')}`]: 'EACCES',
+      [`try-write:${join(project, 'api_keys.json')}`]: 'EACCES',
+      // A link leads where it leads in the sandbox: to the hidden store, the empty home folder.
+      [`read:${join(project, 'store-link', 'http-token')}`]: 'ENOENT',
+      [`read:${join(project, 'home-link', 'secret.txt')}`]: 'ENOENT',
+    });
+    expect(readFileSync(join(project, 'api_keys.json'), 'utf8')).toContain('xai-e2e-sandbox-key');
+    // Nor is the shared server's token in its environment, even where a definition asks for it by name.
+    for (const tool of ['spawn_codex', 'spawn_greedy']) {
+      const env = await s.callOk<Job>(tool, { prompt: '[[cli:echo-env:POLYSPAWN_TOKEN]]', wait_s: 60 });
+      expect(env.state, env.error).toBe('succeeded');
+      expect(env.text).toBe('');
+    }
+  }, 90_000);
+
+  test("the project's .git is read-only: git reads work, nothing the user's git later runs can be written", async () => {
+    const dotGit = join(project, '.git');
+    const configBefore = readFileSync(join(dotGit, 'config'), 'utf8');
+    const { tried } = await attempts('spawn_codex', [
+      `[[cli:try-write:${join(dotGit, 'config')}]]`,
+      `[[cli:try-write:${join(dotGit, 'hooks', 'post-checkout')}]]`,
+      `[[cli:try-write:${join(dotGit, 'info', 'attributes')}]]`,
+      '[[cli:git:log --format=%s]]',
+      '[[cli:git:status --porcelain --untracked-files=no]]',
+      '[[cli:git:-c user.name=a -c user.email=b commit --allow-empty -qm planted]]',
+    ]);
+    expect(tried).toMatchObject({
+      [`try-write:${join(dotGit, 'config')}`]: 'EROFS',
+      [`try-write:${join(dotGit, 'hooks', 'post-checkout')}`]: 'EROFS',
+      [`try-write:${join(dotGit, 'info', 'attributes')}`]: 'EROFS',
+      'git:log --format=%s': 'ok: init',
+      'git:status --porcelain --untracked-files=no': 'ok',
+    });
+    expect(tried['git:-c user.name=a -c user.email=b commit --allow-empty -qm planted']).toMatch(
+      /Read-only file system/,
+    );
+    expect(readFileSync(join(dotGit, 'config'), 'utf8')).toBe(configBefore);
+    expect(existsSync(join(dotGit, 'hooks', 'post-checkout'))).toBe(false);
+  }, 90_000);
+
+  test('an agent in its worktree reads git (status, diff, log); the repository, its .git file and other worktrees stay out of reach', async () => {
+    const common = join(project, '.git');
+    const job = await s.callOk<Job & { worktree?: { path: string; files?: string[]; uncommitted?: string[] } }>(
+      'spawn_codex',
+      {
+        prompt: [
+          'try [[cli:write:made.txt=made in the worktree]]',
+          '[[cli:git:status --porcelain]]',
+          '[[cli:git:log --format=%s]]',
+          '[[cli:git:diff --stat HEAD]]',
+          '[[cli:git:add made.txt]]',
+          `[[cli:try-write:.git]]`,
+          `[[cli:try-write:${join(common, 'config')}]]`,
+          `[[cli:try-write:${join(common, 'refs', 'heads', 'main')}]]`,
+          `[[cli:list:${join(common, 'worktrees')}]]`,
+          `[[cli:list:${join(project, '.polyspawn', 'worktrees')}]]`,
+        ].join(' '),
+        isolation: 'worktree',
+        wait_s: 60,
+      },
+    );
+    expect(job.state, job.error).toBe('succeeded');
+    const tried = JSON.parse(job.text!) as Record<string, string>;
+    expect(tried).toMatchObject({
+      'git:status --porcelain': 'ok: ?? made.txt',
+      'git:log --format=%s': 'ok: init',
+      'git:diff --stat HEAD': 'ok',
+      'try-write:.git': 'EROFS',
+      [`try-write:${join(common, 'config')}`]: 'EROFS',
+      [`try-write:${join(common, 'refs', 'heads', 'main')}`]: 'EROFS',
+      // Its own admin folder alone; its own worktree alone.
+      [`list:${join(common, 'worktrees')}`]: `ok: ${job.agent_id}`,
+      [`list:${join(project, '.polyspawn', 'worktrees')}`]: `ok: ${job.agent_id}`,
+    });
+    // Adding to the index writes an object into the repository's store: polyspawn commits what it leaves.
+    expect(tried['git:add made.txt']).toMatch(/insufficient permission|Read-only file system/);
+    expect(job.worktree?.uncommitted).toEqual(['made.txt']);
+    expect(readFileSync(join(job.worktree!.path, '.git'), 'utf8')).toMatch(/^gitdir: /);
+  }, 90_000);
+
+  test('a link the agent leaves in its run folder is never followed by the server: no host file read back, none overwritten', async () => {
+    const secret = join(home, 'secret.txt');
+    const victim = join(outside, 'victim.txt');
+    writeFileSync(victim, 'precious\n');
+    // Its log a link to a secret of the host: the server reads the log back, the logs tool pages it.
+    const read = await s.callOk<Job>('spawn_codex', {
+      prompt: `try [[cli:plant-link:stdout.log=${secret}]]`,
+      wait_s: 60,
+    });
+    const page = await s.call('logs', { agent_id: read.agent_id });
+    expect(JSON.stringify(read)).not.toContain('the-home-secret');
+    expect(JSON.stringify(page.content)).not.toContain('the-home-secret');
+    // A link at the name of the server's next temp file (its pid guessed, here given): the record
+    // written when the run ends goes through the temp file and a rename.
+    const pid = s.transport.pid!;
+    const written = await s.callOk<Job>('spawn_codex', {
+      prompt: `try [[cli:plant-link:record.json.${pid}.tmp=${victim}]]`,
+      wait_s: 60,
+    });
+    expect(written.state, written.error).toBe('succeeded');
+    await s.callOk<Job>('result', { agent_id: written.agent_id });
+    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+  }, 90_000);
+
+  test('network: false without a model API on its loopback is refused at once, for every mode', async () => {
+    const job = await s.callOk<Job>('spawn_cutoff', { prompt: '[[cli:hang]]', wait_s: 60 });
+    expect(job.state).toBe('failed');
+    expect(job.error).toMatch(
+      /^could not start claude in sandbox docker: network: false leaves claude no way to its model API .*allow the network in this sandbox, or set ANTHROPIC_BASE_URL to a model server on the sandbox's own loopback/,
+    );
   }, 90_000);
 
   test('network: false cannot connect to a listener on the host loopback; with the network it can', async () => {
@@ -198,6 +364,14 @@ describe('docker and podman (a fake engine)', () => {
     expect(run.argv.slice(0, 5)).toEqual(['run', '--rm', '-i', '--init', '--name']);
     expect(run.argv[5]).toMatch(new RegExp(`^polyspawn-${job.agent_id}-[0-9a-f]{8}$`));
     expect(run.argv).toContain(`${project}:${project}`);
+    // The same hiding as bwrap's, through the mounts: the store an empty tmpfs but for the run's
+    // folder, the keys file /dev/null, the repository's .git read-only.
+    const store = join(project, '.polyspawn');
+    const runDir = join(store, 'runs', job.agent_id);
+    expect(run.argv.join(' ')).toContain(`--tmpfs ${store}`);
+    expect(run.argv.indexOf(`${runDir}:${runDir}`)).toBeGreaterThan(run.argv.indexOf(store));
+    expect(run.argv).toContain(`/dev/null:${join(project, 'api_keys.json')}:ro`);
+    expect(run.argv).toContain(`${join(project, '.git')}:${join(project, '.git')}:ro`);
     expect(run.argv.join(' ')).toContain('-e POLYSPAWN_PARENT_TOKEN');
     expect(run.argv.join(' ')).not.toMatch(/psp_/);
     expect(run.argv).not.toContain('PATH');

@@ -42,9 +42,13 @@
 //   [[cli:drive-daemon:DIR]]  the answer is what drive-daemon.mjs, run with an empty environment,
 //                           got from the project's daemon as an agent would (DIR holds daemon.json
 //                           and http-token); [[cli:drive-detached]]: after leaving its process tree
-//   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]  attempts (any
-//                           number): the answer is JSON {"<key>:<value>": "ok" | "ok: <text>" | the
-//                           error code}, e.g. what a sandbox lets it reach
+//   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]
+//   [[cli:git:ARGS]] [[cli:plant-link:NAME=TARGET]]  attempts (any number): the answer is JSON
+//                           {"<key>:<value>": "ok" | "ok: <text>" | the error code (git: its
+//                           stderr's first line)}, e.g. what a sandbox lets it reach; git runs in
+//                           the working folder, ARGS split on spaces; plant-link replaces the file
+//                           NAME of the folder its stdout is written in (the run's folder) with a
+//                           link to TARGET
 //
 // Env FAKE_CLI_RECORD=<dir>: write <dir>/<pid>.json with {name, argv, cwd, env, prompt, files}; env
 // holds CLAUDECODE, IS_SANDBOX and every name in FAKE_CLI_RECORD_ENV (comma-separated), null
@@ -52,7 +56,18 @@
 // is installed, so a test can wait for it as a "ready" signal.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 
@@ -566,6 +581,18 @@ function attempt(key, value) {
       return (writeFileSync(value, 'written by the fake CLI\n'), '');
     case 'list':
       return readdirSync(value).sort().join(',');
+    case 'plant-link': {
+      const [file, target] = value.split('=');
+      const path = join(dirname(readlinkSync('/proc/self/fd/1')), file);
+      rmSync(path, { force: true });
+      return (symlinkSync(target, path), '');
+    }
+    case 'git':
+      try {
+        return execFileSync('git', value.split(' '), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+      } catch (error) {
+        throw new Error(String(error.stderr).trim().split('\n')[0]);
+      }
     case 'connect':
       return new Promise((resolve, reject) => {
         const [host, port] = value.split(/:(?=\d+$)/);
@@ -580,7 +607,7 @@ function attempt(key, value) {
   }
 }
 function isAttempt(key) {
-  return ['read', 'try-write', 'list', 'connect'].includes(key);
+  return ['read', 'try-write', 'list', 'connect', 'git', 'plant-link'].includes(key);
 }
 
 async function tryAll(attempts) {

@@ -2,7 +2,17 @@
 // (each its own RunStore with its own identity), real processes for recovery.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -76,6 +86,19 @@ function run(store: RunStore, final: JobState = 'succeeded', overrides: Partial<
 }
 
 describe('RunStore', () => {
+  test("a record that the run's agent replaced with a link (to a file of the host) is not read through it", () => {
+    const p = project();
+    const store = openStore(p.state);
+    const j = run(store, 'succeeded');
+    const hostFile = join(p.dir, 'host-file.json');
+    writeFileSync(hostFile, JSON.stringify({ ...store.get(j.id), outcome: { text: 'from-a-host-file' } }));
+    const record = join(p.state, 'runs', j.id, 'record.json');
+    rmSync(record);
+    symlinkSync(hostFile, record);
+    const other = openStore(p.state, { pid: 1, start: 'other' });
+    expect(JSON.stringify(other.get(j.id) ?? null)).not.toContain('from-a-host-file');
+  });
+
   test('records every change atomically, indexes state changes, and answers get/finished from disk', () => {
     const p = project();
     const store = openStore(p.state);

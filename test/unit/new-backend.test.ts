@@ -59,6 +59,7 @@ const anvil: CliBackend = {
   secretPatterns: [],
   loginEnv: ['ANVIL_TOKEN', 'ANVIL_HOME'],
   removeEnv: ['ANVIL_NESTED'],
+  modelEndpointEnv: ['ANVIL_BASE_URL'],
   maxOutputSchemaBytes: 100,
   command: (input, settings) => ({
     file: settings.bin ?? 'anvil',

@@ -1,11 +1,13 @@
 // The sandbox's settings (src/config/sandbox.ts, the config) and the wrapped commands
 // (src/jobs/process/sandbox.ts): bwrap's arguments on this machine's filesystem, and docker's
 // and podman's, which no engine here runs (test/e2e/sandbox.test.ts runs them through a fake).
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
+import { npmInstall } from '../../backends/sandbox-paths.js';
 import type { CliBackend } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import type { SandboxSettings } from '../../src/config/sandbox.js';
@@ -32,6 +34,7 @@ function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}):
   return {
     sandbox: { mode: 'bwrap', network: true, mounts: [], ...sandbox },
     paths: backend.sandboxPaths,
+    modelEndpointEnv: backend.modelEndpointEnv,
     executable: backend.executable,
     file: 'claude',
     args: ['-p', '--model', 'm'],
@@ -43,34 +46,42 @@ function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}):
     },
     cwd: project,
     runDir,
-    stateDir: join(project, '.polyspawn'),
+    hidden: [join(project, '.polyspawn'), join(project, '.polyspawn', 'agents'), join(project, 'api_keys.json')],
     container: containerName(join(project, '.polyspawn'), 'abc234'),
     ...over,
   };
 }
 
-/** The pairs `flag source dest` of a bwrap command line. */
+/** The paths of a bwrap command line bound `flag path path`, or by descriptor, `flag-fd N path`. */
 const binds = (args: string[], flag: string) =>
-  args.flatMap((a, i) => (a === flag && args[i + 1] === args[i + 2] ? [args[i + 1]!] : []));
+  args.flatMap((a, i) => ((a === flag && args[i + 1] === args[i + 2]) || a === `${flag}-fd` ? [args[i + 2]!] : []));
 
 describe('bwrap', () => {
-  test("the system read-only, the folder and the run's folder read-write, the store read-only, the CLI's own folders; the rest of home gone", () => {
+  test("the system read-only, the folder and the run's folder read-write, the store hidden, the CLI's own folders; the rest of home gone", () => {
     const r = run({});
     const home = r.env.HOME!;
+    const store = join(r.cwd, '.polyspawn');
     const { file, args } = wrapInSandbox(r);
     expect(file).toMatch(/\/bwrap$/);
-    expect(binds(args, '--ro-bind')).toEqual(
-      expect.arrayContaining(['/usr', '/etc', r.stateDir, join(repoRoot, 'test', 'fakes')]),
-    );
+    // The CLI's installation outside node_modules is its file alone, not the folder it lies in.
+    expect(binds(args, '--ro-bind')).toEqual(expect.arrayContaining(['/usr', '/etc', join(fakeBinDir, 'claude')]));
+    expect(binds(args, '--ro-bind')).not.toContain(join(repoRoot, 'test', 'fakes'));
     // In order of depth: a parent before what is bound inside it.
     expect(binds(args, '--bind')).toEqual([r.cwd, join(home, '.claude'), r.runDir]);
     // ~/.claude exists now (made for it); ~/.claude.json did not, so it is not bound.
     expect(existsSync(join(home, '.claude'))).toBe(true);
     expect(args.join(' ')).toContain(`--proc /proc --dev /dev --tmpfs /tmp --tmpfs ${home}`);
-    // Parents before children: the store read-only, then the run's folder in it read-write.
-    expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(r.stateDir));
-    expect(args.indexOf(r.stateDir)).toBeGreaterThan(args.indexOf(r.cwd));
+    // Parents before children: the store an empty tmpfs, then the run's folder in it read-write.
+    expect(args.join(' ')).toContain(`--tmpfs ${store}`);
+    expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
+    expect(args.indexOf(store)).toBeGreaterThan(args.indexOf(r.cwd));
     expect(args).toEqual(expect.arrayContaining(['--die-with-parent', '--unshare-pid']));
+    // Bound by descriptors this bwrap (0.8 on) takes, each open on the path it binds, for the runner to pass.
+    expect(args).toContain('--bind-fd');
+    const { fds } = wrapInSandbox(r);
+    expect(fds!.map((fd) => readlinkSync(`/proc/self/fd/${fd}`))).toEqual(
+      args.flatMap((a, i) => (a === '--bind-fd' || a === '--ro-bind-fd' ? [args[i + 2]] : [])),
+    );
     expect(args).not.toContain('--unshare-net');
     const command = args.slice(args.indexOf('--') + 1);
     expect(command).toEqual([join(fakeBinDir, 'claude'), '-p', '--model', 'm']);
@@ -88,6 +99,8 @@ describe('bwrap', () => {
     const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
     const { args } = wrapInSandbox({
       ...r,
+      // A model API on the sandbox's own loopback (else network: false is refused, below).
+      env: { ...r.env, ANTHROPIC_BASE_URL: 'http://127.0.0.1:8080' },
       sandbox: {
         mode: 'bwrap',
         network: false,
@@ -129,6 +142,162 @@ describe('bwrap', () => {
   });
 });
 
+describe('what the agent may not reach', () => {
+  const git = (cwd: string, ...args: string[]) =>
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, stdio: 'ignore' });
+  const repo = (r: SandboxRun) => {
+    git(r.cwd, 'init', '-q');
+    writeFileSync(join(r.cwd, 'a.txt'), 'a\n');
+    git(r.cwd, 'add', 'a.txt');
+    git(r.cwd, 'commit', '-qm', 'init');
+  };
+
+  test("the run store is an empty tmpfs but for the run's own folder; other hidden folders and files too", () => {
+    const r = run({});
+    const store = join(r.cwd, '.polyspawn');
+    mkdirSync(join(store, 'agents'), { recursive: true });
+    writeFileSync(join(r.cwd, 'api_keys.json'), '{}');
+    const { args } = wrapInSandbox(r);
+    const line = args.join(' ');
+    expect(line).toContain(`--tmpfs ${store}`);
+    expect(line).toContain(`--ro-bind /dev/null ${join(r.cwd, 'api_keys.json')}`);
+    // The agents folder is in the store: hidden with it, not said again. Then read-only, once the run's folder is in it.
+    expect(args).not.toContain(join(store, 'agents'));
+    expect(line).toContain(`--remount-ro ${store}`);
+    expect(args.indexOf(`--remount-ro`)).toBeGreaterThan(args.indexOf(r.runDir));
+    expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
+    // A mount that holds the store (an agent's or the config's) hides it the same way.
+    const elsewhereCwd = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-cwd-'));
+    const mounted = wrapInSandbox({
+      ...r,
+      cwd: elsewhereCwd,
+      sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'sub', '..'), write: false }] },
+    }).args;
+    expect(binds(mounted, '--ro-bind')).toContain(r.cwd);
+    expect(mounted.join(' ')).toContain(`--tmpfs ${store}`);
+    // A folder outside every bind is not there at all: nothing to hide.
+    const elsewhere = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-store-'));
+    expect(wrapInSandbox({ ...r, hidden: [elsewhere] }).args).not.toContain(elsewhere);
+  });
+
+  test('an agent folder, mount or CLI state in the store (or a link to it) is refused; its own worktree is not', () => {
+    const r = run({});
+    const store = join(r.cwd, '.polyspawn');
+    const other = join(store, 'worktrees', 'other2');
+    const own = join(store, 'worktrees', 'mine23');
+    for (const dir of [other, join(own, 'sub')]) mkdirSync(dir, { recursive: true });
+    symlinkSync(store, join(r.cwd, 'link-to-store'));
+    const refusal = /lies in .*\.polyspawn, which a sandbox hides from agents/;
+    expect(() => wrapInSandbox({ ...r, cwd: store })).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.cwd, 'link-to-store') })).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, cwd: join(store, 'worktrees') })).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, cwd: other, worktree: own })).toThrow(refusal);
+    expect(() =>
+      wrapInSandbox({
+        ...r,
+        sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, 'link-to-store'), write: false }] },
+      }),
+    ).toThrow(refusal);
+    expect(() =>
+      wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: `${own}/../other2`, write: false }] } }),
+    ).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, env: { ...r.env, CLAUDE_CONFIG_DIR: join(store, 'sessions') } })).toThrow(
+      refusal,
+    );
+    // Its own worktree, whole, though the agent works in a folder of it.
+    const { args } = wrapInSandbox({ ...r, cwd: join(own, 'sub'), worktree: own });
+    expect(binds(args, '--bind')).toEqual(expect.arrayContaining([own, r.runDir]));
+    expect(binds(args, '--bind')).not.toContain(r.cwd);
+    expect(args.slice(args.indexOf('--chdir'), args.indexOf('--chdir') + 2)).toEqual(['--chdir', join(own, 'sub')]);
+  });
+
+  test("the repository's .git is read-only in a read-write folder; a folder in a git folder cannot be written", () => {
+    const r = run({});
+    repo(r);
+    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    mkdirSync(join(data, '.git'));
+    const { args } = wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: data, write: true }] } });
+    expect(binds(args, '--ro-bind')).toEqual(expect.arrayContaining([join(r.cwd, '.git'), join(data, '.git')]));
+    expect(args.indexOf(join(r.cwd, '.git'))).toBeGreaterThan(args.indexOf(r.cwd));
+    const inGit = /lies in the git folder .*, which a sandbox keeps read-only/;
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.cwd, '.git') })).toThrow(inGit);
+    expect(() => wrapInSandbox({ ...r, cwd: join(r.cwd, '.git', 'hooks') })).toThrow(inGit);
+    expect(() =>
+      wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, '.git'), write: true }] } }),
+    ).toThrow(inGit);
+    // A bare repository is a git folder too.
+    const bare = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-bare-'));
+    git(bare, 'init', '-q', '--bare');
+    expect(() => wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: bare, write: true }] } })).toThrow(
+      inGit,
+    );
+    // A .git that is a link could be repointed under the mount: refused.
+    const linked = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-linked-'));
+    symlinkSync(join(r.cwd, '.git'), join(linked, '.git'));
+    expect(() => wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: linked, write: true }] } })).toThrow(
+      /\.git is a link/,
+    );
+  });
+
+  test("a worktree: its .git file read-only, the repository's git folder read-only with the other worktrees' hidden", () => {
+    const r = run({});
+    repo(r);
+    const store = join(r.cwd, '.polyspawn');
+    const own = join(store, 'worktrees', 'mine23');
+    git(r.cwd, 'worktree', 'add', '-q', '-b', 'polyspawn/mine23', own);
+    git(r.cwd, 'worktree', 'add', '-q', '-b', 'polyspawn/other2', join(store, 'worktrees', 'other2'));
+    const common = join(r.cwd, '.git');
+    const { args } = wrapInSandbox({ ...r, cwd: own, worktree: own });
+    expect(binds(args, '--ro-bind')).toEqual(
+      expect.arrayContaining([join(own, '.git'), common, join(common, 'worktrees', 'mine23')]),
+    );
+    expect(args.join(' ')).toContain(`--tmpfs ${join(common, 'worktrees')}`);
+    expect(args.indexOf(join(common, 'worktrees', 'mine23'))).toBeGreaterThan(args.indexOf(join(common, 'worktrees')));
+    expect(binds(args, '--bind')).not.toContain(common);
+    // A .git file repointed at a folder that does not name it back binds nothing of it.
+    const planted = join(own, 'planted', 'worktrees', 'x');
+    mkdirSync(planted, { recursive: true });
+    writeFileSync(join(own, '.git'), `gitdir: ${planted}\n`);
+    const repointed = wrapInSandbox({ ...r, cwd: own, worktree: own }).args;
+    expect(binds(repointed, '--ro-bind')).toContain(join(own, '.git'));
+    expect(repointed).not.toContain(common);
+  });
+
+  test("a CLI or node outside node_modules: the file alone, never the folder that holds it (the home folder's bin)", () => {
+    const r = run({});
+    const home = r.env.HOME!;
+    const bin = join(home, 'bin');
+    mkdirSync(bin);
+    for (const name of ['claude', 'node']) writeFileSync(join(bin, name), '#!/bin/sh\n', { mode: 0o755 });
+    // Node as if installed with the home folder as its prefix: the binary alone still.
+    mkdirSync(join(home, 'lib', 'node_modules'), { recursive: true });
+    const { args } = wrapInSandbox({ ...r, env: { ...r.env, PATH: `${bin}${delimiter}${r.env.PATH}` } });
+    expect(binds(args, '--ro-bind')).toEqual(expect.arrayContaining([join(bin, 'claude'), join(bin, 'node')]));
+    expect(binds(args, '--ro-bind')).not.toContain(home);
+    expect(binds(args, '--ro-bind')).not.toContain(bin);
+    // A CLI in /tmp/x: not /tmp.
+    const loose = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-cli-'));
+    writeFileSync(join(loose, 'claude'), '#!/bin/sh\n', { mode: 0o755 });
+    const fromTmp = wrapInSandbox({ ...r, env: { ...r.env, PATH: `${loose}${delimiter}${r.env.PATH}` } }).args;
+    expect(binds(fromTmp, '--ro-bind')).toContain(join(loose, 'claude'));
+    expect(binds(fromTmp, '--ro-bind')).not.toContain(tmpdir());
+    // An npm package: the node_modules it is installed in.
+    expect(npmInstall('/opt/n/lib/node_modules/@x/cli/bin/cli.js')).toBe('/opt/n/lib/node_modules');
+  });
+
+  test('network: false is refused unless the CLI is pointed at a model API on the loopback', () => {
+    const r = run({ network: false });
+    const refusal =
+      /^network: false leaves claude no way to its model API .*: allow the network in this sandbox, or set ANTHROPIC_BASE_URL to a model server on the sandbox's own loopback/;
+    expect(() => wrapInSandbox(r)).toThrow(refusal);
+    expect(() => wrapInSandbox({ ...r, env: { ...r.env, ANTHROPIC_BASE_URL: 'https://api.example.com' } })).toThrow(
+      refusal,
+    );
+    for (const url of ['http://127.0.0.1:11434', 'http://localhost:8080/v1', 'http://[::1]:9000'])
+      expect(wrapInSandbox({ ...r, env: { ...r.env, ANTHROPIC_BASE_URL: url } }).args).toContain('--unshare-net');
+  });
+});
+
 describe('docker and podman', () => {
   const withEngine = (mode: 'docker' | 'podman', sandbox: Partial<SandboxSettings> = {}) => {
     const r = run({ mode, image: 'ghcr.io/me/agents:1', ...sandbox });
@@ -136,7 +305,12 @@ describe('docker and podman', () => {
       r,
       ...wrapInSandbox({
         ...r,
-        env: { ...r.env, PATH: `${join(repoRoot, 'test', 'fakes', 'engine')}${delimiter}${r.env.PATH}` },
+        env: {
+          ...r.env,
+          PATH: `${join(repoRoot, 'test', 'fakes', 'engine')}${delimiter}${r.env.PATH}`,
+          // A model server the image runs on its own loopback: what lets network: false run.
+          ANTHROPIC_BASE_URL: 'http://localhost:8080',
+        },
       }),
     };
   };
@@ -251,5 +425,29 @@ describe('settings', () => {
       ctx,
     );
     expect(relative).toEqual({ problems: [expect.stringMatching(/must be an absolute path or start with ~\//)] });
+  });
+
+  test("a project's definition (it came with the repository) mounts only folders inside the project; a user's may mount any", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, 'data'));
+    symlinkSync(tmpdir(), join(dir, 'leads-out'));
+    const ctx = { config: loadConfig(backends, env, dir), models: loadModels([shippedModelsFile]), backends };
+    const define = (scope: 'project' | 'user', mounts: { path: string; write?: boolean }[]) =>
+      checkDefinition(
+        'mounted',
+        { description: 'd', backend: 'codex', sandbox: { mode: 'bwrap', mounts } },
+        'You work.',
+        { scope, file: join(dir, 'agent.md') },
+        ctx,
+      );
+    const outside =
+      /^sandbox\.mounts: .* is outside the project, and a project's agent .* mounts only folders inside it/;
+    expect(define('project', [{ path: '~/.ssh' }])).toEqual({ problems: [expect.stringMatching(outside)] });
+    expect(define('project', [{ path: '/etc', write: true }])).toEqual({ problems: [expect.stringMatching(outside)] });
+    expect(define('project', [{ path: join(dir, 'leads-out') }])).toEqual({
+      problems: [expect.stringMatching(outside)],
+    });
+    expect(define('project', [{ path: join(dir, 'data'), write: true }])).toHaveProperty('definition');
+    expect(define('user', [{ path: '~/.ssh' }])).toHaveProperty('definition');
   });
 });

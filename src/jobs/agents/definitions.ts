@@ -13,6 +13,7 @@ import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../config/sandbox.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
 import { ENV_NAME, jsonBytes } from '../../lib/text.js';
+import { isInside } from '../../lib/fs.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
@@ -237,6 +238,15 @@ export function checkDefinition(
   if (fm.output_schema !== undefined) {
     const problem = schemaProblem(fm.output_schema, backend);
     if (problem) problems.push(`output_schema: ${problem}`);
+  }
+  // A project's definition came with the repository: it may not show its agent the rest of the machine.
+  if (where.scope === 'project' && typeof fm.sandbox === 'object') {
+    for (const mount of fm.sandbox.mounts ?? []) {
+      if (mount.path.startsWith('~/') || !isInside(ctx.config.projectDir, mount.path))
+        problems.push(
+          `sandbox.mounts: ${mount.path} is outside the project, and a project's agent (it came with the repository) mounts only folders inside it: mount it in your own config (backends.${fm.backend}.sandbox.mounts) or a user agent`,
+        );
+    }
   }
   if (problems.length) return { problems };
   return {

@@ -5,7 +5,7 @@
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readdirSync } from 'node:fs';
-import { PRIVATE_FILE } from '../../lib/fs.js';
+import { PRIVATE_FILE, READ_NO_LINK, WRITE_NO_LINK } from '../../lib/fs.js';
 import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
@@ -35,6 +35,8 @@ export type RunSpec = {
   signal?: AbortSignal;
   /** On time-out and cancel, beside the group kill: ends what it cannot reach (a sandbox's container). */
   stop?: () => Promise<void>;
+  /** Open files the child gets as its fds 3, 4, ... (a sandbox's pinned folders); closed here once it has them. */
+  passFds?: number[];
 };
 
 export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
@@ -81,12 +83,12 @@ export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
   let spawnErrorCode: string | undefined;
-  const fds: number[] = [];
+  const fds: number[] = [...(spec.passFds ?? [])];
   try {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile);
     if (stdinFd !== undefined) fds.push(stdinFd);
     const [stdout, stderr] = [spec.stdoutLog, spec.stderrLog].map((path) => {
-      const fd = openSync(path, 'w', PRIVATE_FILE);
+      const fd = openSync(path, WRITE_NO_LINK, PRIVATE_FILE);
       fds.push(fd);
       return fd;
     });
@@ -95,7 +97,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
       cwd: spec.cwd,
       env: childEnv(spec),
       detached: true, // its own process group, so a signal reaches every descendant
-      stdio: [stdinFd ?? 'pipe', stdout, stderr],
+      stdio: [stdinFd ?? 'pipe', stdout, stderr, ...(spec.passFds ?? [])],
     });
   } catch (error) {
     // A log that cannot be created (the executor chose a writable folder: a race), or an
@@ -179,7 +181,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
 
 function openIfPresent(path: string): number | undefined {
   try {
-    return openSync(path, 'r');
+    return openSync(path, READ_NO_LINK);
   } catch {
     return undefined;
   }

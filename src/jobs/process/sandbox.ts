@@ -3,10 +3,10 @@
 // group and everything else in a job's life (logs, time-out, cancel, the channel) is unchanged.
 // Nothing secret goes into the wrapper's arguments: the child's environment is inherited
 // (bwrap) or passed by name (`-e NAME`), never as values.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
-import { dirname, join, sep } from 'node:path';
+import { closeSync, constants, lstatSync, openSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
 import type { SandboxMode, SandboxSettings } from '../../config/sandbox.js';
@@ -17,6 +17,8 @@ export type SandboxRun = {
   sandbox: SandboxSettings;
   /** The backend's own folders and installation (CliBackend.sandboxPaths). */
   paths: SandboxPaths | undefined;
+  /** The variables that point the CLI at another model API (CliBackend.modelEndpointEnv). */
+  modelEndpointEnv: readonly string[];
   /** The backend's executable name: what a container runs from its image. */
   executable: string;
   /** The CLI's command, as the backend made it. */
@@ -28,8 +30,13 @@ export type SandboxRun = {
   cwd: string;
   /** The run's own folder (the files the command was given, the ones it writes back): read-write. */
   runDir: string;
-  /** The run store: read-only where it lies inside a bound folder, so an agent cannot rewrite records. */
-  stateDir: string;
+  /** The job's own git worktree, when it has one: read-write, though it lies in the run store. */
+  worktree?: string;
+  /**
+   * What no agent may see: the run store (tokens, the daemon's file, other runs and worktrees),
+   * the agents' definitions, the key and config files. Hidden wherever a bound folder holds them.
+   */
+  hidden: string[];
   /** The container's name (containerName). */
   container: string;
 };
@@ -37,6 +44,8 @@ export type SandboxRun = {
 export type WrappedCommand = {
   file: string;
   args: string[];
+  /** Open folders and files the wrapper binds by descriptor (the child's fds 3, 4, ...): the runner passes and closes them. */
+  fds?: number[];
   /** Ends what a kill of the process group cannot reach (a container its engine runs). */
   stop?: () => Promise<void>;
 };
@@ -69,6 +78,7 @@ export const BWRAP_PROBE = [
 ];
 
 export function wrapInSandbox(run: SandboxRun): WrappedCommand {
+  if (!run.sandbox.network) refuseWithoutModelApi(run);
   return run.sandbox.mode === 'bwrap' ? bwrapCommand(run) : containerCommand(run);
 }
 
@@ -80,27 +90,28 @@ export function containerName(stateDir: string, id: string): string {
 /** The host's folders a CLI needs to run and to reach its vendor: read-only. */
 const SYSTEM_PATHS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
-type Bind = { path: string; write: boolean };
+/**
+ * One path as the agent sees it, at the same place, links resolved: read-only, read-write, or
+ * hidden (an empty tmpfs over a folder, /dev/null over a file). `link`: the path as it was given,
+ * where links led elsewhere; `what` names it in an error.
+ */
+type Bind = { path: string; as: 'read' | 'write' | 'hide'; link?: string; what?: string };
 
 function bwrapCommand(run: SandboxRun): WrappedCommand {
   const bwrap = which.sync('bwrap', { path: run.env.PATH, nothrow: true });
   if (!bwrap) throw new SandboxError(`bwrap (bubblewrap) is not on PATH: ${BWRAP_INSTALL}`);
   const home = run.env.HOME;
-  if (home) refuseHomeInside(run.cwd, home, "the agent's folder");
   const executable = realExecutable(run.file, run.env);
-  const binds: Bind[] = [];
-  if (run.paths) binds.push({ path: run.paths.install(executable), write: false });
-  else binds.push({ path: dirname(executable), write: false });
+  const install: Bind[] = [
+    { path: run.paths ? run.paths.install(executable) : executable, as: 'read', what: `${run.file}'s installation` },
+  ];
   const node = which.sync('node', { path: run.env.PATH, nothrow: true });
   if (node) {
-    const prefix = dirname(dirname(realpathSync(node)));
-    if (!SYSTEM_PATHS.some((p) => isInside(p, prefix))) binds.push({ path: prefix, write: false });
+    const installed = nodeInstall(realpathSync(node), home);
+    if (!SYSTEM_PATHS.some((p) => isInside(p, installed)))
+      install.push({ path: installed, as: 'read', what: "node's installation" });
   }
-  binds.push(...stateBinds(run, home));
-  binds.push({ path: run.cwd, write: true }, { path: run.runDir, write: true }, ...extraMounts(run, home));
-  // Whichever read-write folder holds the store, the store stays read-only but for the run's own folder.
-  if (binds.some((b) => b.write && isInside(b.path, run.stateDir) && b.path !== run.stateDir))
-    binds.push({ path: run.stateDir, write: false });
+  const { binds, links, cwd } = sandboxBinds(run, home, install);
 
   const args: string[] = [];
   for (const path of SYSTEM_PATHS) {
@@ -114,14 +125,74 @@ function bwrapCommand(run: SandboxRun): WrappedCommand {
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
   // The rest of the home folder is not there at all: an empty one, with the binds below in it.
   if (home && home !== sep) args.push('--tmpfs', home);
-  for (const bind of ordered(binds)) args.push(bind.write ? '--bind' : '--ro-bind', bind.path, bind.path);
+  // Each path bound by a descriptor opened on it, where bwrap can (0.8 on): what was checked is
+  // what is mounted, though another agent swap a folder on its way for a link meanwhile.
+  const pinned = bindsByFd(bwrap) ? pin(binds) : undefined;
+  let childFd = 3;
+  for (const bind of binds) {
+    if (bind.as === 'hide')
+      args.push(...(isDirectory(bind.path) ? ['--tmpfs', bind.path] : ['--ro-bind', '/dev/null', bind.path]));
+    else if (pinned?.has(bind))
+      args.push(bind.as === 'write' ? '--bind-fd' : '--ro-bind-fd', String(childFd++), bind.path);
+    else args.push(bind.as === 'write' ? '--bind' : '--ro-bind', bind.path, bind.path);
+  }
+  // The paths as given (arguments name them) lead where the binds are.
+  for (const bind of links) args.push('--symlink', bind.path, bind.link!);
+  // A hidden folder's tmpfs, once what is bound back in it is there: writing in it fails, not vanishes.
+  for (const bind of binds) if (bind.as === 'hide' && isDirectory(bind.path)) args.push('--remount-ro', bind.path);
   args.push('--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
   // bwrap started by root keeps every capability unless told: root in the sandbox must not
   // mount, trace or open files by handle past its binds.
   args.push('--cap-drop', 'ALL');
   if (!run.sandbox.network) args.push('--unshare-net');
-  args.push('--chdir', run.cwd, '--', executable, ...run.args);
-  return { file: bwrap, args };
+  args.push('--chdir', cwd, '--', executable, ...run.args);
+  return { file: bwrap, args, ...(pinned ? { fds: [...pinned.values()] } : {}) };
+}
+
+const bindFdSupport = new Map<string, boolean>();
+
+/** Whether this bwrap takes --bind-fd (0.8.0 on), asked once. */
+function bindsByFd(bwrap: string): boolean {
+  let supported = bindFdSupport.get(bwrap);
+  if (supported === undefined) {
+    let version: RegExpExecArray | null = null;
+    try {
+      version = /(\d+)\.(\d+)/.exec(execFileSync(bwrap, ['--version'], { encoding: 'utf8', timeout: 5000 }));
+    } catch {
+      // an old or broken bwrap: bound by path
+    }
+    supported = version !== null && (Number(version[1]) > 0 || Number(version[2]) >= 8);
+    bindFdSupport.set(bwrap, supported);
+  }
+  return supported;
+}
+
+/**
+ * Each bound path opened (a link at its end refused) and checked to be the path it was meant to
+ * be: a folder on its way swapped for a link since it was resolved fails the run. A file this
+ * user cannot open for reading (an execute-only binary) stays bound by path. All closed on a failure.
+ */
+function pin(binds: Bind[]): Map<Bind, number> {
+  const fds = new Map<Bind, number>();
+  try {
+    for (const bind of binds) {
+      if (bind.as === 'hide') continue;
+      let fd: number;
+      try {
+        fd = openSync(bind.path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EACCES') continue;
+        throw new SandboxError(`${bind.path} cannot be bound: ${(error as Error).message}`);
+      }
+      fds.set(bind, fd);
+      if (readlinkSync(`/proc/self/fd/${fd}`) !== bind.path)
+        throw new SandboxError(`${bind.path} changed while its sandbox was made (a link on its way): try again`);
+    }
+    return fds;
+  } catch (error) {
+    for (const fd of fds.values()) closeSync(fd);
+    throw error;
+  }
 }
 
 /** Variables that describe the host, not the run: a container keeps its image's. */
@@ -131,25 +202,21 @@ function containerCommand(run: SandboxRun): WrappedCommand {
   const engine = run.sandbox.mode;
   const found = which.sync(engine, { path: run.env.PATH, nothrow: true });
   if (!found) throw new SandboxError(`${engine} is not on PATH: ${ENGINE_INSTALL[engine]}`);
-  const home = run.env.HOME;
-  if (home) refuseHomeInside(run.cwd, home, "the agent's folder");
-  const binds = [
-    ...stateBinds(run, home),
-    { path: run.cwd, write: true },
-    { path: run.runDir, write: true },
-    ...extraMounts(run, home),
-  ];
+  const { binds, cwd } = sandboxBinds(run, run.env.HOME, []);
   const args = ['run', '--rm', '-i', '--init', '--name', run.container];
   const uid = process.getuid?.();
   if (uid !== undefined) args.push('--user', `${uid}:${process.getgid?.() ?? uid}`);
   if (!run.sandbox.network) args.push('--network', 'none');
-  for (const bind of ordered(binds)) {
+  for (const bind of binds) {
     // -v splits on ':'; a path with one cannot be said there.
     if (bind.path.includes(':'))
       throw new SandboxError(`${engine} cannot mount ${bind.path}: its path holds a ':'; rename it or use bwrap`);
-    args.push('-v', `${bind.path}:${bind.path}${bind.write ? '' : ':ro'}`);
+    // The engine orders its mounts by depth too: a hidden folder's empty tmpfs, then what is bound back in it.
+    if (bind.as === 'hide')
+      args.push(...(isDirectory(bind.path) ? ['--tmpfs', bind.path] : ['-v', `/dev/null:${bind.path}:ro`]));
+    else args.push('-v', `${bind.path}:${bind.path}${bind.as === 'write' ? '' : ':ro'}`);
   }
-  args.push('-w', run.cwd);
+  args.push('-w', cwd);
   // By name only: the engine reads each value from its own environment, which is the child's.
   for (const name of Object.keys(run.env).sort()) if (!HOST_ONLY_ENV.has(name)) args.push('-e', name);
   args.push(run.sandbox.image!, run.executable, ...run.args);
@@ -174,12 +241,150 @@ function engineCommand(file: string, args: string[], env: Readonly<Record<string
   });
 }
 
+/**
+ * Every path the agent sees besides the system's, in the order to mount them, and its folder
+ * (links resolved, as the binds are). Read-write: its folder (a worktree job's whole worktree),
+ * the run's folder, the CLI's state, the `mounts` that say so; in each of them a repository's
+ * `.git` stays read-only, so nothing the agent writes there runs in the user's later git.
+ * Hidden: `run.hidden` wherever a bound folder holds it, with the run's folder and worktree
+ * bound back in the store. Refused: a path that holds the home folder, or lies in a hidden one.
+ */
+function sandboxBinds(
+  run: SandboxRun,
+  home: string | undefined,
+  install: Bind[],
+): { binds: Bind[]; links: Bind[]; cwd: string } {
+  if (home) refuseHomeInside(run.cwd, home, "the agent's folder");
+  const cwd = realpathSync(run.cwd);
+  const worktree = run.worktree && isInside(run.worktree, cwd) ? realpathSync(run.worktree) : undefined;
+  const runDir = realpathSync(run.runDir);
+  const folders: Bind[] = [
+    { path: worktree ?? cwd, as: 'write', what: "the agent's folder" },
+    { path: runDir, as: 'write' },
+  ];
+  const wanted = [...install, ...stateBinds(run, home), ...folders, ...extraMounts(run, home)].map((bind) => {
+    const [given, real] = [resolve(bind.path), realpathSync(bind.path)];
+    return { ...bind, path: real, ...(given !== real ? { link: given } : {}) };
+  });
+  const binds = [...wanted, ...wanted.flatMap((bind) => (bind.as === 'write' ? gitBinds(bind) : []))];
+  const own = [runDir, ...(worktree ? [worktree] : [])];
+  const hidden = run.hidden.flatMap((path) => realpathOrUndefined(path) ?? []);
+  for (const bind of binds) {
+    if (bind.as === 'hide') continue;
+    const what = bind.what ?? bind.path;
+    if (home) refuseHomeInside(bind.path, home, what);
+    const hider = hidden.find((h) => isInside(h, bind.path) && !own.some((o) => isInside(o, bind.path)));
+    if (hider)
+      throw new SandboxError(
+        `${what} (${bind.path}) lies in ${hider}, which a sandbox hides from agents (the run store, the agents' definitions, key and config files): choose a folder outside it`,
+      );
+  }
+  // A hidden path in another one is gone with it.
+  const hides = hidden.filter(
+    (h) => binds.some((b) => b.as !== 'hide' && isInside(b.path, h)) && !hidden.some((o) => o !== h && isInside(o, h)),
+  );
+  const all = ordered([...binds, ...hides.map((path) => ({ path, as: 'hide' as const }))]);
+  // A link is made where no bind (nor a link above it) already leads to it.
+  const links: Bind[] = [];
+  for (const bind of all.filter((b) => b.link))
+    if (!all.some((b) => under(b.path, bind.link!)) && !links.some((l) => under(l.link!, bind.link!))) links.push(bind);
+  return { binds: all, links, cwd };
+}
+
+/**
+ * A read-write folder's repository, kept read-only: its `.git` folder (config, hooks, objects,
+ * refs: what the user's later git runs and trusts), or its `.git` file, so the folder cannot be
+ * pointed at a git folder the agent built. A linked worktree's git folders (the repository's
+ * common folder and its own admin folder, the other worktrees' hidden) are bound read-only too,
+ * so git reads (status, diff, log) work in it; a `.git` file that names anything else binds
+ * nothing more. A folder inside a git folder cannot be written at all.
+ */
+function gitBinds(folder: Bind): Bind[] {
+  for (let dir = folder.path; ; dir = dirname(dir)) {
+    if (basename(dir) === '.git' || isGitDir(dir))
+      throw new SandboxError(
+        `${folder.what ?? folder.path} (${folder.path}) lies in the git folder ${dir}, which a sandbox keeps read-only: choose the checkout's folder`,
+      );
+    if (dir === dirname(dir)) break;
+  }
+  const dotGit = join(folder.path, '.git');
+  const stat = lstatOrUndefined(dotGit);
+  if (!stat) return [];
+  if (stat.isSymbolicLink())
+    throw new SandboxError(
+      `${dotGit} is a link, which a sandbox cannot keep from being repointed: replace it with the folder it leads to`,
+    );
+  const binds: Bind[] = [{ path: dotGit, as: 'read' }];
+  if (stat.isDirectory()) return binds;
+  // A linked worktree: `gitdir: <common>/worktrees/<name>`, and that folder's `gitdir` names this file back.
+  const named = /^gitdir: (.+)$/m.exec(readIfSmall(dotGit))?.[1];
+  const admin = named && realpathOrUndefined(resolve(folder.path, named.trim()));
+  if (!admin || basename(dirname(admin)) !== 'worktrees') return binds;
+  const common = dirname(dirname(admin));
+  const back = readIfSmall(join(admin, 'gitdir')).trim();
+  if (!isGitDir(common) || !back || realpathOrUndefined(back) !== dotGit) return binds;
+  return [
+    ...binds,
+    { path: common, as: 'read' },
+    { path: join(common, 'worktrees'), as: 'hide' },
+    { path: admin, as: 'read' },
+  ];
+}
+
+/** A git folder (a `.git`, a bare repository): what git itself looks for. */
+const isGitDir = (dir: string): boolean =>
+  lstatOrUndefined(join(dir, 'HEAD'))?.isFile() === true &&
+  isDirectory(join(dir, 'objects')) &&
+  isDirectory(join(dir, 'refs'));
+
+/** A small file's text ('' when it is missing or not small): a `.git` file, a worktree's `gitdir`. */
+function readIfSmall(path: string): string {
+  try {
+    return statSync(path).size <= 4096 ? readFileSync(path, 'utf8') : '';
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Node's installation, from its real path: the prefix (<prefix>/bin/node) when it is one (it has
+ * lib/node_modules or include/node) and does not hold the home folder, else the binary alone:
+ * ~/bin/node must not show the home folder.
+ */
+function nodeInstall(realNode: string, home: string | undefined): string {
+  const prefix = dirname(dirname(realNode));
+  const isPrefix =
+    basename(dirname(realNode)) === 'bin' &&
+    (isDirectory(join(prefix, 'lib', 'node_modules')) || isDirectory(join(prefix, 'include', 'node')));
+  return isPrefix && !(home && isInside(prefix, home)) ? prefix : realNode;
+}
+
+/** A CLI without network cannot reach its vendor; only a model API on the sandbox's own loopback could answer it. */
+function refuseWithoutModelApi(run: SandboxRun): void {
+  if (run.modelEndpointEnv.some((name) => isLoopbackUrl(run.env[name]))) return;
+  const names = run.modelEndpointEnv.join(' or ');
+  throw new SandboxError(
+    `network: false leaves ${run.executable} no way to its model API (no network at all, the host's loopback included), so it could only fail or wait until its time-out: allow the network in this sandbox${names ? `, or set ${names} to a model server on the sandbox's own loopback (one its image runs)` : ''}`,
+  );
+}
+
+function isLoopbackUrl(value: string | undefined): boolean {
+  if (!value) return false;
+  try {
+    const host = new URL(value).hostname;
+    return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+  } catch {
+    return false;
+  }
+}
+
 /** The backend's config and login folders and files, read-write; a missing folder is made, a missing file left out. */
 function stateBinds(run: SandboxRun, home: string | undefined): Bind[] {
   if (!run.paths || !home) return [];
   const { dirs, files } = run.paths.state(run.env, home);
   for (const dir of dirs) makeDirs(dir);
-  return [...dirs, ...files.filter((f) => lstatOrUndefined(f))].map((path) => ({ path, write: true }));
+  const what = `${run.executable}'s state`;
+  return [...dirs, ...files.filter((f) => lstatOrUndefined(f))].map((path) => ({ path, as: 'write', what }));
 }
 
 /** The definition's and config's mounts; `~/` is the home folder. Each must exist. */
@@ -189,8 +394,7 @@ function extraMounts(run: SandboxRun, home: string | undefined): Bind[] {
       throw new SandboxError(`mount ${mount.path}: HOME is not set, so ~ means nothing: give an absolute path`);
     const path = mount.path.startsWith('~/') ? join(home!, mount.path.slice(2)) : mount.path;
     if (!lstatOrUndefined(path)) throw new SandboxError(`mount ${path} does not exist: create it or remove the mount`);
-    if (home) refuseHomeInside(path, home, `mount ${path}`);
-    return { path, write: mount.write };
+    return { path, as: mount.write ? 'write' : 'read', what: `mount ${mount.path}` };
   });
 }
 
@@ -212,6 +416,12 @@ function ordered(binds: Bind[]): Bind[] {
   const depth = (p: string) => p.split(sep).length;
   return [...byPath.values()].sort((a, b) => depth(a.path) - depth(b.path));
 }
+
+const isDirectory = (path: string) => lstatOrUndefined(path)?.isDirectory() === true;
+
+/** `path` is `folder` or below it, as written (no link resolved). */
+const under = (folder: string, path: string) =>
+  path === folder || path.startsWith(folder.endsWith(sep) ? folder : folder + sep);
 
 function realExecutable(file: string, env: SandboxRun['env']): string {
   const found = which.sync(file, { path: env.PATH, nothrow: true });

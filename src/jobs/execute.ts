@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
 import { makeDirs, unwritableBecause, withFile, writeNoLink } from '../lib/fs.js';
+import { SECRET_NAME } from '../lib/text.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -75,9 +76,6 @@ export function createExecutor(
     return result;
   };
 }
-
-/** Names that mark a secret (Codex's own default for the commands it runs); TOKENS counts (MAX_OUTPUT_TOKENS). */
-const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
 
 /**
  * The environment a CLI child starts from: the app's, without the API backends' keys and any

@@ -24,3 +24,6 @@ export function shorten(text: string, max: number, more = '…'): string {
   const space = cut.lastIndexOf(' ');
   return `${(space > cut.length * 0.8 ? cut.slice(0, space) : cut).trimEnd()}${more}`;
 }
+
+/** Names that mark a secret (Codex's own default for the commands it runs); TOKENS counts (MAX_OUTPUT_TOKENS). */
+export const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;

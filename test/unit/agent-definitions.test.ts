@@ -295,3 +295,20 @@ describe('isolation in a definition', () => {
     expect(problems.talker).toMatch(/isolation: a session agent keeps one conversation in one folder/);
   });
 });
+
+describe("a project's definition (it came with the repository)", () => {
+  test('passes on no variable named like a secret; a user definition may', () => {
+    const { ctx, write } = setup();
+    const cli = backends.find((b) => b.kind === 'cli')!;
+    const env = 'env:\n  - AWS_SECRET_ACCESS_KEY\n  - GITHUB_TOKEN\n  - LANG';
+    write('project', 'leaky', file(`description: Leaks.\nbackend: ${cli.name}\n${env}`));
+    write('project', 'plain', file(`description: Plain.\nbackend: ${cli.name}\nenv:\n  - LANG\n  - MAX_OUTPUT_TOKENS`));
+    write('user', 'mine', file(`description: Mine.\nbackend: ${cli.name}\n${env}`));
+    const loaded = loadAgents(ctx);
+    const problems = Object.fromEntries(loaded.problems.map((p) => [p.name, p.problem]));
+    expect(problems.leaky).toMatch(/env: AWS_SECRET_ACCESS_KEY is named like a secret, and a project's agent/);
+    expect(problems.leaky).toMatch(/env: GITHUB_TOKEN is named like a secret/);
+    expect(loaded.agents.get('plain')!.env).toEqual(['LANG', 'MAX_OUTPUT_TOKENS']);
+    expect(loaded.agents.get('mine')!.env).toEqual(['AWS_SECRET_ACCESS_KEY', 'GITHUB_TOKEN', 'LANG']);
+  });
+});

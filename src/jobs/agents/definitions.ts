@@ -12,7 +12,7 @@ import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
 import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../config/sandbox.js';
 import { schemaProblem, type JsonSchema } from '../structured-output.js';
-import { ENV_NAME, jsonBytes } from '../../lib/text.js';
+import { ENV_NAME, jsonBytes, SECRET_NAME } from '../../lib/text.js';
 import { isInside } from '../../lib/fs.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
@@ -245,6 +245,15 @@ export function checkDefinition(
       if (mount.path.startsWith('~/') || !isInside(ctx.config.projectDir, mount.path))
         problems.push(
           `sandbox.mounts: ${mount.path} is outside the project, and a project's agent (it came with the repository) mounts only folders inside it: mount it in your own config (backends.${fm.backend}.sandbox.mounts) or a user agent`,
+        );
+    }
+  }
+  // Nor hand its agent your secrets: a variable named like one is passed on by your own config or agents.
+  if (where.scope === 'project') {
+    for (const variable of fm.env ?? []) {
+      if (SECRET_NAME.test(variable))
+        problems.push(
+          `env: ${variable} is named like a secret, and a project's agent (it came with the repository) may not be given secrets: pass it in your own config (backends.${fm.backend}.env) or a user agent`,
         );
     }
   }

@@ -2,26 +2,32 @@
 // docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
 // it without opening the record files, and follows the other servers' jobs by reading only the
 // bytes appended since its last read.
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
-import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { isFinished, JOB_ID, JOB_STATES, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { InputError } from '../src/lib/errors.js';
+import { z } from 'zod';
 import { worktreePlace } from '../src/jobs/worktree/report.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib/proc.js';
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, readAt, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, openRegularFile, PRIVATE_DIR, PRIVATE_FILE, readRegularFile, writeAtomic } from '../src/lib/fs.js';
 import {
   appendToIndex,
   BASE_FILE,
   compactIndex,
+  eachLine,
   LIVE_FILE,
   rank,
   readHeader,
   readLines,
   type IndexHeader,
 } from './index-file.js';
+import { DamagedLines, readIndexLine, type IndexLine } from './index-line.js';
+
+export type { IndexLine } from './index-line.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -29,28 +35,6 @@ export type StoredRecord = JobRecord & {
   owner: ProcessIdentity;
   /** The job's process group and its leader's start, once it runs. */
   group?: { pgid: number; start?: string };
-};
-
-/** One line of index.jsonl. Keys are short: the index holds a line per state change. */
-export type IndexLine = {
-  id: string;
-  st: JobState;
-  /** backend, model, task (first line of the prompt, shortened, redacted) */
-  b: string;
-  m: string;
-  t: string;
-  /** created, started, ended (ISO) */
-  c: string;
-  s?: string;
-  e?: string;
-  /** cost in USD and where it came from; input and output tokens */
-  usd?: number;
-  cs?: CostSource;
-  in?: number;
-  out?: number;
-  /** the owning server's pid and start, on queued and running lines */
-  p?: number;
-  ps?: string;
 };
 
 /** An index line with readable names, for the IAC.md active table and `polyspawn status`. */
@@ -86,10 +70,20 @@ export const indexRow = (l: IndexLine): IndexRow => ({
 
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
 
-const ID = /^[a-z0-9]{1,64}$/;
+/** A record.json past this is damaged unread: a record holds an answer, bounded far below it. */
+const MAX_RECORD_BYTES = 256 * 1024 * 1024;
+/** What a record.json must hold to be read back as a run's record (the rest is as it was written). */
+const storedRecordSchema = z.looseObject({
+  v: z.literal(1),
+  id: z.string(),
+  state: z.enum(JOB_STATES),
+  backend: z.string(),
+  model: z.string(),
+  prompt: z.string(),
+  owner: z.looseObject({ pid: z.number().int().nonnegative(), start: z.string().optional() }),
+});
 /** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
 const COMPACT_AT_BYTES = 1 << 20;
-const LINE_START = '{"id":';
 
 export class RunStore implements JobHistory {
   readonly dir: string;
@@ -98,8 +92,14 @@ export class RunStore implements JobHistory {
   private readonly redactor: Redactor;
   private readonly identity: ProcessIdentity;
 
-  /** Bytes of index.jsonl already read, in the file of this generation and inode. */
+  /** Bytes of index.jsonl already read, in the file of this generation and inode, and how many lines. */
   private offset = 0;
+  private lineNumber = 0;
+  /** Lines skipped as damaged since this generation was first read, and whether the log has heard of them. */
+  private damaged = new DamagedLines();
+  private damagedInBase = new DamagedLines();
+  private damageReported = false;
+  private readonly onDamage: ((message: string) => void) | undefined;
   private generation = -1;
   private inode = -1;
   /** The newest line of every job: its state at once, the rest parsed when first needed. */
@@ -144,7 +144,10 @@ export class RunStore implements JobHistory {
     keepFinished?: number;
     /** The live index file's size past which `compact()` compacts it (default 1 MiB). */
     compactAtBytes?: number;
+    /** Told once, the first time a read finds damaged lines in the index. */
+    onDamage?: (message: string) => void;
   }) {
+    this.onDamage = options.onDamage;
     this.keepFinished = options.keepFinished ?? Infinity;
     this.compactAtBytes = options.compactAtBytes ?? COMPACT_AT_BYTES;
     this.dir = options.stateDir;
@@ -279,20 +282,62 @@ export class RunStore implements JobHistory {
   /**
    * The whole stored record of a job, or undefined. A queued or running job whose server is gone
    * reads as interrupted at once, as the recovery (recoverOrphans, in the background) will write it.
+   * A record.json that cannot be read back (truncated, not JSON, another run's, not a file) reads
+   * as what the index says of the run, with an error saying the record is damaged; a run the
+   * index does not know either gets that error (an InputError) instead of "no agent".
    */
   get(id: string): StoredRecord | undefined {
-    const record = this.stored(id);
-    if (!record || isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
+    const read = this.stored(id);
+    if (read === undefined) return undefined;
+    const record = 'damaged' in read ? this.fromIndex(id, read.damaged) : read.record;
+    if (isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
     return interrupted(record, this.dir, record.owner?.pid, this.presumedEndOf(id));
   }
 
-  private stored(id: string): StoredRecord | undefined {
-    if (!ID.test(id)) return undefined;
+  /** A run whose record.json is damaged, as the index has it. */
+  private fromIndex(id: string, why: string): StoredRecord {
+    this.ensureLoaded();
+    const slot = this.latest.get(id);
+    const problem = `the record of agent ${id} (${runFolder(this.dir, id).record}) is damaged: ${why}`;
+    if (!slot) throw new InputError(`${problem}, and the run store's index does not list it: its state is not known`);
+    const line = lineOf(slot);
+    const summary = summaryOf(line);
+    return {
+      ...summary,
+      v: 1,
+      owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+      ...(isFinished(line.st)
+        ? {
+            outcome: {
+              ...(summary.outcome ?? { costSource: 'unknown' as const }),
+              ok: false,
+              text: '',
+              error: `${problem}: what the index says of it is shown`,
+            },
+          }
+        : {}),
+    };
+  }
+
+  /** A run's record.json: undefined when there is none, else the record or why it cannot be used. */
+  private stored(id: string): { record: StoredRecord } | { damaged: string } | undefined {
+    if (!JOB_ID.test(id)) return undefined;
+    const text = readRegularFile(runFolder(this.dir, id).record, MAX_RECORD_BYTES);
+    if (text === undefined) return undefined;
+    if (typeof text !== 'string') return { damaged: text.problem };
+    let json: unknown;
     try {
-      return JSON.parse(readFileSync(runFolder(this.dir, id).record, 'utf8')) as StoredRecord;
-    } catch {
-      return undefined;
+      json = JSON.parse(text);
+    } catch (error) {
+      return { damaged: `not JSON (${(error as Error).message})` };
     }
+    const checked = storedRecordSchema.safeParse(json);
+    if (!checked.success)
+      return {
+        damaged: `not a run's record (${checked.error.issues[0]?.path.join('.') || 'the whole'}: ${checked.error.issues[0]?.message})`,
+      };
+    if (checked.data.id !== id) return { damaged: `it holds the record of another run (${checked.data.id})` };
+    return { record: json as StoredRecord };
   }
 
   /** Whether the server `pid` started at `start` is gone (never this one). */
@@ -344,7 +389,7 @@ export class RunStore implements JobHistory {
   refresh(): number {
     let fd: number;
     try {
-      fd = openSync(this.indexPath, 'r');
+      fd = openRegularFile(this.indexPath);
     } catch {
       this.loaded = true;
       return 0;
@@ -352,34 +397,55 @@ export class RunStore implements JobHistory {
     let applied = 0;
     try {
       const stat = fstatSync(fd);
-      const { header, bytes } = readHeader(fd);
+      const { header, bytes, damaged } = readHeader(fd, this.dir);
       // Replaced (a compaction: the new file may be as long as the old one, or longer) or truncated.
       if (header.gen !== this.generation || stat.ino !== this.inode || stat.size < this.offset) {
         this.reset();
         this.generation = header.gen;
         this.inode = stat.ino;
         this.offset = bytes;
+        this.lineNumber = bytes ? 1 : 0;
+        if (damaged) this.damaged.add(1);
         applied += this.loadBase(header);
       }
-      const buffer = readAt(fd, this.offset, stat.size - this.offset);
       // Only whole lines: a line still being written is read next time.
-      const end = buffer.lastIndexOf(10);
-      if (end >= 0) {
-        this.offset += end + 1;
-        for (const raw of buffer.toString('utf8', 0, end).split('\n')) {
-          const slot = slotOf(raw);
-          if (slot) {
-            this.apply(slot);
-            applied++;
-          }
+      this.offset = eachLine(fd, this.offset, stat.size, (raw) => {
+        this.lineNumber++;
+        const read = raw === undefined ? { damaged: true } : readIndexLine(raw);
+        if (read.damaged) this.damaged.add(this.lineNumber);
+        if (read.line) {
+          this.apply(slotOf(read.line, read.text!));
+          applied++;
         }
-      }
+      });
     } finally {
       closeSync(fd);
       this.loaded = true;
     }
     if (applied) this.summaries = undefined;
+    this.reportDamage();
     return applied;
+  }
+
+  /**
+   * What this store skipped as damaged in the live file (since its last compaction) and in the
+   * base's lines it read: for `doctor`, and logged once per server.
+   */
+  damage(): string[] {
+    this.ensureLoaded();
+    return [this.damaged.describe(LIVE_FILE), this.damagedInBase.describe(BASE_FILE)].filter(
+      (d): d is string => d !== undefined,
+    );
+  }
+
+  private reportDamage(): void {
+    if (this.damageReported || !this.onDamage) return;
+    const found = this.damage();
+    if (!found.length) return;
+    this.damageReported = true;
+    this.onDamage(
+      `run store ${this.dir}: ${found.join('; ')}; the runs they held are not shown (polyspawn doctor lists them)`,
+    );
   }
 
   /** The base's newest finished runs (keepFinished of them); the older ones are counted, not read. */
@@ -387,13 +453,14 @@ export class RunStore implements JobHistory {
     if (header.base === 0) return 0;
     const lines = readLines(join(this.dir, BASE_FILE), header.base, this.keepFinished);
     let applied = 0;
-    for (const raw of lines) {
-      const slot = slotOf(raw);
-      if (slot) {
-        this.apply(slot);
+    lines.forEach((raw, i) => {
+      const read = readIndexLine(raw);
+      if (read.damaged) this.damagedInBase.add(header.done - lines.length + i + 1);
+      if (read.line) {
+        this.apply(slotOf(read.line, read.text!));
         applied++;
       }
-    }
+    });
     this.forgotten += Math.max(0, header.done - applied);
     return applied;
   }
@@ -410,11 +477,13 @@ export class RunStore implements JobHistory {
       return false;
     }
     if (!force && size < this.compactAtBytes) return false;
-    return compactIndex(this.dir, slotOf) !== undefined;
+    return compactIndex(this.dir, lineKey) !== undefined;
   }
 
   private reset(): void {
     this.offset = 0;
+    this.damaged = new DamagedLines();
+    this.damagedInBase = new DamagedLines();
     this.latest.clear();
     this.order = [];
     this.finalAt.clear();
@@ -507,7 +576,6 @@ export class RunStore implements JobHistory {
           // From here on the summary is the slot's only copy of its line: a history of
           // thousands of jobs is held once, not three times (raw, parsed, summarized).
           slot.summary = summaryOf(lineOf(slot));
-          slot.line = undefined;
           slot.raw = undefined;
         }
         list.push(slot.summary);
@@ -537,7 +605,8 @@ export class RunStore implements JobHistory {
     for (const id of [...this.activeIds]) {
       const line = lineOf(this.latest.get(id)!);
       if (!this.ownerGone(line.p, line.ps, alive)) continue;
-      const stored = this.stored(line.id);
+      const read = this.stored(line.id);
+      const stored = read && 'record' in read ? read.record : undefined;
       const record = interrupted<StoredRecord>(
         stored ?? {
           ...summaryOf(line),
@@ -590,40 +659,23 @@ function keptWorktree(stateDir: string, record: JobRecord): string {
   return `. Its worktree ${path} (branch ${branch}) is kept as it was: integrate commits what it left, or discard it`;
 }
 
-/** An index line as loaded: id and state read at once, the rest parsed on demand. */
-type Slot = { id: string; st: JobState; raw?: string; line?: IndexLine; summary?: JobRecord };
-
-const HEAD = /^\{"id":"([a-z0-9]{1,64})","st":"([a-z_]+)",/;
-
 /**
- * Loading 10,000 runs' lines must be fast: the id and state are the first two keys of every
- * line this store writes, so they are read with one regular expression, not JSON.parse.
+ * An index line as held: its id and state, and its text (checked when read), parsed again when
+ * needed; then its summary, the slot's only copy (a history of thousands of jobs is held once).
  */
-function slotOf(raw: string): Slot | undefined {
-  const m = HEAD.exec(raw);
-  // (A line torn by a crash has the next line glued to it: a second {"id": in it.)
-  if (m && raw.endsWith('}') && raw.indexOf(LINE_START, 1) < 0) return { id: m[1]!, st: m[2] as JobState, raw };
-  const line = parseLine(raw);
-  return line ? { id: line.id, st: line.st, raw, line } : undefined;
+type Slot = { id: string; st: JobState; raw?: string; summary?: JobRecord };
+
+const slotOf = (line: IndexLine, raw: string): Slot => ({ id: line.id, st: line.st, raw });
+
+/** A line's key for a compaction: what a reader would read of it. */
+function lineKey(raw: string): { id: string; st: JobState; raw: string } | undefined {
+  const { line, text } = readIndexLine(raw);
+  return line && { id: line.id, st: line.st, raw: text! };
 }
 
 function lineOf(slot: Slot): IndexLine {
   if (slot.raw === undefined && slot.summary) return lineFromSummary(slot.summary);
-  return (slot.line ??= parseLine(slot.raw ?? '') ?? { id: slot.id, st: slot.st, b: '?', m: '?', t: '', c: '' });
-}
-
-function parseLine(raw: string): IndexLine | undefined {
-  if (raw === '') return undefined;
-  for (const text of [raw, raw.slice(Math.max(0, raw.lastIndexOf(LINE_START)))]) {
-    try {
-      const line = JSON.parse(text) as IndexLine;
-      if (line && typeof line.id === 'string' && typeof line.st === 'string') return line;
-    } catch {
-      // A line torn by a crash, with the next line appended to it: the next line is
-      // recovered from where it starts ({"id": appears nowhere else: quotes in values are escaped).
-    }
-  }
-  return undefined;
+  return readIndexLine(slot.raw!).line!;
 }
 
 /** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */

@@ -155,16 +155,53 @@ export function readAt(fd: number, position: number, length: number): Buffer {
   return buffer.subarray(0, got);
 }
 
-/** Calls `read` with the file open and its size, then closes it; a file that cannot be opened gives `absent`. */
+/**
+ * Opens a regular file to read, never through a symbolic link at its end nor blocking on a FIFO
+ * (an agent can replace a file in its own run folder): a link, a FIFO, a device or a folder
+ * throws, as a missing file does (ENOENT).
+ */
+export function openRegularFile(path: string): number {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  if (fstatSync(fd).isFile()) return fd;
+  closeSync(fd);
+  throw Object.assign(new Error(`${path} is not a regular file`), { code: 'ENOTREG' });
+}
+
+/** Calls `read` with the file open and its size, then closes it; a file that cannot be opened (see openRegularFile) gives `absent`. */
 export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openRegularFile(path);
   } catch {
     return absent;
   }
   try {
     return read(fd, fstatSync(fd).size);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * A small file's text, read as withFile opens it: undefined when there is none, or why it
+ * cannot be read (a link, a FIFO, a folder, larger than `maxBytes`).
+ */
+export function readRegularFile(path: string, maxBytes: number): string | { problem: string } | undefined {
+  let fd: number;
+  try {
+    fd = openRegularFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    return {
+      problem:
+        code === 'ELOOP' ? 'a symbolic link' : code === 'ENOTREG' ? 'not a regular file' : `unreadable (${code})`,
+    };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size > maxBytes) return { problem: `${size} bytes, over ${maxBytes}` };
+    return readAt(fd, 0, size).toString('utf8');
   } finally {
     closeSync(fd);
   }

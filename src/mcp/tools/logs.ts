@@ -1,13 +1,13 @@
 // logs: one agent's raw output, a page at a time, so a long log never comes back in one piece.
 // Offsets and sizes are in bytes of the log file; pages end at a line end when there is one
 // (else at a character boundary), and secrets are redacted, even ones a page edge cuts.
-import { closeSync, fstatSync, openSync } from 'node:fs';
+import { closeSync, fstatSync } from 'node:fs';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { Redactor } from '../../lib/redact.js';
 import { redactPage } from '../../../iac/scrub.js';
 import type { App } from '../../app.js';
-import { readAt } from '../../lib/fs.js';
+import { openRegularFile, readAt } from '../../lib/fs.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
 import { findJob, toolResult } from '../views.js';
@@ -49,7 +49,7 @@ export function readLogPage(
 ): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    fd = openRegularFile(path); // never through a link the agent put in its run folder
   } catch {
     return { path, size: 0, offset: 0, next_offset: 0, eof: true, text: '' };
   }

@@ -155,7 +155,8 @@ export function appendToIndex(path: string, lines: string): void {
       const bytes = Buffer.from(lines);
       // A short write (the disk full) leaves a torn line, which readers skip as damaged: the save fails, and says so.
       const count = writeSync(fd, bytes);
-      if (count < bytes.length) throw new Error(`${path}: ${count} of ${bytes.length} bytes written (is the disk full?)`);
+      if (count < bytes.length)
+        throw new Error(`${path}: ${count} of ${bytes.length} bytes written (is the disk full?)`);
       const written = fstatSync(fd);
       let now;
       try {

@@ -33,7 +33,7 @@ import { closeSync, constants, fdatasyncSync, fstatSync, ftruncateSync, openSync
 import { dirname, join } from 'node:path';
 import { isFinished, type JobState } from '../src/jobs/table.js';
 import { PRIVATE_FILE, readAt, withFile, writeAtomic } from '../src/lib/fs.js';
-import { readIndexLine } from './index-line.js';
+import { DamagedLines, readIndexLine } from './index-line.js';
 
 export const LIVE_FILE = 'index.jsonl';
 export const BASE_FILE = 'index.base.jsonl';
@@ -140,6 +140,30 @@ export function eachLine(fd: number, start: number, end: number, each: (raw: str
     } else break;
   }
   return position;
+}
+
+/**
+ * Every damaged line of the index's two files, each read whole (for `doctor`): the live file
+ * (its header is line 1) and the base up to the header's length.
+ */
+export function indexDamage(dir: string): { live: DamagedLines; base: DamagedLines } {
+  const live = new DamagedLines();
+  const base = new DamagedLines();
+  const scan = (fd: number, start: number, end: number, into: DamagedLines, first: number) => {
+    let n = first;
+    eachLine(fd, start, end, (raw) => {
+      n++;
+      if (raw === undefined || readIndexLine(raw).damaged) into.add(n);
+    });
+  };
+  const baseBytes = withFile(join(dir, LIVE_FILE), 0, (fd, size) => {
+    const { header, bytes, damaged } = readHeader(fd, dir);
+    if (damaged) live.add(1);
+    scan(fd, bytes, size, live, bytes ? 1 : 0);
+    return header.base;
+  });
+  withFile(join(dir, BASE_FILE), undefined, (fd) => scan(fd, 0, baseBytes, base, 0));
+  return { live, base };
 }
 
 /**

@@ -2,7 +2,7 @@
 // others can write (a cloned repository's .polyspawn, a crash, a full disk): a line is a run's
 // only when it passes the schema; anything else is damaged, skipped and counted, never a run.
 import { z } from 'zod';
-import { JOB_ID, JOB_STATES } from '../src/jobs/table.js';
+import { JOB_ID, JOB_STATES, type JobState } from '../src/jobs/table.js';
 
 /** Past this a line is damaged unread: the store's own lines are a few hundred bytes (the task is 80 characters). */
 export const MAX_INDEX_LINE_CHARS = 16 * 1024;
@@ -47,6 +47,19 @@ export function readIndexLine(raw: string): { line?: IndexLine; text?: string; d
   const text = glued > 0 ? raw.slice(glued) : undefined;
   const line = text === undefined ? undefined : parseIndexLine(text);
   return line ? { line, text, damaged: true } : { damaged: true };
+}
+
+const QUICK = new RegExp(`^\\{"id":"(${JOB_ID.source.slice(1, -1)})","st":"(${JOB_STATES.join('|')})",`);
+
+/**
+ * The id and state of a line of the shape the store writes (they are its first two keys), read
+ * with one regular expression: the rest is checked whole (readIndexLine) when the line is used.
+ * Undefined for any other line (read it whole).
+ */
+export function quickKey(raw: string): { id: string; st: JobState } | undefined {
+  if (raw.length > MAX_INDEX_LINE_CHARS || !raw.endsWith('}') || raw.indexOf(LINE_START, 1) >= 0) return undefined;
+  const m = QUICK.exec(raw);
+  return m ? { id: m[1]!, st: m[2] as JobState } : undefined;
 }
 
 function parseIndexLine(text: string): IndexLine | undefined {

@@ -19,13 +19,14 @@ import {
   BASE_FILE,
   compactIndex,
   eachLine,
+  indexDamage,
   LIVE_FILE,
   rank,
   readHeader,
   readLines,
   type IndexHeader,
 } from './index-file.js';
-import { DamagedLines, readIndexLine, type IndexLine } from './index-line.js';
+import { DamagedLines, quickKey, readIndexLine, type IndexLine } from './index-line.js';
 
 export type { IndexLine } from './index-line.js';
 
@@ -298,9 +299,9 @@ export class RunStore implements JobHistory {
   private fromIndex(id: string, why: string): StoredRecord {
     this.ensureLoaded();
     const slot = this.latest.get(id);
+    const line = slot && this.lineOf(slot);
     const problem = `the record of agent ${id} (${runFolder(this.dir, id).record}) is damaged: ${why}`;
-    if (!slot) throw new InputError(`${problem}, and the run store's index does not list it: its state is not known`);
-    const line = lineOf(slot);
+    if (!line) throw new InputError(`${problem}, and the run store's index does not list it: its state is not known`);
     const summary = summaryOf(line);
     return {
       ...summary,
@@ -411,12 +412,8 @@ export class RunStore implements JobHistory {
       // Only whole lines: a line still being written is read next time.
       this.offset = eachLine(fd, this.offset, stat.size, (raw) => {
         this.lineNumber++;
-        const read = raw === undefined ? { damaged: true } : readIndexLine(raw);
-        if (read.damaged) this.damaged.add(this.lineNumber);
-        if (read.line) {
-          this.apply(slotOf(read.line, read.text!));
-          applied++;
-        }
+        if (raw === undefined) this.noteDamage(this.lineNumber);
+        else applied += this.take(raw, this.lineNumber);
       });
     } finally {
       closeSync(fd);
@@ -427,20 +424,63 @@ export class RunStore implements JobHistory {
     return applied;
   }
 
-  /**
-   * What this store skipped as damaged in the live file (since its last compaction) and in the
-   * base's lines it read: for `doctor`, and logged once per server.
-   */
+  /** The damaged lines of the index's files, each read whole now (for `doctor`). */
   damage(): string[] {
-    this.ensureLoaded();
+    const { live, base } = indexDamage(this.dir);
+    return [live.describe(LIVE_FILE), base.describe(BASE_FILE)].filter((d): d is string => d !== undefined);
+  }
+
+  /** The damaged lines this store found as it read (a line is checked whole when first used), logged once per server. */
+  private damageFound(): string[] {
     return [this.damaged.describe(LIVE_FILE), this.damagedInBase.describe(BASE_FILE)].filter(
       (d): d is string => d !== undefined,
     );
   }
 
+  /** `at`: the line's number in the live file, or minus its number in the base. */
+  private noteDamage(at: number): void {
+    if (at > 0) this.damaged.add(at);
+    else this.damagedInBase.add(-at);
+  }
+
+  /**
+   * Applies a line read back (1) or counts it damaged (0). A line of the shape this store writes
+   * is applied on its id and state, and checked whole when first used (`lineOf`): loading
+   * 10,000 runs parses only the lines shown, not the superseded ones.
+   */
+  private take(raw: string, at: number): number {
+    const key = quickKey(raw);
+    if (key) {
+      this.apply(newSlot(key.id, key.st, at, raw, false));
+      return 1;
+    }
+    const read = readIndexLine(raw);
+    if (read.damaged) this.noteDamage(at);
+    if (!read.line) return 0;
+    this.apply(newSlot(read.line.id, read.line.st, at, read.text!, true));
+    return 1;
+  }
+
+  /** A held line, checked whole the first time; a damaged one is let go of (its run is not shown) and counted. */
+  private lineOf(slot: Slot): IndexLine | undefined {
+    if (slot.raw === undefined) return lineFromSummary(slot.summary!);
+    if (slot.checked) return JSON.parse(slot.raw) as IndexLine;
+    const line = readIndexLine(slot.raw).line;
+    if (line) {
+      slot.checked = true;
+      return line;
+    }
+    this.noteDamage(slot.at);
+    this.latest.delete(slot.id);
+    this.activeIds.delete(slot.id);
+    this.finalAt.delete(slot.id); // (no summary holds it: a summary is made of a checked line)
+    this.reportDamage();
+    return undefined;
+  }
+
   private reportDamage(): void {
     if (this.damageReported || !this.onDamage) return;
-    const found = this.damage();
+    const found = this.damageFound();
     if (!found.length) return;
     this.damageReported = true;
     this.onDamage(
@@ -453,14 +493,7 @@ export class RunStore implements JobHistory {
     if (header.base === 0) return 0;
     const lines = readLines(join(this.dir, BASE_FILE), header.base, this.keepFinished);
     let applied = 0;
-    lines.forEach((raw, i) => {
-      const read = readIndexLine(raw);
-      if (read.damaged) this.damagedInBase.add(header.done - lines.length + i + 1);
-      if (read.line) {
-        this.apply(slotOf(read.line, read.text!));
-        applied++;
-      }
-    });
+    lines.forEach((raw, i) => (applied += this.take(raw, -(header.done - lines.length + i + 1))));
     this.forgotten += Math.max(0, header.done - applied);
     return applied;
   }
@@ -533,14 +566,17 @@ export class RunStore implements JobHistory {
 
   line(id: string): IndexLine | undefined {
     const slot = this.latest.get(id);
-    return slot && lineOf(slot);
+    return slot && this.lineOf(slot);
   }
 
   /** Jobs queued or running in any server on the project, oldest first. */
   active(): IndexLine[] {
     this.ensureLoaded();
     const lines: IndexLine[] = [];
-    for (const id of this.activeIds) lines.push(lineOf(this.latest.get(id)!));
+    for (const id of this.activeIds) {
+      const line = this.lineOf(this.latest.get(id)!);
+      if (line) lines.push(line);
+    }
     return lines.sort((a, b) => (a.c < b.c ? -1 : a.c > b.c ? 1 : 0));
   }
 
@@ -556,7 +592,8 @@ export class RunStore implements JobHistory {
     const ids: string[] = [];
     for (let i = this.order.length - 1; i >= 0 && ids.length < n; i--) {
       const id = this.order[i]!;
-      if (this.finalAt.get(id) === i && isFinished(this.latest.get(id)!.st)) ids.push(id);
+      const slot = this.latest.get(id);
+      if (this.finalAt.get(id) === i && slot && isFinished(slot.st) && this.lineOf(slot)) ids.push(id);
     }
     return ids;
   }
@@ -573,9 +610,11 @@ export class RunStore implements JobHistory {
         const slot = this.latest.get(id)!;
         if (this.finalAt.get(id) !== i || !isFinished(slot.st)) return;
         if (!slot.summary) {
+          const line = this.lineOf(slot);
+          if (!line) return;
           // From here on the summary is the slot's only copy of its line: a history of
           // thousands of jobs is held once, not three times (raw, parsed, summarized).
-          slot.summary = summaryOf(lineOf(slot));
+          slot.summary = summaryOf(line);
           slot.raw = undefined;
         }
         list.push(slot.summary);
@@ -585,8 +624,8 @@ export class RunStore implements JobHistory {
     const orphans: JobRecord[] = [];
     const alive = new Map<string, boolean>();
     for (const id of this.activeIds) {
-      const line = lineOf(this.latest.get(id)!);
-      if (this.ownerGone(line.p, line.ps, alive))
+      const line = this.lineOf(this.latest.get(id)!);
+      if (line && this.ownerGone(line.p, line.ps, alive))
         orphans.push(interrupted(summaryOf(line), this.dir, line.p, this.presumedEndOf(id)));
     }
     return orphans.length ? [...this.summaries, ...orphans] : this.summaries;
@@ -603,8 +642,8 @@ export class RunStore implements JobHistory {
     const alive = new Map<string, boolean>();
     const recovered: Recovered[] = [];
     for (const id of [...this.activeIds]) {
-      const line = lineOf(this.latest.get(id)!);
-      if (!this.ownerGone(line.p, line.ps, alive)) continue;
+      const line = this.lineOf(this.latest.get(id)!);
+      if (!line || !this.ownerGone(line.p, line.ps, alive)) continue;
       const read = this.stored(line.id);
       const stored = read && 'record' in read ? read.record : undefined;
       const record = interrupted<StoredRecord>(
@@ -660,22 +699,33 @@ function keptWorktree(stateDir: string, record: JobRecord): string {
 }
 
 /**
- * An index line as held: its id and state, and its text (checked when read), parsed again when
- * needed; then its summary, the slot's only copy (a history of thousands of jobs is held once).
+ * An index line as held: its id and state, and its text, checked whole when first used
+ * (`checked`), parsed again when needed; then its summary, the slot's only copy (a history of
+ * thousands of jobs is held once). `at`: its line number in the live file, or minus its number in the base.
  */
-type Slot = { id: string; st: JobState; raw?: string; summary?: JobRecord };
+type Slot = {
+  id: string;
+  st: JobState;
+  at: number;
+  raw: string | undefined;
+  checked: boolean;
+  summary: JobRecord | undefined;
+};
 
-const slotOf = (line: IndexLine, raw: string): Slot => ({ id: line.id, st: line.st, raw });
+/** Every slot made with the same shape: loading 10,000 runs' lines stays on V8's fast path. */
+const newSlot = (id: string, st: JobState, at: number, raw: string, checked: boolean): Slot => ({
+  id,
+  st,
+  at,
+  raw,
+  checked,
+  summary: undefined,
+});
 
 /** A line's key for a compaction: what a reader would read of it. */
 function lineKey(raw: string): { id: string; st: JobState; raw: string } | undefined {
   const { line, text } = readIndexLine(raw);
   return line && { id: line.id, st: line.st, raw: text! };
-}
-
-function lineOf(slot: Slot): IndexLine {
-  if (slot.raw === undefined && slot.summary) return lineFromSummary(slot.summary);
-  return readIndexLine(slot.raw!).line!;
 }
 
 /** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */

@@ -330,6 +330,34 @@ const MUTATIONS = [
     replace: `CLIENT`,
     tests: ['test/e2e/http-serve.test.ts'],
   },
+  {
+    name: 'an index line with an unknown state becomes a run',
+    file: 'iac/index-line.ts',
+    find: `  st: z.enum(JOB_STATES),`,
+    replace: `  st: z.string() as unknown as z.ZodEnum<{ [K in (typeof JOB_STATES)[number]]: K }>,`,
+    tests: ['test/integration/store-damaged.test.ts'],
+  },
+  {
+    name: 'a record, a log or a prompt file is read through a link',
+    file: 'src/lib/fs.ts',
+    find: `constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK`,
+    replace: `constants.O_RDONLY | constants.O_NONBLOCK`,
+    tests: ['test/integration/store-damaged.test.ts', 'test/integration/runner.test.ts'],
+  },
+  {
+    name: 'a stdio line past the read limit closes the transport',
+    file: 'src/mcp/stdio-transport.ts',
+    find: `if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;`,
+    replace: `if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;\n    void this.close();`,
+    tests: ['test/reliability/malformed.test.ts'],
+  },
+  {
+    name: "the stdio transport's close does not end the server",
+    file: 'src/mcp/serve.ts',
+    find: `transport.onclose = () => void shutdown('the client closed stdio');`,
+    replace: ``,
+    tests: ['test/reliability/disconnect.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

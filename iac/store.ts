@@ -367,14 +367,23 @@ export class RunStore implements JobHistory {
   /** A final state read from the index needs no record: it never changes again. */
   storedState(id: string): JobState | undefined {
     const st = this.latest.get(id)?.st;
-    return st !== undefined && isFinished(st) ? st : this.get(id)?.state;
+    return st !== undefined && isFinished(st) ? st : this.getOrUndefined(id)?.state;
+  }
+
+  /** get(), with a run neither its record nor the index can say anything of as undefined. */
+  private getOrUndefined(id: string): StoredRecord | undefined {
+    try {
+      return this.get(id);
+    } catch {
+      return undefined;
+    }
   }
 
   /** This server's record of a job finished since the last call, or the stored one. */
   recordForRender(id: string): StoredRecord | undefined {
     const fresh = this.fresh.get(id);
     if (fresh) return fresh;
-    return this.get(id);
+    return this.getOrUndefined(id);
   }
 
   /** Forgets the finished records kept for IAC.md (once it has rendered them). */

@@ -20,7 +20,9 @@ import { jobId } from '../helpers/ids.js';
 import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
-import type { JobRecord, JobState } from '../../src/jobs/table.js';
+import type { JobRecord, JobState, JobTable } from '../../src/jobs/table.js';
+import { AgentSessions } from '../../src/jobs/agents/sessions.js';
+import { TeamFiles } from '../../iac/teams.js';
 
 const me = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
 const setup = () => {
@@ -207,5 +209,23 @@ describe('a damaged record.json', () => {
     writeFileSync(join(stateDir, 'runs', 'abcdef', 'record.json'), '{"v":1,"id":"abc');
     expect(() => store.get('abcdef')).toThrow(/the record of agent abcdef .* is damaged: not JSON.*state is not known/);
     expect(store.get('abcdeg')).toBeUndefined();
+  });
+});
+
+describe("a team's file and an agent's session file", () => {
+  test('a link or a FIFO in their place reads as no team, no session, at once', () => {
+    const { stateDir } = setup();
+    const teams = join(stateDir, 'team-runs');
+    const sessions = join(stateDir, 'sessions');
+    mkdirSync(teams, { recursive: true });
+    mkdirSync(sessions, { recursive: true });
+    const secret = join(tmpdir(), `polyspawn-secret-session-${process.pid}`);
+    writeFileSync(secret, JSON.stringify({ sessionId: 'stolen', backend: 'codex' }));
+    symlinkSync(secret, join(sessions, 'linked.json'));
+    execFileSync('mkfifo', [join(sessions, 'fifo.json'), join(teams, 'team-abcdef.json')]);
+    const agentSessions = new AgentSessions(stateDir, { onChange: () => undefined } as unknown as JobTable);
+    expect(agentSessions.read('linked')).toBeUndefined();
+    expect(agentSessions.read('fifo')).toBeUndefined();
+    expect(new TeamFiles(stateDir, new Redactor(), me, false).get('team-abcdef')).toBeUndefined();
   });
 });

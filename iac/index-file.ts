@@ -220,7 +220,8 @@ export function readLines(path: string, end: number, count = Infinity, start = 0
     const chunks: Buffer[] = [];
     let position = end;
     let newlines = 0;
-    while (position > start && newlines <= count) {
+    // (At most 64 KiB a line wanted: a base of one endless damaged line is not read whole.)
+    while (position > start && newlines <= count && end - position < count * (1 << 16)) {
       const length = Math.min(1 << 16, position - start);
       position -= length;
       const chunk = readAt(fd, position, length);

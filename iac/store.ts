@@ -290,7 +290,14 @@ export class RunStore implements JobHistory {
   get(id: string): StoredRecord | undefined {
     const read = this.stored(id);
     if (read === undefined) return undefined;
-    const record = 'damaged' in read ? this.fromIndex(id, read.damaged) : read.record;
+    // A final state in the index is final: a record.json that says otherwise was written by someone else.
+    this.ensureLoaded();
+    const final = this.latest.get(id)?.st;
+    const disagrees = 'record' in read && final !== undefined && isFinished(final) && read.record.state !== final;
+    const record =
+      'damaged' in read || disagrees
+        ? this.fromIndex(id, 'damaged' in read ? read.damaged : `its state (${read.record.state}) is not the index's`)
+        : read.record;
     if (isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
     return interrupted(record, this.dir, record.owner?.pid, this.presumedEndOf(id));
   }

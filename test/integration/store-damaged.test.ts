@@ -159,6 +159,11 @@ describe('a damaged record.json', () => {
     ['not a record', (p) => writeFileSync(p, '{"v":1,"id":3}'), /not a run's record/],
     ['another run’s', (p, other) => copyFileSync(other, p), /holds the record of another run/],
     [
+      'one whose state is not the index’s (an agent can write its own run folder)',
+      (p) => writeFileSync(p, readFileSync(p, 'utf8').replace('"state": "failed"', '"state": "succeeded"')),
+      /its state \(succeeded\) is not the index's/,
+    ],
+    [
       'a link to a file of the user’s',
       (p) => {
         rmSync(p);

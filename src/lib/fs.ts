@@ -135,7 +135,15 @@ export function makeDirs(dir: string, mode = PRIVATE_DIR): void {
 export function writeAtomic(path: string, data: string | Buffer): void {
   const tmp = `${path}.${process.pid}.tmp`;
   try {
-    writeFileSync(tmp, data, { mode: PRIVATE_FILE });
+    // Made afresh (O_EXCL), never through what is there: the name is predictable, and an agent
+    // can write its own run folder (a link there to a file of the user's would be written through).
+    try {
+      writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      rmSync(tmp, { force: true }); // a leftover or a link: the entry itself goes
+      writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });
+    }
     renameSync(tmp, path);
   } catch (error) {
     rmSync(tmp, { force: true });

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import {
   appendFileSync,
   copyFileSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -232,5 +233,21 @@ describe("a team's file and an agent's session file", () => {
     expect(agentSessions.read('linked')).toBeUndefined();
     expect(agentSessions.read('fifo')).toBeUndefined();
     expect(new TeamFiles(stateDir, new Redactor(), me, false).get('team-abcdef')).toBeUndefined();
+  });
+});
+
+describe('a link where the store writes', () => {
+  test('a link at the temp file record.json is written through is replaced, never followed', () => {
+    const { open, stateDir } = setup();
+    const store = open();
+    const job = finishedJob(store);
+    const target = join(tmpdir(), `polyspawn-user-file-${process.pid}-${counter}`);
+    writeFileSync(target, 'the user’s own file\n');
+    const record = join(stateDir, 'runs', job.id, 'record.json');
+    symlinkSync(target, `${record}.${process.pid}.tmp`);
+    store.save({ ...job, prompt: 'a task' });
+    expect(readFileSync(target, 'utf8')).toBe('the user’s own file\n');
+    expect(lstatSync(record).isFile()).toBe(true);
+    expect(open().get(job.id)?.outcome?.text).toBe(`answer ${job.id}`);
   });
 });

@@ -1,9 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
-import { makeDirs, PRIVATE_FILE, unwritableBecause } from '../lib/fs.js';
+import { makeDirs, PRIVATE_FILE, readRegularFile, unwritableBecause } from '../lib/fs.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
@@ -306,15 +306,16 @@ async function runCli(
   return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
 }
 
+/** A CLI's artifact (its last message) past this is not read. */
+const MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+
 /** How often a followed budget reads the run's new output. */
 const BUDGET_WATCH_MS = 200;
 
+/** A file the CLI wrote (its answer): never through a link nor from a FIFO it left there instead (the server can read what the agent cannot). */
 function readIfPresent(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
+  const text = readRegularFile(path, MAX_ARTIFACT_BYTES);
+  return typeof text === 'string' ? text : undefined;
 }
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

@@ -197,8 +197,10 @@ async function runCli(
   onFilesWritten(files.map(([path]) => path));
   for (const [path, content] of files) {
     makeDirs(dirname(path));
-    // The user's alone: a file may hold a token (the channel's, an MCP server's).
-    writeFileSync(path, content, { mode: PRIVATE_FILE });
+    // The user's alone: a file may hold a token (the channel's, an MCP server's). Never through a
+    // link an agent left in its folder (a retry writes them again).
+    rmSync(path, { force: true });
+    writeFileSync(path, content, { mode: PRIVATE_FILE, flag: 'wx' });
   }
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);

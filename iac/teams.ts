@@ -3,6 +3,7 @@
 // is read back as interrupted, like that server's jobs.
 import { closeSync, openSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { isFinished } from '../src/jobs/table.js';
 import type { TeamRecord } from '../src/jobs/teams/record.js';
 import type { TeamStore } from '../src/jobs/teams/table.js';
 import { makeDirs, PRIVATE_FILE, readRegularFile, writeAtomic } from '../src/lib/fs.js';
@@ -89,6 +90,8 @@ export class TeamFiles implements TeamStore {
     team.state = 'interrupted';
     team.endedAt = now;
     team.error = `interrupted: the polyspawn server that ran it (pid ${owner.pid}) ended before it finished; its members were interrupted with it`;
+    // Its members' jobs are recovered as interrupted by the run store: the team's list says so too.
+    for (const member of team.members) if (!isFinished(member.state)) member.state = 'interrupted';
     team.events.push({ at: now, kind: 'end', text: 'the team was interrupted: its server ended' });
     try {
       writeAtomic(this.file(team.id), `${JSON.stringify(team, null, 2)}\n`);

@@ -6,6 +6,7 @@
 //   npm run test:mutation                  every mutation (about 15 minutes on 2 cores)
 //   npm run test:mutation -- wait lock     only the mutations whose name contains a word
 //   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
+//   node scripts/mutation-check.mjs --anchors   only check that every `find` still matches once
 //
 // A mutation's `find` must occur exactly once in its file: when the code changes so that it no
 // longer does, the check stops and says so; update the mutation with the code. A new core
@@ -100,15 +101,15 @@ const MUTATIONS = [
   {
     name: 'IAC.md written in place, not atomically',
     file: 'iac/writer.ts',
-    find: `await writeFileAtomic(file, document, { fsync: false });`,
-    replace: `await (await import('node:fs/promises')).writeFile(file, document);`,
+    find: `renameSync(temp, file);`,
+    replace: `(await import('node:fs')).writeFileSync(file, document), rmSync(temp, { force: true });`,
     tests: ['test/integration/store.test.ts', 'test/e2e/iac-multi.test.ts'],
   },
   {
     name: "dead servers' jobs are not marked interrupted",
     file: 'iac/store.ts',
-    find: `alive.set(key, line.p !== undefined && sameProcessAlive(line.p, line.ps))`,
-    replace: `alive.set(key, true)`,
+    find: `live = pid !== undefined && sameProcessAlive(pid, start);`,
+    replace: `live = true;`,
     tests: ['test/integration/store.test.ts'],
   },
   {
@@ -121,8 +122,8 @@ const MUTATIONS = [
   {
     name: 'a wait is not woken by a job finishing',
     file: 'src/jobs/table.ts',
-    find: `this.events.on('change', onChange);`,
-    replace: `void onChange;`,
+    find: `options.signal?.addEventListener('abort', finish, { once: true });\n      this.events.on('change', onChange);\n      if (done(split())`,
+    replace: `options.signal?.addEventListener('abort', finish, { once: true });\n      void onChange;\n      if (done(split())`,
     tests: ['test/unit/jobs.test.ts', 'test/integration/store.test.ts'],
   },
   {
@@ -282,6 +283,45 @@ const MUTATIONS = [
     tests: ['test/reliability/stdout.test.ts'],
   },
   {
+    name: 'an answer past the limit is recorded through a door without a schema',
+    file: 'src/jobs/table.ts',
+    find: `    checkLength('the answer', answer, CONVERSATION_LIMITS.answerChars);`,
+    replace: ``,
+    tests: ['test/unit/conversation.test.ts'],
+  },
+  {
+    name: 'the dashboard reads a log on without waiting for a slow reader',
+    file: 'src/mcp/dashboard/dashboard.ts',
+    find: `if (page.text && !events.event('chunk', page.text)) await drained(res);`,
+    replace: `if (page.text) events.event('chunk', page.text);`,
+    tests: ['test/e2e/http-load.test.ts'],
+  },
+  {
+    name: 'a link in place of a log, a record or a prompt file is followed',
+    file: 'src/lib/fs.ts',
+    find: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;`,
+    replace: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NONBLOCK;`,
+    tests: [
+      'test/unit/log-reader.test.ts',
+      'test/integration/store-damaged.test.ts',
+      'test/integration/runner.test.ts',
+    ],
+  },
+  {
+    name: 'a busy session is ended to make room for a new one',
+    file: 'src/mcp/http/sessions.ts',
+    find: `if (t.sessionId === undefined || t.unanswered.size > 0) continue;`,
+    replace: `if (t.sessionId === undefined) continue;`,
+    tests: ['test/integration/http-listener.test.ts'],
+  },
+  {
+    name: "a session's events are kept past its byte bound",
+    file: 'src/mcp/http/event-store.ts',
+    find: `while (this.bytes + bytes > this.budget.limits.sessionBytes && this.oldestSeq() !== undefined) this.dropOldest();`,
+    replace: ``,
+    tests: ['test/unit/event-store.test.ts'],
+  },
+  {
     name: 'two members can claim one task',
     file: 'src/jobs/teams/workspace.ts',
     find: `      if (task.status !== 'open')`,
@@ -291,8 +331,43 @@ const MUTATIONS = [
   {
     name: 'a team starts members past its budget',
     file: 'src/jobs/teams/table.ts',
-    find: `if (spec.maxBudgetUsd !== undefined && spent >= spec.maxBudgetUsd) {`,
-    replace: `if (spec.maxBudgetUsd !== undefined && spent > 1e9) {`,
+    find: `if (spent + committed < max) continue;`,
+    replace: `if (spent + committed < max || max > 0) continue;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a queued member starts without the job table's start guard",
+    file: 'src/jobs/table.ts',
+    find: `if (refusal) return this.endUnstarted(record, 'cancelled', \`not started: \${refusal}\`);`,
+    replace: `void refusal;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a supervisor's child team widens its parent's limits",
+    file: 'src/jobs/teams/table.ts',
+    find: `const spec = parent ? childSpec(parent.record.spec, asked) : asked;`,
+    replace: `const spec = asked;`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a team that ends leaves its supervisor's teams running",
+    file: 'src/jobs/teams/table.ts',
+    find: `for (const child of record.children ?? []) await this.cancel(child);`,
+    replace: ``,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'allowed_callers is not checked in the spawn use case',
+    file: 'src/jobs/spawn.ts',
+    find: `if (definition) checkCaller(request.label, definition, request.caller);`,
+    replace: ``,
+    tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: "a crashed team's members read back as running",
+    file: 'iac/teams.ts',
+    find: `for (const member of team.members) if (!isFinished(member.state)) member.state = 'interrupted';`,
+    replace: ``,
     tests: ['test/e2e/teams.test.ts'],
   },
   {
@@ -312,9 +387,51 @@ const MUTATIONS = [
   {
     name: 'a merge that conflicts is left half-done',
     file: 'src/jobs/worktree/integrate.ts',
-    find: `if (await commitOf(top, marker)) await gitOk(top, abort);`,
+    find: `if (marker.some((name) => existsSync(join(repo.gitDir, name)))) await gitOk(repo, [op, '--abort']);`,
     replace: ``,
     tests: ['test/integration/worktree.test.ts'],
+  },
+  {
+    name: "polyspawn's git runs the filters a repository's config defines",
+    file: 'src/jobs/worktree/git.ts',
+    find: `return run(place.workTree, place, [...pinned, ...args], neutralized(drivers));`,
+    replace: `return run(place.workTree, place, [...pinned, ...args]);`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: "polyspawn's git follows a worktree's .git file",
+    file: 'src/jobs/worktree/git.ts',
+    find: `const pinned = [\`--git-dir=\${place.gitDir}\`, \`--work-tree=\${place.workTree}\`];`,
+    replace: `const pinned: string[] = [];`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: "the end-of-run commit follows a HEAD the agent moved onto the user's branch",
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `if (on.code !== 0 || on.stdout.trim() !== \`refs/heads/\${branch}\`)`,
+    replace: `if (on.code > 1)`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'integrate merges onto a detached HEAD',
+    file: 'src/jobs/worktree/integrate.ts',
+    find: `  if (on.code !== 0)\n    throw new InputError(\n      \`your checkout is on a detached HEAD`,
+    replace: `  if (on.code > 1)\n    throw new InputError(\n      \`your checkout is on a detached HEAD`,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'integrate merges over an ignored file in the way',
+    file: 'src/jobs/worktree/integrate.ts',
+    find: `  await refuseOverwrites(repo, base, branch);`,
+    replace: ``,
+    tests: ['test/integration/worktree-hostile.test.ts'],
+  },
+  {
+    name: 'two processes integrate in one repository at once',
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `  const next = before.then(locked, locked);`,
+    replace: `  const next = before.then(work, work);`,
+    tests: ['test/e2e/worktree-concurrent.test.ts'],
   },
   {
     name: "a closed session's server leaves its listeners on the shared app",
@@ -338,13 +455,6 @@ const MUTATIONS = [
     tests: ['test/integration/store-damaged.test.ts'],
   },
   {
-    name: 'a record, a log or a prompt file is read through a link',
-    file: 'src/lib/fs.ts',
-    find: `constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK`,
-    replace: `constants.O_RDONLY | constants.O_NONBLOCK`,
-    tests: ['test/integration/store-damaged.test.ts', 'test/integration/runner.test.ts'],
-  },
-  {
     name: 'a stdio line past the read limit closes the transport',
     file: 'src/mcp/stdio-transport.ts',
     find: `if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;`,
@@ -357,6 +467,20 @@ const MUTATIONS = [
     find: `transport.onclose = () => void shutdown('the client closed stdio');`,
     replace: ``,
     tests: ['test/reliability/disconnect.test.ts'],
+  },
+  {
+    name: 'the relay believes a daemon.json whose process does not listen on its port',
+    file: 'src/lib/daemon-file.ts',
+    find: `if (!listening) return \`does not listen on port \${info.port}\`;`,
+    replace: `if (!listening) return { endpoint: info.url };`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
+  },
+  {
+    name: "the shared server gives an agent's session spawn tools",
+    file: 'src/mcp/serve-http.ts',
+    find: `return createServer(app, agent ?? app.nesting);`,
+    replace: `return createServer(app, app.nesting);`,
+    tests: ['test/e2e/daemon-trust.test.ts'],
   },
 ];
 
@@ -373,6 +497,11 @@ const stale = chosen.flatMap((m) => {
 });
 if (stale.length) fail(stale.join('\n'));
 if (!chosen.length) fail(`no mutation's name contains ${words.join(' or ')}`);
+// `--anchors`: only that check (npm test runs it, so an anchor can never drift unseen).
+if (args.includes('--anchors')) {
+  console.log(`mutation check: all ${chosen.length} anchors found once`);
+  process.exit(0);
+}
 
 // The scratch copy: what `git ls-files` knows (committed or not), not what git ignores.
 scratch = mkdtempSync(join(tmpdir(), 'polyspawn-mutation-'));

@@ -113,6 +113,7 @@ export function createApp(
     jobs,
     store: iac.teams,
     maxTeamDepth: 1,
+    maxAgents: config.teamMaxAgents,
   });
   teams.onChange((team) => iac.recordTeam(team));
   const app: App = { ...base, teams };

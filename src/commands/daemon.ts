@@ -2,11 +2,11 @@
 // background process. start detaches it and returns once it answers; stop ends it as SIGTERM
 // does (its agents ended, IAC.md written); status says where it listens, or that it is gone.
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, constants, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { backends } from '../../backends/registry.js';
-import { loadConfig } from '../config/config.js';
-import { projectToken, readDaemonFile, runningDaemon, tokenFile, type DaemonInfo } from '../lib/daemon-file.js';
+import { loadConfig, projectDaemonOf } from '../config/config.js';
+import { projectToken, tokenFile, type DaemonInfo } from '../lib/daemon-file.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { makeDirs } from '../lib/fs.js';
 import { sameProcessAlive } from '../lib/proc.js';
@@ -37,6 +37,16 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
+/** The daemon's log, opened to append, never through a link: a repository could ship one pointing at a file of the user's. */
+function openLog(file: string): number {
+  try {
+    return openSync(file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ELOOP') throw error;
+    throw new SetupError(`${file} is a link, which polyspawn does not write through: remove it`);
+  }
+}
+
 const describe = (d: DaemonInfo) => `pid ${d.pid}, ${d.url}, started ${d.started_at}`;
 
 export async function daemonCommand(argv: string[], io: CommandIo): Promise<number> {
@@ -53,17 +63,25 @@ export async function daemonCommand(argv: string[], io: CommandIo): Promise<numb
   }
   const config = loadConfig(backends, io.env, io.cwd);
   const stateDir = config.stateDir;
-  const running = runningDaemon(stateDir);
+  // Only a daemon.json that proves to name this user's daemon for this project is believed: a
+  // planted one must not get another process signalled, nor keep a daemon from starting.
+  const daemon = projectDaemonOf(backends, stateDir);
+  const running = daemon.state === 'running' ? daemon.info : undefined;
+  const notRunning =
+    daemon.state === 'ended'
+      ? `not running (daemon.json names pid ${daemon.info.pid}, which has ended)`
+      : daemon.state === 'untrusted'
+        ? `not running (${daemon.why}: not taken for this project's daemon)`
+        : 'not running';
 
   if (action === 'status') {
     if (running) return (void io.stdout.write(`running: ${describe(running)}\n`), 0);
-    const stale = readDaemonFile(stateDir);
-    io.stdout.write(stale ? `not running (daemon.json names pid ${stale.pid}, which has ended)\n` : 'not running\n');
+    io.stdout.write(`${notRunning}\n`);
     return 3;
   }
 
   if (action === 'stop') {
-    if (!running) return (void io.stdout.write('not running\n'), 0);
+    if (!running) return (void io.stdout.write(`${notRunning}\n`), 0);
     process.kill(running.pid, 'SIGTERM');
     // Its agents get their grace period, then IAC.md is written: wait past both.
     const deadline = Date.now() + config.killGraceMs + 15_000;
@@ -79,7 +97,7 @@ export async function daemonCommand(argv: string[], io: CommandIo): Promise<numb
   if (running) return (void io.stdout.write(`already running: ${describe(running)}\n`), 0);
   makeDirs(stateDir);
   const logFile = join(stateDir, 'daemon.log');
-  const out = openSync(logFile, 'a', 0o600);
+  const out = openLog(logFile);
   const args = ['serve', '--http'];
   if (values.port) args.push('--port', values.port);
   if (values.host) args.push('--host', values.host);
@@ -96,9 +114,9 @@ export async function daemonCommand(argv: string[], io: CommandIo): Promise<numb
   child.unref();
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    const info = readDaemonFile(stateDir);
-    if (info && info.pid === child.pid && (await answers(info.url))) {
-      io.stdout.write(`started: ${describe(info)}\n`);
+    const started = projectDaemonOf(backends, stateDir);
+    if (started.state === 'running' && started.info.pid === child.pid && (await answers(started.endpoint))) {
+      io.stdout.write(`started: ${describe(started.info)}\n`);
       return 0;
     }
     if (exited || Date.now() > deadline) break;
@@ -106,8 +124,8 @@ export async function daemonCommand(argv: string[], io: CommandIo): Promise<numb
   }
   const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join('\n');
   // Two started at once: the other one won, and serves.
-  const winner = runningDaemon(stateDir);
-  if (winner) return (void io.stdout.write(`already running: ${describe(winner)}\n`), 0);
+  const winner = projectDaemonOf(backends, stateDir);
+  if (winner.state === 'running') return (void io.stdout.write(`already running: ${describe(winner.info)}\n`), 0);
   throw new SetupError(`the daemon did not start${exited ? '' : ` within ${START_TIMEOUT_MS / 1000} s`}:\n${tail}`);
 }
 
@@ -121,11 +139,12 @@ export async function dashboardCommand(argv: string[], io: CommandIo): Promise<n
   const { values } = parseCommandArgs(argv, { help: { type: 'boolean', short: 'h' } }, false);
   if (values.help) return (void io.stdout.write(DASHBOARD_USAGE), 0);
   const stateDir = loadConfig(backends, io.env, io.cwd).stateDir;
-  const running = runningDaemon(stateDir);
-  if (!running) throw new SetupError('no daemon serves this project: start one with `polyspawn daemon start`');
+  const daemon = projectDaemonOf(backends, stateDir);
+  if (daemon.state !== 'running')
+    throw new SetupError('no daemon serves this project: start one with `polyspawn daemon start`');
   const token = projectToken(stateDir, io.env, false);
   if (!token) throw new SetupError(`no token to open the dashboard with: ${tokenFile(stateDir)} is missing`);
-  const origin = new URL(running.url).origin;
+  const origin = new URL(daemon.endpoint).origin;
   io.stdout.write(`${origin}/?token=${encodeURIComponent(token)}\n`);
   return 0;
 }

@@ -16,8 +16,7 @@ import { NESTING_ENV } from '../jobs/agents/nesting.js';
 import { InputError } from '../lib/errors.js';
 import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
-import { loadConfig } from '../config/config.js';
-import { runningDaemon } from '../lib/daemon-file.js';
+import { loadConfig, projectDaemonOf } from '../config/config.js';
 import { makeSnapshot, snapshotState, SNAPSHOT_VARIABLE } from '../lib/start-snapshot.js';
 import { VERSION } from '../lib/version.js';
 
@@ -507,12 +506,12 @@ function daemonUrl(port: string | undefined, dir: string, io: CommandIo): string
       throw new InputError(`--port "${port}" is not a port number (1 to 65535)`);
     return `http://127.0.0.1:${port}/mcp`;
   }
-  const running = runningDaemon(loadConfig(registry, io.env, dir).stateDir);
-  if (!running)
+  const daemon = projectDaemonOf(registry, loadConfig(registry, io.env, dir).stateDir);
+  if (daemon.state !== 'running')
     throw new InputError(
       'init --http needs a port the daemon will keep: pass --port N and start the daemon with `polyspawn daemon start --port N`',
     );
-  return running.url;
+  return daemon.endpoint;
 }
 
 /**

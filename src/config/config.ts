@@ -7,6 +7,8 @@ import { z } from 'zod';
 import type { Backend, BackendSettings } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
+import { processLaunch } from '../lib/proc.js';
+import { projectDaemon, type DaemonState } from '../lib/daemon-file.js';
 import { ENV_NAME } from '../lib/text.js';
 import { SANDBOX_MODES, sandboxSchema, sandboxSettings, type SandboxMode, type SandboxSettings } from './sandbox.js';
 
@@ -36,6 +38,8 @@ export type Config = {
   isolation: Isolation;
   /** Whether a spawn call may choose its sandbox (only the user's config or the environment says so). */
   allowCallerSandbox: boolean;
+  /** How many agents one team may start in all, the teams below it included (only the user's config or the environment). */
+  teamMaxAgents: number;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
 };
@@ -58,7 +62,7 @@ export type ProjectConfig = {
  */
 const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env', 'sandbox'] as const;
 /** Where agents may work and in what sandbox (src/config/sandbox.ts): a repository must not widen it for itself. */
-const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox'] as const;
+const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox', 'team_max_agents'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
 const PATH_KEYS = {
   state_dir: 'POLYSPAWN_STATE_DIR',
@@ -88,6 +92,10 @@ const backendFileSchema = z
 export const ISOLATION_MODES = ['none', 'worktree'] as const;
 export type Isolation = (typeof ISOLATION_MODES)[number];
 
+/** The agents one team (its tree of teams) may start: the default, and the most the config may allow. */
+export const DEFAULT_TEAM_MAX_AGENTS = 50;
+const TEAM_MAX_AGENTS_LIMIT = 1000;
+
 /** The longest a job may run: a week. */
 export const MAX_TIMEOUT_S = 7 * 86400;
 /** A job's time-out in whole seconds, wherever one is given (config, tool, agent definition). */
@@ -106,6 +114,7 @@ const fileSchema = z
     allow_cwd_outside_project: z.boolean(),
     isolation: z.enum(ISOLATION_MODES),
     allow_caller_sandbox: z.boolean(),
+    team_max_agents: z.number().int().min(1).max(TEAM_MAX_AGENTS_LIMIT),
     backends: z.record(z.string(), backendFileSchema),
   })
   .partial()
@@ -306,6 +315,11 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
       envFlag(env, 'POLYSPAWN_ALLOW_CWD_OUTSIDE_PROJECT') ?? merged.allow_cwd_outside_project ?? false,
     isolation: isolationFrom(env) ?? merged.isolation ?? 'none',
     allowCallerSandbox: envFlag(env, 'POLYSPAWN_ALLOW_CALLER_SANDBOX') ?? merged.allow_caller_sandbox ?? false,
+    teamMaxAgents: Math.floor(
+      envNumber(env, 'POLYSPAWN_TEAM_MAX_AGENTS', 1, TEAM_MAX_AGENTS_LIMIT) ??
+        merged.team_max_agents ??
+        DEFAULT_TEAM_MAX_AGENTS,
+    ),
     ...(projectConfig ? { projectConfig } : {}),
   };
 
@@ -361,3 +375,20 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
 }
 
 const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backend.permissionModes[0] : 'none');
+
+/**
+ * The state folder of another live process of this user, as it loaded its config (from the
+ * environment and working folder it was started with): whose project a daemon serves.
+ */
+export function processStateDir(backends: readonly Backend[], pid: number): string | undefined {
+  const launch = processLaunch(pid);
+  try {
+    return launch && loadConfig(backends, launch.env, launch.cwd).stateDir;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The project's daemon, if daemon.json proves to name this user's daemon for this state folder (src/lib/daemon-file.ts). */
+export const projectDaemonOf = (backends: readonly Backend[], stateDir: string): DaemonState =>
+  projectDaemon(stateDir, (pid) => processStateDir(backends, pid));

@@ -1,6 +1,9 @@
 // A running agent's conversation with the orchestrator: the questions it asks (ask_parent), the
 // answers it gets (reply_subagent) and the progress lines it reports (report_progress). The
 // entries live on the job's record, in order, so the run store keeps them and IAC.md shows them.
+// Their limits are checked here, where the entries are kept (JobTable.ask, reply, reportProgress),
+// so every door (the tools, the dashboard's form, the channel) gets the same refusal.
+import { InputError } from '../lib/errors.js';
 
 export type ConversationEntry =
   | { kind: 'question'; at: string; messageId: string; text: string; options?: string[] }
@@ -19,8 +22,32 @@ export const CONVERSATION_LIMITS = {
   options: 10,
   optionChars: 200,
   answerChars: 20_000,
+  /** A progress line is cut to progressChars; longer than this it is refused. */
+  progressInputChars: 2000,
   progressChars: 300,
 } as const;
+
+/** Refuses an empty `text`, or one longer than `max` characters, saying what to change. */
+export function checkLength(what: string, text: string, max: number): void {
+  if (text.length === 0) throw new InputError(`${what} is empty: write at least one character`);
+  if (text.length > max) {
+    throw new InputError(
+      `${what} holds ${text.length} characters, more than the ${max} it may: shorten it (or put the rest in a file and name the file)`,
+    );
+  }
+}
+
+/** ask_parent's question and options, as JobTable.ask takes them. */
+export function checkQuestion(text: string, options: readonly string[] | undefined): void {
+  checkLength('the question', text, CONVERSATION_LIMITS.questionChars);
+  if (!options) return;
+  if (options.length > CONVERSATION_LIMITS.options) {
+    throw new InputError(
+      `the question offers ${options.length} options, more than the ${CONVERSATION_LIMITS.options} it may: offer fewer`,
+    );
+  }
+  options.forEach((option, i) => checkLength(`option ${i + 1}`, option, CONVERSATION_LIMITS.optionChars));
+}
 
 /** How long ask_parent and check_message_status block: under the 60 s cut-off of common MCP clients. */
 export const ANSWER_WAIT_S = 50;

@@ -266,7 +266,7 @@ async function runCli(
   control.onOutputTail(running.tail);
   if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
   const run = await running.done;
-  watch?.stop();
+  await watch?.stop();
 
   if (run.end === 'spawn_error') {
     // E2BIG: the CLI is there, its command line (or environment) is what the system refused.

@@ -11,7 +11,7 @@ import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } 
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
-import { namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
+import { callerAllowed, namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
@@ -48,6 +48,13 @@ export type SpawnRequest = {
   backend: Backend;
   /** What the messages call this spawn: the tool (spawn_codex, spawn_reviewer), or the backend from a terminal. */
   label: string;
+  /**
+   * Who asks: the MCP client's name (its initialize clientInfo.name), which a named agent's
+   * allowed_callers is checked against; undefined for a terminal or a client that gave none. A
+   * team's members are asked for by the client that ran the team (a supervisor's child team: the
+   * client of the team at its root).
+   */
+  caller?: string;
   prompt: string;
   /** A model name or alias (default: the backend's default). */
   model?: string;
@@ -73,6 +80,11 @@ export type SpawnRequest = {
   /** The caller's sandbox, honoured only where the user's config allows callers to choose. */
   sandbox?: SandboxMode;
   /**
+   * The agent that asked, when a supervisor starts a team of its own: the job runs within what
+   * that agent may do (`supervisorSandbox`, `permissionProblem`).
+   */
+  supervisor?: Supervisor;
+  /**
    * A named agent's spawn. Its definition fixes the system prompt and rules, and the model,
    * output schema and timeout where it sets them; a session agent continues its conversation
    * (newSession: starts over) and takes no `resume`.
@@ -82,10 +94,14 @@ export type SpawnRequest = {
   team?: JobRequest['team'];
 };
 
+/** What a supervisor runs with, which the members of a team it starts may narrow, never widen. */
+export type Supervisor = Pick<JobRecord, 'id' | 'backend' | 'agent' | 'sandbox'>;
+
 /** Checks the request and submits its job; an InputError or SetupError says what to change. */
 export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const { backend, agent } = request;
   const definition = agent?.definition;
+  if (definition) checkCaller(request.label, definition, request.caller);
   const availability = ctx.availability(backend);
   if (!availability.usable) {
     throw new SetupError(
@@ -101,7 +117,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const budget = spawnBudget(request, definition);
   const costProblem = budget.maxBudgetUsd !== undefined && costBudgetProblem(backend, ctx.models, model.model);
   if (costProblem) throw new InputError(costProblem);
-  const sandbox = sandboxOf(ctx.config, request);
+  const sandbox = supervisorSandbox(request, sandboxOf(ctx.config, request));
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -118,9 +134,21 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     ...(sandbox.mode !== 'none' ? { sandbox } : {}),
     extra: request.extra ?? {},
   };
+  const wider = request.supervisor && permissionProblem(ctx.config, job, request.supervisor);
+  if (wider) throw new InputError(`${request.label}: ${wider}`);
   // A session agent's turns run one at a time, each continuing the one before.
   if (definition?.session) return ctx.sessions.submit({ ...job, agent: job.agent! }, agent!.newSession === true);
   return ctx.jobs.submit({ ...job, ...resumeOf(ctx.jobs, backend, request.resume) });
+}
+
+/** Refuses a caller the agent's allowed_callers does not name, with what to change (every door's one check). */
+export function checkCaller(label: string, definition: AgentDefinition, caller: string | undefined): void {
+  if (callerAllowed(definition, caller)) return;
+  throw new InputError(
+    `${label} refused: agent "${definition.name}" may be used only by the MCP clients ${definition.allowedCallers!.map((c) => JSON.stringify(c)).join(', ')}, ` +
+      `and this client is ${caller ? JSON.stringify(caller) : 'unnamed'} (the name it gave in initialize). ` +
+      `To allow it, add it to allowed_callers in ${definition.file}.`,
+  );
 }
 
 /**
@@ -158,6 +186,56 @@ function sandboxOf(config: SpawnContext['config'], request: SpawnRequest): Sandb
   );
   if ('problem' in chosen) throw new InputError(`${request.label}: ${chosen.problem}`);
   return chosen.sandbox;
+}
+
+/** A supervisor's member: in the supervisor's sandbox, or a tighter one of its own, never with more network. */
+function supervisorSandbox(request: SpawnRequest, own: SandboxSettings): SandboxSettings {
+  const floor = request.supervisor?.sandbox;
+  // An API backend runs no process here: there is nothing to put in a sandbox.
+  if (!floor || floor.mode === 'none' || request.backend.kind !== 'cli') return own;
+  const chosen = own.mode === 'none' ? floor : own;
+  return { ...chosen, network: chosen.network && floor.network };
+}
+
+/**
+ * Why a supervisor's member would run with more than the supervisor may, or undefined. A
+ * supervisor that is a named agent narrowing its backend's permission or tool lists holds its
+ * members to the same: on its backend (the modes of two backends do not compare), with its
+ * permission, an allow list within its own, and its deny list. Otherwise the members run as the
+ * user's config says, as the supervisor does.
+ */
+export function permissionProblem(
+  config: Pick<SpawnContext['config'], 'backends'>,
+  member: Pick<JobRequest, 'backend' | 'agent'>,
+  supervisor: Supervisor,
+): string | undefined {
+  const narrowed = supervisor.agent;
+  if (!narrowed?.permission && !narrowed?.allowTools && !narrowed?.denyTools) return undefined;
+  const settings = (job: Pick<JobRequest, 'backend' | 'agent'>) => {
+    const configured = config.backends[job.backend];
+    return {
+      permission: job.agent?.permission ?? configured?.permission,
+      allow: job.agent?.allowTools ?? configured?.allowTools ?? [],
+      deny: [...(configured?.denyTools ?? []), ...(job.agent?.denyTools ?? [])],
+    };
+  };
+  const theirs = settings(supervisor);
+  const mine = settings(member);
+  const within =
+    member.backend === supervisor.backend &&
+    mine.permission === theirs.permission &&
+    (theirs.allow.length === 0 || (mine.allow.length > 0 && mine.allow.every((t) => theirs.allow.includes(t)))) &&
+    theirs.deny.every((t) => mine.deny.includes(t));
+  if (within) return undefined;
+  const lists = [
+    theirs.allow.length ? `allow ${theirs.allow.join(', ')}` : '',
+    theirs.deny.length ? `deny ${theirs.deny.join(', ')}` : '',
+  ].filter(Boolean);
+  return (
+    `the supervisor that starts this team (agent ${supervisor.id}, ${narrowed.name}) runs ${supervisor.backend} with permission ${theirs.permission}` +
+    `${lists.length ? ` (${lists.join('; ')})` : ''}, and its team may not run with more: name members on ${supervisor.backend} ` +
+    'with that permission and those tool lists (named agents that set them)'
+  );
 }
 
 /** A caller's output schema, checked: a compilable JSON Schema the backend can take, or an InputError. */

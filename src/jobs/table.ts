@@ -8,6 +8,8 @@ import type { SandboxSettings } from '../config/sandbox.js';
 import { InputError } from '../lib/errors.js';
 import {
   answerTo,
+  checkLength,
+  checkQuestion,
   CONVERSATION_LIMITS,
   countOf,
   findQuestion,
@@ -141,6 +143,13 @@ type Entry = {
   finished: Promise<void>;
 };
 
+/**
+ * A check made just before a queued job starts, where the state is what it is then (not when
+ * the job was submitted: it may have waited behind the concurrency limit): a reason refuses the
+ * start, and the job ends `cancelled` with it. A team's budget and agent bound are held here.
+ */
+export type StartGuard = (record: Readonly<JobRecord>) => string | undefined;
+
 /** `questioned`: the wait returned questions no wait had returned before (they woke it, or came with it). */
 export type WaitResult = { finished: JobRecord[]; pending: JobRecord[]; questioned?: boolean };
 
@@ -174,6 +183,8 @@ export class JobTable {
    * with the waiters it returned them to: each client of a shared server is woken once by each.
    */
   private readonly reportedQuestions = new Map<string, Set<string>>();
+  /** Checks made just before a queued job starts (StartGuard). */
+  private readonly startGuards: StartGuard[] = [];
 
   constructor(
     private readonly options: {
@@ -212,19 +223,14 @@ export class JobTable {
   private async run(entry: Entry, prepare?: (record: JobRecord) => void): Promise<void> {
     const { record, controller } = entry;
     if (record.state !== 'queued') return; // cancelled while queued
+    for (const guard of this.startGuards) {
+      const refusal = guard(record);
+      if (refusal) return this.endUnstarted(record, 'cancelled', `not started: ${refusal}`);
+    }
     try {
       prepare?.(record);
     } catch (error) {
-      record.state = 'failed';
-      record.endedAt = new Date().toISOString();
-      record.outcome = {
-        ok: false,
-        text: '',
-        error: `could not prepare the job: ${(error as Error).message}`,
-        costSource: 'unknown',
-      };
-      this.changed(record);
-      return;
+      return this.endUnstarted(record, 'failed', `could not prepare the job: ${(error as Error).message}`);
     }
     record.state = 'running';
     record.startedAt = new Date().toISOString();
@@ -295,16 +301,26 @@ export class JobTable {
     return this.entries.get(id)?.tail?.(maxChars);
   }
 
-  /** Stops a queued or running job and resolves once it has ended. */
-  async cancel(id: string): Promise<JobRecord | undefined> {
+  /** A queued job that will not run: its final state and why. */
+  private endUnstarted(record: JobRecord, state: 'cancelled' | 'failed', error: string): void {
+    record.state = state;
+    record.endedAt = new Date().toISOString();
+    record.outcome = { ok: false, text: '', error, costSource: 'unknown' };
+    this.changed(record);
+  }
+
+  /** Adds a check made just before each queued job starts, for the table's life. */
+  guardStart(guard: StartGuard): void {
+    this.startGuards.push(guard);
+  }
+
+  /** Stops a queued or running job and resolves once it has ended; `why` says why a queued one never started. */
+  async cancel(id: string, why = 'cancelled before it started'): Promise<JobRecord | undefined> {
     const entry = this.entries.get(id);
     if (!entry) return this.options.history?.get(id); // not ours to stop: left as it is
     const { record } = entry;
     if (record.state === 'queued') {
-      record.state = 'cancelled';
-      record.endedAt = new Date().toISOString();
-      record.outcome = { ok: false, text: '', error: 'cancelled before it started', costSource: 'unknown' };
-      this.changed(record);
+      this.endUnstarted(record, 'cancelled', why);
     } else if (record.state === 'running') {
       entry.controller.abort();
       await entry.finished;
@@ -387,10 +403,11 @@ export class JobTable {
 
   /**
    * A running job's question to the orchestrator (its agent called ask_parent): the new message
-   * id. Refused, with what to do, past the open and total question limits.
+   * id. Refused, with what to do, past the open and total question limits or the length limits.
    */
   ask(id: string, text: string, options?: string[]): Question {
     const record = this.running(id);
+    checkQuestion(text, options);
     const entries = (record.conversation ??= []);
     const open = openQuestions(entries);
     if (open.length >= CONVERSATION_LIMITS.openQuestions) {
@@ -415,10 +432,11 @@ export class JobTable {
     return question;
   }
 
-  /** The orchestrator's answer to a running job's question (reply_subagent). */
+  /** The orchestrator's answer to a running job's question (reply_subagent, the dashboard's form). */
   reply(id: string, messageId: string, answer: string): JobRecord {
     const record = this.get(id);
     if (!record) throw new InputError(`no agent with id "${id}": pass an agent_id from list or wait_for_agents`);
+    checkLength('the answer', answer, CONVERSATION_LIMITS.answerChars);
     const question = findQuestion(record.conversation, messageId);
     if (!question) {
       const open = openQuestions(record.conversation).map((q) => q.messageId);
@@ -479,6 +497,7 @@ export class JobTable {
   /** A running job's status line (report_progress): the newest is shown; the first hundred are kept. */
   reportProgress(id: string, text: string): void {
     const record = this.running(id);
+    checkLength('the progress line', text, CONVERSATION_LIMITS.progressInputChars);
     const line = { text: oneLine(text, CONVERSATION_LIMITS.progressChars), at: new Date().toISOString() };
     record.progress = line;
     const entries = (record.conversation ??= []);

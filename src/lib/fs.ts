@@ -164,18 +164,26 @@ export function readAt(fd: number, position: number, length: number): Buffer {
 }
 
 /**
- * Opens a regular file to read, never through a symbolic link at its end nor blocking on a FIFO
- * (an agent can replace a file in its own run folder): a link, a FIFO, a device or a folder
- * throws, as a missing file does (ENOENT).
+ * A file of a run folder is opened without following a link and without waiting: an agent writes
+ * its run folder, and a FIFO there would block the server at open, a link would have it read another file.
+ */
+const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Opens a regular file to read (OPEN_REGULAR): a link, a FIFO, a device or a folder throws, as
+ * a missing file does (ENOENT).
  */
 export function openRegularFile(path: string): number {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  const fd = openSync(path, OPEN_REGULAR);
   if (fstatSync(fd).isFile()) return fd;
   closeSync(fd);
   throw Object.assign(new Error(`${path} is not a regular file`), { code: 'ENOTREG' });
 }
 
-/** Calls `read` with the file open and its size, then closes it; a file that cannot be opened (see openRegularFile) gives `absent`. */
+/**
+ * Calls `read` with the file open and its size, then closes it; a file that cannot be opened, a
+ * link, or anything but a regular file (a FIFO, a device: see openRegularFile) gives `absent`.
+ */
 export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
   let fd: number;
   try {

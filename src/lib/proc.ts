@@ -1,7 +1,7 @@
 // Is the process that wrote a record still the same live process? A pid alone is not enough:
 // pids are reused. On Linux a process is named by its pid plus its start time (field 22 of
 // /proc/<pid>/stat, in clock ticks since boot) plus the boot id; elsewhere by its pid only.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
 
 let bootId: string | undefined | null = null;
 function boot(): string | undefined {
@@ -70,20 +70,53 @@ const MAX_ANCESTORS = 64;
  */
 export function ancestorVariables(names: readonly string[], from = process.ppid): Record<string, string> {
   for (let pid = from, seen = 0; pid > 1 && seen < MAX_ANCESTORS; seen++) {
-    try {
-      const found: Record<string, string> = {};
-      for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
-        const at = entry.indexOf('=');
-        const name = entry.slice(0, at);
-        if (at > 0 && names.includes(name)) found[name] = entry.slice(at + 1);
-      }
-      if (found[names[0]!] !== undefined) return found;
-    } catch {
-      // not ours to read, or gone: look further up
+    // An environment not ours to read, or gone: look further up.
+    const env = processEnvironment(pid);
+    if (env?.[names[0]!] !== undefined) {
+      return Object.fromEntries(names.filter((name) => env[name] !== undefined).map((name) => [name, env[name]!]));
     }
     const parent = procStat(pid)?.ppid;
     if (parent === undefined) break;
     pid = parent;
   }
   return {};
+}
+
+/** Whether `ancestor` is `pid`'s parent, grandparent or further up (not `pid` itself). */
+export function descendsFrom(pid: number, ancestor: number): boolean {
+  for (let at = procStat(pid)?.ppid, seen = 0; at !== undefined && at > 1 && seen < MAX_ANCESTORS; seen++) {
+    if (at === ancestor) return true;
+    at = procStat(at)?.ppid;
+  }
+  return false;
+}
+
+/** What a live process of this user was started as: its arguments, environment and working folder; undefined when not readable. */
+export function processLaunch(pid: number): { argv: string[]; env: Record<string, string>; cwd: string } | undefined {
+  const env = processEnvironment(pid);
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').slice(0, -1);
+    return env && { argv, env, cwd: readlinkSync(`/proc/${pid}/cwd`) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The environment a process was started with (/proc/<pid>/environ), or undefined when not ours to read or gone. */
+function processEnvironment(pid: number): Record<string, string> | undefined {
+  try {
+    const env: Record<string, string> = {};
+    for (const entry of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
+      const at = entry.indexOf('=');
+      if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
+    }
+    return env;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The user id a process runs as, or undefined where it or /proc is gone. */
+export function processOwner(pid: number): number | undefined {
+  return statSync(`/proc/${pid}`, { throwIfNoEntry: false })?.uid;
 }

@@ -19,11 +19,18 @@ import { StdioTransport } from './stdio-transport.js';
 /** The JSON-RPC error code of a request the relay could not deliver. */
 const DAEMON_GONE = -32000;
 
-export async function bridgeStdio(daemon: DaemonInfo, token: string, log: (message: string) => void) {
-  const { url, pid } = daemon;
+/**
+ * Relays stdio to the daemon at `url`, where it was seen listening (never a URL read from a
+ * file). The token goes only there: no redirect is followed, and nothing is sent once the
+ * daemon's process has ended (another process could then take its port).
+ */
+export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string, log: (message: string) => void) {
+  const { pid } = daemon;
   const alive = () => sameProcessAlive(pid, daemon.start);
   const upstream = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
+    fetch: (input, init) =>
+      alive() ? fetch(input, { ...init, redirect: 'error' }) : Promise.reject(new Error('its process has ended')),
   });
   const downstream = new StdioTransport();
   const unanswered = new Set<RequestId>();

@@ -7,12 +7,14 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { createApp } from '../app.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
+import { DEPTH_ENV } from '../jobs/agents/nesting.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { VERSION } from '../lib/version.js';
 import { lazyParentChannel } from './channel/index.js';
 import { dashboard } from './dashboard/dashboard.js';
 import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
 import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
+import { agentPeer } from './http/peer.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
 import { createServer } from './server.js';
 
@@ -27,7 +29,10 @@ export type HttpServeOptions = {
 
 /** The one principal of the shared server: whoever holds the project's token. */
 const CLIENT = 'client';
-/** Clients at once (each session holds one McpServer); one more gets 429. */
+/**
+ * Sessions at once (each holds one McpServer). One more ends the oldest idle one (its client gets
+ * 404 and opens a new one); 429 only while all of them have a request in flight.
+ */
 const MAX_SESSIONS = 256;
 /**
  * A session with no request and no open stream for this long is ended, so clients that vanish
@@ -48,6 +53,13 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
     );
   }
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
+  // The project's clients relay to its daemon: one an agent started would serve them with the
+  // agent's depth, environment and config. An agent's polyspawn serves its own tree on stdio.
+  if (app.nesting.depth > 0) {
+    throw new InputError(
+      `polyspawn serve --http runs inside an agent that polyspawn started (${DEPTH_ENV}=${app.nesting.depth}): the project's shared server is started by you, not by an agent`,
+    );
+  }
   const stateDir = app.config.stateDir;
   const token = projectToken(stateDir, app.env, true)!;
   const unlock = await lockDaemon(stateDir);
@@ -55,7 +67,12 @@ export async function serveHttp(log: (message: string) => void, options: HttpSer
   try {
     listener = await listenHttpMcp<string>({
       authenticate: (given) => (tokenMatches(token, given) ? CLIENT : undefined),
-      serverFor: () => createServer(app),
+      // An agent that read the token gets no spawn tools (src/mcp/http/peer.ts).
+      serverFor: (_, opening) => {
+        const agent = agentPeer(opening.socket);
+        if (agent) log(`a session without spawn tools: ${agent.reason}`);
+        return createServer(app, agent ?? app.nesting);
+      },
       maxSessionsPerPrincipal: MAX_SESSIONS,
       idleSessionMs: IDLE_SESSION_MS,
       resumableStreams: true,

@@ -3,10 +3,11 @@
 // (bridge.ts) instead: one job table for every client of the project.
 import { backends } from '../../backends/registry.js';
 import { createApp } from '../app.js';
-import { loadConfig } from '../config/config.js';
-import { DEPTH_ENV } from '../jobs/agents/nesting.js';
+import { loadConfig, projectDaemonOf } from '../config/config.js';
+import { DEPTH_ENV, NESTING_ENV } from '../jobs/agents/nesting.js';
+import { ancestorVariables } from '../lib/proc.js';
 import { bridgeStdio } from './bridge.js';
-import { projectToken, runningDaemon, type DaemonInfo } from '../lib/daemon-file.js';
+import { projectToken, type DaemonInfo } from '../lib/daemon-file.js';
 import { StdioTransport } from './stdio-transport.js';
 import { lazyParentChannel } from './channel/index.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
@@ -18,7 +19,7 @@ import { createServer } from './server.js';
 export async function serveStdio(log: (message: string) => void): Promise<void> {
   keepConsoleOffStdout();
   const daemon = sharedServer(log);
-  if (daemon) return bridgeStdio(daemon.daemon, daemon.token, log);
+  if (daemon) return bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
   const server = createServer(app);
   collectWhenIdle(app.jobs);
@@ -35,18 +36,25 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
 }
 
 /**
- * The project's running daemon and its token, unless this polyspawn is an agent's (nested: it
- * serves its own, smaller tree) or there is no token to reach it with.
+ * The project's running daemon, where it listens, and the token to reach it with; undefined
+ * when this polyspawn is an agent's (nested: it serves its own, smaller tree, and an agent's
+ * polyspawn must not reach the user's daemon with the project's token), when there is no
+ * daemon, no token, or daemon.json does not prove to name this user's daemon for this project.
  */
-function sharedServer(log: (message: string) => void): { daemon: DaemonInfo; token: string } | undefined {
-  if (process.env[DEPTH_ENV] !== undefined) return undefined;
+function sharedServer(
+  log: (message: string) => void,
+): { daemon: DaemonInfo; endpoint: string; token: string } | undefined {
+  // A client that clears the environment it starts its servers with (Codex does) does not hide
+  // the marker: it is on the agent's process, an ancestor of this one.
+  if (process.env[DEPTH_ENV] !== undefined || ancestorVariables(NESTING_ENV)[DEPTH_ENV] !== undefined) return undefined;
   try {
     const stateDir = loadConfig(backends, process.env, process.cwd()).stateDir;
-    const daemon = runningDaemon(stateDir);
-    if (!daemon) return undefined;
+    const daemon = projectDaemonOf(backends, stateDir);
+    if (daemon.state === 'untrusted') log(`not relaying to a daemon: ${daemon.why}; serving alone`);
+    if (daemon.state !== 'running') return undefined;
     const token = projectToken(stateDir, process.env, false);
-    if (token) return { daemon, token };
-    log(`the project's daemon (pid ${daemon.pid}) runs, but its token is not readable here: serving alone`);
+    if (token) return { daemon: daemon.info, endpoint: daemon.endpoint, token };
+    log(`the project's daemon (pid ${daemon.info.pid}) runs, but its token is not readable here: serving alone`);
   } catch (error) {
     log(`not relaying to the project's daemon: ${(error as Error).message}`);
   }

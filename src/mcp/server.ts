@@ -2,6 +2,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { App } from '../app.js';
+import type { Nesting } from '../jobs/agents/nesting.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
 import { registerAgentSpawnTools } from './tools/agent-spawn.js';
 import { registerDefineAgentTool, registerListAgentsTool, registerRemoveAgentTool } from './tools/agents.js';
@@ -23,16 +24,16 @@ import { VERSION } from '../lib/version.js';
 // worktrees, teams, the record) and which backends can run here. Each tool's own details are in
 // its description and schema. A model's client reads these once a session, like tools/list
 // (budget: 2,500 B, test/unit/tool-list.test.ts).
-export function instructions(app: App): string {
+export function instructions(app: App, nesting: Nesting = app.nesting): string {
   return [
     'polyspawn runs coding agents of other vendors for you, in the background and in parallel.',
     ...kinds(app),
     `Workflow: spawn_<agent> returns an agent_id at once; wait_for_agents returns the answers (up to ${DEFAULT_WAIT_S} s a call: call again while some are pending); result reads one without waiting; list, logs and cancel manage agents. An agent sees only its prompt: make it self-contained.`,
-    ...spawnOptions(app),
-    ...channelInstructions(app),
-    ...worktreeInstructions(app),
-    ...teamInstructions(app),
-    ...agentInstructions(app),
+    ...spawnOptions(app, nesting),
+    ...channelInstructions(app, nesting),
+    ...worktreeInstructions(app, nesting),
+    ...teamInstructions(app, nesting),
+    ...agentInstructions(app, nesting),
     'Every run is recorded in IAC.md in the project (and the run store); secrets are redacted.',
     ...backendLines(app),
     ...app.iac.problems.map((p) => `WARNING: ${p}`),
@@ -53,8 +54,8 @@ function backendLines(app: App): string[] {
 }
 
 /** The options every spawn tool shares, said once (the compact list leaves them undescribed). */
-function spawnOptions(app: App): string[] {
-  if (!app.nesting.canSpawn) return [];
+function spawnOptions(app: App, nesting: Nesting): string[] {
+  if (!nesting.canSpawn) return [];
   const cwd = app.config.allowCwdOutsideProject ? "a CLI agent's folder" : "a CLI agent's folder, inside the project";
   const sandbox = app.config.allowCallerSandbox
     ? ' sandbox (CLI agents): none, bwrap, docker or podman; a sandbox your config set stays on.'
@@ -65,16 +66,16 @@ function spawnOptions(app: App): string[] {
 }
 
 /** How agents reach back, said once: the channel's tools are the agents', reply_subagent is the orchestrator's. */
-function channelInstructions(app: App): string[] {
-  if (!app.parentChannel || !app.nesting.canSpawn) return [];
+function channelInstructions(app: App, nesting: Nesting): string[] {
+  if (!app.parentChannel || !nesting.canSpawn) return [];
   return [
     'A CLI agent may ask you a question (ask_parent): wait_for_agents returns at once with `questions`; answer with reply_subagent and it carries on. ask_parent: false on a spawn forbids it.',
   ];
 }
 
 /** isolation, said once for every CLI spawn tool; integrate's description says the rest. */
-function worktreeInstructions(app: App): string[] {
-  if (!app.nesting.canSpawn || !app.backends.some((b) => b.kind === 'cli')) return [];
+function worktreeInstructions(app: App, nesting: Nesting): string[] {
+  if (!nesting.canSpawn || !app.backends.some((b) => b.kind === 'cli')) return [];
   return [
     `isolation: "worktree" (CLI agents; default "${app.config.isolation}") gives an agent its own git worktree on branch polyspawn/<agent_id> (from base, default HEAD), so parallel agents never touch your checkout; its result lists the files changed and overlaps with other agents; then integrate.`,
   ];
@@ -97,18 +98,18 @@ function kinds(app: App): string[] {
 }
 
 /** Teams in one line: run_team's schema says what each topology does. */
-function teamInstructions(app: App): string[] {
-  if (!app.nesting.canSpawn) return [];
+function teamInstructions(app: App, nesting: Nesting): string[] {
+  if (!nesting.canSpawn) return [];
   return [
     'Teams: run_team runs one task with several agents in a topology; its team_id works with wait_for_agents, result, cancel and list.',
   ];
 }
 
 /** Named agents (their spawn_<name> tools describe themselves), and why a nested polyspawn starts none. */
-function agentInstructions(app: App): string[] {
-  if (!app.nesting.canSpawn) {
+function agentInstructions(app: App, nesting: Nesting): string[] {
+  if (!nesting.canSpawn) {
     return [
-      `This polyspawn serves no spawn tools: ${app.nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`,
+      `This polyspawn serves no spawn tools: ${nesting.reason}. Its other tools (list, result, wait_for_agents, logs, cancel, list_agents) still answer.`,
     ];
   }
   return ['Named agents: define_agent saves a preset (prompt, model, rules) as the tool spawn_<name>.'];
@@ -143,20 +144,25 @@ function refuseSpawnCalls(server: McpServer, reason: string): void {
   }) as typeof inner.setRequestHandler;
 }
 
-export function createServer(app: App): McpServer {
+/**
+ * One client's server over the app. `nesting` is how deep that client runs, when it is not the
+ * app's own (an agent's connection to the shared server): what it decides is which tools and
+ * instructions the client gets.
+ */
+export function createServer(app: App, nesting: Nesting = app.nesting): McpServer {
   const server = new McpServer(
     { name: 'polyspawn', version: VERSION },
     // Nested without an allowance, tools/call is set up after refuseSpawnCalls (below) can wrap it.
     {
-      instructions: instructions(app),
-      capabilities: { ...(app.nesting.canSpawn ? { tools: {} } : {}), logging: {} },
+      instructions: instructions(app, nesting),
+      capabilities: { ...(nesting.canSpawn ? { tools: {} } : {}), logging: {} },
       jsonSchemaValidator: lazyJsonSchemaValidator(),
     },
   );
   // What this server added to the shared app, removed when it closes: a shared server opens one
   // server per client session over one app, and a closed session must leave no listener behind.
   const disposers: (() => void)[] = [];
-  if (app.nesting.canSpawn) {
+  if (nesting.canSpawn) {
     registerSpawnTools(server, app);
     disposers.push(registerAgentSpawnTools(server, app));
     registerRunTeamTool(server, app);
@@ -165,7 +171,7 @@ export function createServer(app: App): McpServer {
     registerIntegrateTool(server, app);
     if (app.parentChannel) registerReplyTool(server, app);
   } else {
-    refuseSpawnCalls(server, app.nesting.reason!);
+    refuseSpawnCalls(server, nesting.reason!);
   }
   registerListAgentsTool(server, app);
   registerListTool(server, app);
@@ -179,6 +185,6 @@ export function createServer(app: App): McpServer {
   };
   compactToolList(server, app.env);
   // Definitions edited on disk update the spawn_<agent> tools (and the client hears list_changed).
-  if (app.nesting.canSpawn) app.agents.watch();
+  if (nesting.canSpawn) app.agents.watch();
   return server;
 }

@@ -620,7 +620,7 @@ describe('structured output', () => {
 });
 
 describe('caller rules', () => {
-  test('only the named MCP clients may use an agent', async () => {
+  test('only the named MCP clients may use an agent, through every door', { timeout: 90_000 }, async () => {
     const project = mkdtempSync(join(tmpdir(), 'polyspawn-callers-'));
     writeAgent(
       agentsDir(project),
@@ -639,6 +639,37 @@ describe('caller rules', () => {
       expect(() => recordOf('caller refused')).toThrow();
       const listed = await other.callOk<{ agents: { usable_by_this_client: boolean }[] }>('list_agents');
       expect(listed.agents[0]!.usable_by_this_client).toBe(false);
+
+      // Every door: as a team's member, the same refusal, before any member starts.
+      const asMember = await errorText(other, 'run_team', {
+        topology: 'map_reduce',
+        members: ['codex', 'private'],
+        task: 'member refused',
+      });
+      expect(asMember).toMatch(/^team member "private" refused: agent "private" may be used only by/);
+      expect(() => recordOf('member refused')).toThrow();
+      // A supervisor's child team asks in the name of the client its team runs for.
+      const sub = JSON.stringify({ topology: 'map_reduce', members: ['private'], task: 'child member refused' });
+      const supervised = async (s: TestServer) => {
+        const started = await s.callOk<{ team_id: string }>('run_team', {
+          topology: 'supervisor_tree',
+          members: ['claude'],
+          task: `Supervise [[cli:team]] [[cli:subteam:${sub}]]`,
+        });
+        for (;;) {
+          const waited = await s.callOk<{ teams: { state: string; answer?: string }[] }>('wait_for_agents', {
+            agent_ids: [started.team_id],
+            timeout_s: 30,
+          });
+          if (waited.teams[0]!.state !== 'running') return waited.teams[0]!.answer ?? '';
+        }
+      };
+      const childRuns = () =>
+        records().filter((r) => r.prompt.includes('child member refused') && !r.prompt.includes('[[cli:subteam'));
+      expect(await supervised(other)).toMatch(/^SUPERVISE ERROR run_team: team member "private" refused/);
+      expect(childRuns()).toHaveLength(0);
+      expect(await supervised(allowed)).toMatch(/^SUPERVISED team-[a-z2-9]{6}: ### member 1: private/);
+      expect(childRuns()).toHaveLength(1);
     } finally {
       await allowed.close();
       await other.close();

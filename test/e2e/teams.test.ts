@@ -342,7 +342,102 @@ describe('run_team', () => {
     expect(budget.budget_reached).toBe(true);
     expect(budget.members).toHaveLength(1);
     expect(budget.error).toMatch(/budget reached: its members spent \$0\.0002 of max_budget_usd \$0\.0001/);
+    expect(budget.answer).toMatch(/^FAKE claude: costly/); // the answer so far is kept
   });
+
+  test(
+    'the budget is checked when a queued member starts: map_reduce of 8 items at concurrency 1 runs one',
+    { timeout: 60_000 },
+    async () => {
+      const s = await server({ POLYSPAWN_CONCURRENCY: '1' });
+      const items = Array.from({ length: 8 }, (_, i) => `file${i + 1}.ts`);
+      const team = await runTeam(s, {
+        topology: 'map_reduce',
+        members: ['claude'],
+        task: 'Review',
+        options: { items, max_budget_usd: 0.0001, reduce_with: 'claude' },
+      });
+      expect(team.budget_reached).toBe(true);
+      expect(team.state).toBe('failed');
+      expect(team.members.map((m) => m.state)).toEqual(['succeeded', ...Array(7).fill('cancelled')]);
+      expect(team.error).toMatch(/^budget reached: its members spent \$0\.0002 of max_budget_usd \$0\.0001/);
+      expect(team.answer).toMatch(/### item 1: claude \(agent [a-z2-9]{6}\)\n\nFAKE claude: Review/);
+      const agents = (await s.callOk<{ agents: { state: string }[] }>('list')).agents;
+      expect(agents.filter((a) => a.state === 'succeeded')).toHaveLength(1);
+    },
+  );
+
+  test("a supervisor's child team inherits its isolation and draws from its budget", { timeout: 90_000 }, async () => {
+    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-child-'));
+    initRepo(projectDir);
+    const s = await server({ POLYSPAWN_CONCURRENCY: '2' }, projectDir);
+    const sub = { topology: 'map_reduce', members: ['claude'], task: 'the part', options: { items: ['a', 'b', 'c'] } };
+    const team = await runTeam(s, {
+      topology: 'supervisor_tree',
+      members: ['claude'],
+      task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify(sub)}]]`,
+      options: { isolation: 'worktree', max_budget_usd: 0.0003 },
+    });
+    expect(team.child_team_ids).toHaveLength(1);
+    const child = await s.callOk<
+      Omit<Team, 'member_results'> & { member_results: { worktree?: { branch: string } }[] }
+    >('result', {
+      agent_id: team.child_team_ids![0],
+    });
+    // Items ran one at a time beside the supervisor: two spent $0.000376 of the parent's $0.0003.
+    expect(child.members.map((m) => m.state)).toEqual(['succeeded', 'succeeded', 'cancelled']);
+    expect(child.budget_reached).toBe(true);
+    expect(child.error).toMatch(/^budget reached: its members spent \$0\.0004 of max_budget_usd \$0\.0003/);
+    const ran = child.member_results.filter((r) => r.worktree);
+    expect(ran).toHaveLength(2);
+    expect(ran.every((r) => r.worktree!.branch.startsWith('polyspawn/'))).toBe(true);
+
+    // A preset cannot widen them either: its options are the child's own.
+    mkdirSync(join(projectDir, '.polyspawn', 'teams'), { recursive: true });
+    writeFileSync(
+      join(projectDir, '.polyspawn', 'teams', 'wide.md'),
+      '---\ntopology: map_reduce\nmembers: [claude]\nisolation: none\nmax_budget_usd: 100\n---\n\nSpend.\n',
+    );
+    const widened = await runTeam(s, {
+      topology: 'supervisor_tree',
+      members: ['claude'],
+      task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify({ team: 'wide', task: 'x' })}]]`,
+      options: { isolation: 'worktree', max_budget_usd: 1 },
+    });
+    expect(widened.answer).toMatch(
+      /^SUPERVISE ERROR run_team: options\.max_budget_usd 100 is over the max_budget_usd of the team that runs you \(1\)/,
+    );
+    expect(widened.child_team_ids).toBeUndefined();
+  });
+
+  test(
+    'a supervisor that is a named agent narrowing its permission holds its child team to it',
+    { timeout: 90_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-team-permission-'));
+      for (const name of ['planner', 'reader']) {
+        mkdirSync(join(projectDir, '.polyspawn', 'agents', name), { recursive: true });
+        writeFileSync(
+          join(projectDir, '.polyspawn', 'agents', name, 'agent.md'),
+          '---\ndescription: Reads only.\nbackend: claude\npermission: plan\n---\nYou read.\n',
+        );
+      }
+      const s = await server({}, projectDir);
+      const supervise = (members: string[]) =>
+        runTeam(s, {
+          topology: 'supervisor_tree',
+          members: ['planner'],
+          task: `Supervise [[cli:team]] [[cli:subteam:${JSON.stringify({ topology: 'map_reduce', members, task: 'x' })}]]`,
+        });
+      const refused = await supervise(['codex']);
+      expect(refused.answer).toMatch(
+        /^SUPERVISE ERROR run_team: team member "codex": the supervisor that starts this team \(agent [a-z2-9]{6}, planner\) runs claude with permission plan/,
+      );
+      expect(refused.child_team_ids).toBeUndefined();
+      const within = await supervise(['reader']);
+      expect(within.answer).toMatch(/^SUPERVISED team-[a-z2-9]{6}: ### member 1: reader/);
+    },
+  );
 
   test("a member's question wakes the orchestrator's wait on the team", { timeout: 60_000 }, async () => {
     const s = await server();
@@ -389,5 +484,25 @@ describe('run_team', () => {
     const team = await second.callOk<Team>('result', { agent_id: started.team_id });
     expect(team.state).toBe('interrupted');
     expect(team.error).toMatch(/^interrupted: the polyspawn server that ran it/);
+    // Its members were interrupted with it: the team's list never says running after a restart.
+    expect(team.members.map((m) => m.state)).toEqual(['interrupted']);
+    const listed = await second.callOk<{ teams: Team[] }>('list');
+    expect(listed.teams.find((t) => t.team_id === started.team_id)!.members.map((m) => m.state)).toEqual([
+      'interrupted',
+    ]);
+    await waitFor(
+      'IAC.md to show the team interrupted',
+      () => {
+        try {
+          return iac(second).includes(`### \`${started.team_id}\` · \`map_reduce\``);
+        } catch {
+          return false;
+        }
+      },
+      20_000,
+    );
+    const entry = iac(second).split(`### \`${started.team_id}\``)[1]!.split('\n### ')[0]!;
+    expect(entry).toMatch(/interrupted/);
+    expect(entry).not.toMatch(/running/i);
   });
 });

@@ -9,6 +9,7 @@ import { delimiter, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { initRepo, userGit as git } from '../helpers/git.js';
 import { fakeBinDir, serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
+import { waitFor } from '../helpers/processes.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -113,8 +114,12 @@ describe('agents in worktrees, through the server', () => {
     const after = await s.callOk<Job>('result', { agent_id: ids[2] });
     expect(after.worktree!.kept).toBe(false);
 
-    const iac = readFileSync(join(project, 'IAC.md'), 'utf8');
-    expect(iac).toContain(`**Worktree:** branch polyspawn/${ids[1]} from`);
+    // IAC.md is rewritten a moment after the last change (writes are coalesced): wait for it.
+    const entry = `**Worktree:** branch polyspawn/${ids[1]} from`;
+    const iacText = () => readFileSync(join(project, 'IAC.md'), 'utf8');
+    await waitFor('IAC.md to show the worktree', () => iacText().includes(entry), 20_000);
+    const iac = iacText();
+    expect(iac).toContain(entry);
     expect(iac).toContain('- notes.txt (left uncommitted; committed by polyspawn)');
 
     // `polyspawn status` lists the worktree still kept.

@@ -39,6 +39,9 @@
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
 //                           --all, git commit), as an agent that commits its own work
 //   [[cli:ask:...]] and the other channel directives: see fake-parent.mjs
+//   [[cli:drive-daemon:DIR]]  the answer is what drive-daemon.mjs, run with an empty environment,
+//                           got from the project's daemon as an agent would (DIR holds daemon.json
+//                           and http-token); [[cli:drive-detached]]: after leaving its process tree
 //   [[cli:read:PATH]] [[cli:try-write:PATH]] [[cli:list:DIR]] [[cli:connect:HOST:PORT]]  attempts (any
 //                           number): the answer is JSON {"<key>:<value>": "ok" | "ok: <text>" | the
 //                           error code}, e.g. what a sandbox lets it reach
@@ -124,13 +127,23 @@ async function main() {
   const echoName = valueOf('echo-env');
   const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token', 'team'].some(has);
   const attempts = directives.filter((d) => isAttempt(d.key));
-  const answer = talks
-    ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
-    : attempts.length
-      ? JSON.stringify(await tryAll(attempts))
-      : echoName !== undefined
-        ? (process.env[echoName] ?? '')
-        : `FAKE ${name}: ${prompt}`;
+  const driven = valueOf('drive-daemon');
+  const answer = driven
+    ? execFileSync(
+        process.execPath,
+        [new URL('drive-daemon.mjs', import.meta.url).pathname, driven, ...(has('drive-detached') ? ['--detach'] : [])],
+        {
+          env: {},
+          encoding: 'utf8',
+        },
+      )
+    : talks
+      ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
+      : attempts.length
+        ? JSON.stringify(await tryAll(attempts))
+        : echoName !== undefined
+          ? (process.env[echoName] ?? '')
+          : `FAKE ${name}: ${prompt}`;
   const failed = has('fail') || valueOf('fail-as') === name;
   const { lines, exitCode, stderr } =
     name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);

@@ -152,3 +152,11 @@ export async function startHttpServer(
     },
   };
 }
+
+/** The dashboard's cookie ("name=value"), traded for the token as a browser does on the address `polyspawn dashboard` prints. */
+export async function dashboardCookie(server: Pick<HttpTestServer, 'url' | 'token'>): Promise<string> {
+  const origin = new URL(server.url).origin;
+  const admitted = await fetch(`${origin}/?token=${encodeURIComponent(server.token)}`, { redirect: 'manual' });
+  if (admitted.status !== 303) throw new Error(`the dashboard did not admit the token: ${admitted.status}`);
+  return admitted.headers.get('set-cookie')!.split(';', 1)[0]!;
+}

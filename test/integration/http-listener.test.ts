@@ -57,7 +57,16 @@ type ToolEvents = EventEmitter<{
 }>;
 
 function serverFor(principal: string, events: ToolEvents): McpServer {
-  const server = new McpServer({ name: 'test-channel', version: '1.0.0' });
+  const server = new McpServer({ name: 'test-channel', version: '1.0.0' }, { capabilities: { logging: {} } });
+  // Notifications on the session's GET stream (none is related to this call), as many as asked.
+  server.registerTool('flood', { inputSchema: { count: z.number(), bytes: z.number() } }, async ({ count, bytes }) => {
+    for (let i = 0; i < count; i++)
+      await server.server.notification({
+        method: 'notifications/message',
+        params: { level: 'info', data: 'x'.repeat(bytes) },
+      });
+    return { content: [{ type: 'text', text: `${principal}: flooded` }] };
+  });
   server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
     content: [{ type: 'text', text: `${principal}: ${text}` }],
   }));
@@ -196,7 +205,12 @@ describe('listenHttpMcp', () => {
     const a = await connectClient(listener.url, tokens.issue('run-a'));
     const b = await connectClient(listener.url, tokens.issue('run-b'));
     expect(a.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual(['block', 'echo', 'slow-echo']);
+    expect((await a.client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      'block',
+      'echo',
+      'flood',
+      'slow-echo',
+    ]);
     expect(await echo(a.client, 'hello')).toBe('run-a: hello');
     expect(await echo(b.client, 'hello')).toBe('run-b: hello');
   });
@@ -355,23 +369,101 @@ describe('listenHttpMcp', () => {
     expect(await echo(a.client, 'fine')).toBe('run-a: fine');
   });
 
-  test('a principal may hold maxSessionsPerPrincipal sessions; one more gets 429 until one ends', async () => {
-    const { listener, tokens } = await start({ maxSessionsPerPrincipal: 2 });
+  test('past maxSessionsPerPrincipal the oldest idle session is ended (404, then a new one opens), never a busy one; 429 only when all are busy', async () => {
+    const { listener, tokens, events, log } = await start({ maxSessionsPerPrincipal: 3 });
     const tokenA = tokens.issue('run-a');
-    const first = await connectClient(listener.url, tokenA);
-    await connectClient(listener.url, tokenA);
+    const listTools = (sessionId: string) =>
+      raw(listener.url, {
+        headers: { ...MCP_HEADERS, ...bearer(tokenA), 'mcp-session-id': sessionId },
+        body: LIST_TOOLS,
+      });
+    // The oldest session is busy: a call in flight. Then two idle ones, the first of them used last.
+    const busy = await connectClient(listener.url, tokenA);
+    const blocked = once(events, 'blocked');
+    const busyCall = busy.client.callTool({ name: 'slow-echo', arguments: { text: 'kept' } }, undefined, {
+      timeout: NEVER_MS,
+    });
+    await blocked;
+    const idleUsedLast = await rawSession(listener.url, tokenA);
+    const idleOldest = await rawSession(listener.url, tokenA);
+    expect((await listTools(idleUsedLast)).status).toBe(200);
 
-    await expect(connectClient(listener.url, tokenA)).rejects.toThrow(/Too Many Requests/);
-    const res = await raw(listener.url, { headers: { ...MCP_HEADERS, ...bearer(tokenA) }, body: INITIALIZE });
-    expect(res.status).toBe(429);
-    expect(JSON.parse(res.body)).toEqual(refusal(-32000, 'already holds 2 open sessions'));
-    // The limit is per principal.
+    // A fourth client gets in; the idle session used longest ago made room.
+    const fourth = await connectClient(listener.url, tokenA);
+    expect(await echo(fourth.client, 'in')).toBe('run-a: in');
+    const evicted = await listTools(idleOldest);
+    expect(evicted.status).toBe(404);
+    expect(JSON.parse(evicted.body)).toEqual(refusal(-32001, 'Session not found'));
+    // The log names a session by a prefix: the whole id would let whoever reads the log use it.
+    expect(log.join('\n')).toContain(`session ${idleOldest.slice(0, 8)}… ended, the oldest idle one`);
+    expect(log.join('\n')).not.toContain(idleOldest);
+    expect((await listTools(idleUsedLast)).status).toBe(200);
+
+    // The limit is per principal: another's sessions are neither counted nor ended.
     const b = await connectClient(listener.url, tokens.issue('run-b'));
     expect(await echo(b.client, 'mine')).toBe('run-b: mine');
 
-    await first.transport.terminateSession(); // DELETE
-    const third = await connectClient(listener.url, tokenA);
-    expect(await echo(third.client, 'room again')).toBe('run-a: room again');
+    // All three busy: the next one gets 429, saying what to do; nothing is ended.
+    const moreBlocked = new Promise<void>((resolve) => {
+      let count = 0;
+      events.on('blocked', () => ++count === 2 && resolve());
+    });
+    const sessionIdOf = idleUsedLast;
+    const rawBusy = await openStream(
+      listener.url,
+      'POST',
+      { ...MCP_HEADERS, ...bearer(tokenA), 'mcp-session-id': sessionIdOf },
+      call(9, 'slow-echo', { text: 'raw' }),
+    );
+    const fourthCall = fourth.client.callTool({ name: 'slow-echo', arguments: { text: 'fourth' } }, undefined, {
+      timeout: NEVER_MS,
+    });
+    await moreBlocked;
+    const refused = await raw(listener.url, { headers: { ...MCP_HEADERS, ...bearer(tokenA) }, body: INITIALIZE });
+    expect(refused.status).toBe(429);
+    expect(JSON.parse(refused.body)).toEqual(
+      refusal(-32000, 'holds 3 open sessions, the most it may, each with a request in flight'),
+    );
+
+    events.emit('release', 'run-a');
+    expect(await rest(rawBusy)).toContain('run-a: raw');
+    expect(((await busyCall) as { content: { text: string }[] }).content[0]!.text).toBe('run-a: kept');
+    expect(((await fourthCall) as { content: { text: string }[] }).content[0]!.text).toBe('run-a: fourth');
+    // Answered, they are idle again: room for one more.
+    const fifth = await connectClient(listener.url, tokenA);
+    expect(await echo(fifth.client, 'room again')).toBe('run-a: room again');
+  });
+
+  test('of the idle sessions, one whose client no longer listens (no stream open) goes first, even if newer', async () => {
+    const { listener, tokens } = await start({ maxSessionsPerPrincipal: 2 });
+    const token = tokens.issue('run-a');
+    const listening = await connectClient(listener.url, token); // holds its GET stream open
+    expect(await echo(listening.client, 'first')).toBe('run-a: first');
+    const abandoned = await rawSession(listener.url, token);
+    const third = await connectClient(listener.url, token);
+    expect(await echo(third.client, 'in')).toBe('run-a: in');
+    const gone = await raw(listener.url, {
+      headers: { ...MCP_HEADERS, ...bearer(token), 'mcp-session-id': abandoned },
+      body: LIST_TOOLS,
+    });
+    expect(gone.status).toBe(404);
+    expect(await echo(listening.client, 'still here')).toBe('run-a: still here');
+  });
+
+  test('a call the client cancelled leaves its session idle, so it can make room', async () => {
+    const { listener, tokens, events } = await start({ maxSessionsPerPrincipal: 1 });
+    const token = tokens.issue('run-a');
+    const first = await connectClient(listener.url, token);
+    const blocked = once(events, 'blocked');
+    const cancel = new AbortController();
+    const cancelled = first.client.callTool({ name: 'block', arguments: {} }, undefined, { signal: cancel.signal });
+    await blocked;
+    const aborted = once(events, 'aborted');
+    cancel.abort();
+    await expect(cancelled).rejects.toThrow();
+    await aborted;
+    const second = await connectClient(listener.url, token);
+    expect(await echo(second.client, 'in')).toBe('run-a: in');
   });
 
   test("endSessionsOf ends the principal's blocked tool calls and streams at once, and only its own", async () => {
@@ -477,6 +569,35 @@ describe('listenHttpMcp', () => {
   });
 });
 
+describe('streams nobody reads', () => {
+  test('a GET stream whose client stops reading is cut off once it has taken nothing for stalledStreamMs; the session serves on', async () => {
+    const { listener, tokens, log } = await start({ stalledStreamMs: 300 });
+    const token = tokens.issue('reader');
+    const sessionId = await rawSession(listener.url, token);
+    const headers = { ...MCP_HEADERS, ...bearer(token), 'mcp-session-id': sessionId };
+    // Opened and never read: no 'data' listener, so the socket stops being read too.
+    const stream = await openStream(listener.url, 'GET', { ...headers, accept: 'text/event-stream' });
+    expect(stream.statusCode).toBe(200);
+    // 64 MB of notifications, far more than the sockets between them hold.
+    const flooded = await raw(listener.url, { headers, body: call(3, 'flood', { count: 256, bytes: 256 * 1024 }) });
+    expect(flooded.body).toContain('reader: flooded');
+    const line = `session ${sessionId}: a stream its client stopped reading was cut off`;
+    const deadline = Date.now() + PROMPTLY_MS;
+    while (!log.join('\n').includes(line)) {
+      expect(Date.now(), 'the unread stream was never cut off').toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Read now, it ends after what the sockets held: far less than was sent.
+    let received = 0;
+    stream.on('data', (chunk: Buffer) => (received += chunk.length));
+    stream.on('error', () => {});
+    await new Promise((resolve) => stream.socket.once('close', resolve));
+    expect(received).toBeLessThan(32 * 1024 * 1024);
+    const after = await raw(listener.url, { headers, body: call(4, 'echo', { text: 'still here' }) });
+    expect(after.body).toContain('reader: still here');
+  });
+});
+
 describe('idle sessions', () => {
   test('a session with no request and no open stream past idleSessionMs is ended; one with a stream open is kept', async () => {
     const { listener, tokens, log } = await start({ idleSessionMs: 300 });
@@ -494,6 +615,7 @@ describe('idle sessions', () => {
       await new Promise((r) => setTimeout(r, 500));
     }
     expect(log.join('\n')).toContain('idle for 300 ms: closed');
+    expect(log.join('\n')).not.toContain(idle);
     expect(await echo(client, 'still here')).toBe('idle: still here');
   });
 

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { userGit as sh } from '../helpers/git.js';
+import { isolatedRequest, userGit as sh } from '../helpers/git.js';
 import type { Outcome } from '../../backends/types.js';
 import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 import { integrate } from '../../src/jobs/worktree/integrate.js';
@@ -52,16 +52,7 @@ const ctx = () => ({
   secrets: new Redactor(),
 });
 
-const request = (prompt: string, more: Partial<JobRequest> = {}): JobRequest => ({
-  backend: 'codex',
-  model: 'm',
-  prompt,
-  cwd: project,
-  timeoutS: 60,
-  extra: {},
-  isolation: 'worktree',
-  ...more,
-});
+const request = (prompt: string, more: Partial<JobRequest> = {}) => isolatedRequest(project, prompt, more);
 const submit = (prompt: string, more: Partial<JobRequest> = {}) => table.submit(request(prompt, more));
 
 async function finish(...jobs: JobRecord[]): Promise<JobRecord[]> {

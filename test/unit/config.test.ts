@@ -207,6 +207,22 @@ describe('config', () => {
     ).toBe(false);
   });
 
+  test("team_max_agents: 50 by default; from the user's config or the environment, never the project's", () => {
+    const { dir, env } = project();
+    expect(loadConfig(backends, env, dir).teamMaxAgents).toBe(50);
+    writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify({ team_max_agents: 1000 }));
+    const fromProject = loadConfig(backends, env, dir);
+    expect(fromProject.teamMaxAgents).toBe(50);
+    expect(fromProject.projectConfig!.ignored).toEqual(['team_max_agents']);
+    mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
+    writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify({ team_max_agents: 20 }));
+    expect(loadConfig(backends, env, dir).teamMaxAgents).toBe(20);
+    expect(loadConfig(backends, { ...env, POLYSPAWN_TEAM_MAX_AGENTS: '8' }, dir).teamMaxAgents).toBe(8);
+    expect(() => loadConfig(backends, { ...env, POLYSPAWN_TEAM_MAX_AGENTS: '0' }, dir)).toThrow(
+      /POLYSPAWN_TEAM_MAX_AGENTS=0 is not a number from 1 to 1000/,
+    );
+  });
+
   test('isolation: none by default; a worktree from any config file or POLYSPAWN_ISOLATION', () => {
     const { dir, env } = project();
     expect(loadConfig(backends, env, dir).isolation).toBe('none');

@@ -135,4 +135,35 @@ describe('a running job asks', () => {
     jobs.reportProgress(job.id, 'x'.repeat(1000));
     expect(job.progress!.text).toHaveLength(CONVERSATION_LIMITS.progressChars);
   });
+
+  test("the length limits are the table's, whatever door the text came through: refused, nothing recorded", async () => {
+    const { jobs, started } = table();
+    const job = await started();
+    const L = CONVERSATION_LIMITS;
+    expect(() => jobs.ask(job.id, 'q'.repeat(L.questionChars + 1))).toThrow(
+      `the question holds ${L.questionChars + 1} characters, more than the ${L.questionChars} it may: shorten it`,
+    );
+    expect(() => jobs.ask(job.id, '')).toThrow('the question is empty');
+    const tooMany = Array.from({ length: L.options + 1 }, (_, i) => `option ${i}`);
+    expect(() => jobs.ask(job.id, 'Which?', tooMany)).toThrow(
+      `the question offers ${L.options + 1} options, more than the ${L.options} it may: offer fewer`,
+    );
+    expect(() => jobs.ask(job.id, 'Which?', ['a', 'o'.repeat(L.optionChars + 1)])).toThrow(
+      /^option 2 holds 201 characters, more than the 200 it may/,
+    );
+    expect(() => jobs.reportProgress(job.id, 'p'.repeat(L.progressInputChars + 1))).toThrow(
+      `the progress line holds ${L.progressInputChars + 1} characters, more than the ${L.progressInputChars} it may`,
+    );
+    expect(job.conversation ?? []).toEqual([]);
+    expect(job.progress).toBeUndefined();
+
+    const q = jobs.ask(job.id, 'q'.repeat(L.questionChars), ['a', 'o'.repeat(L.optionChars)]);
+    expect(() => jobs.reply(job.id, q.messageId, 'a'.repeat(L.answerChars + 1))).toThrow(
+      `the answer holds ${L.answerChars + 1} characters, more than the ${L.answerChars} it may: shorten it`,
+    );
+    expect(() => jobs.reply(job.id, q.messageId, '')).toThrow('the answer is empty: write at least one character');
+    expect(job.conversation!.filter((e) => e.kind === 'answer')).toEqual([]);
+    jobs.reply(job.id, q.messageId, 'a'.repeat(L.answerChars));
+    expect(job.conversation!.filter((e) => e.kind === 'answer')).toHaveLength(1);
+  });
 });

@@ -1,9 +1,11 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { followLines, readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
+import { readLogPage } from '../../src/mcp/tools/logs.js';
 
 const NL = 0x0a;
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-log-reader-'));
@@ -141,20 +143,53 @@ describe('followLines', () => {
     await waitFor('the first line', () => lines.length === 1);
     appendFileSync(path, 'o\nthree ünï\n');
     await waitFor('the next two lines', () => lines.length === 3);
-    watch.stop();
+    await watch.stop();
     expect(lines).toEqual(['one', 'two', 'three ünï']);
   });
 
-  it('skips a line over 1 MiB whole, and goes on with the next', () => {
+  it('skips a line over 1 MiB whole, and goes on with the next', async () => {
     const path = log(`first\n${'x'.repeat(3 << 20)}\nafter\n`);
     const lines: string[] = [];
-    followLines(path, (line) => lines.push(line), 1 << 30).stop();
+    await followLines(path, (line) => lines.push(line), 1 << 30).stop();
     expect(lines).toEqual(['first', 'after']);
   });
 
-  it('a file not there yet is nothing, not an error', () => {
+  it('a file not there yet is nothing, not an error', async () => {
     const lines: string[] = [];
-    followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
+    await followLines(join(dir, 'missing.log'), (line) => lines.push(line), 1 << 30).stop();
     expect(lines).toEqual([]);
+  });
+
+  it('a log that grew by 64 MiB between two looks is read over several turns of the event loop, all of it by stop()', async () => {
+    const total = 640 * 1024;
+    const path = log(`${'x'.repeat(99)}\n`.repeat(total));
+    let lines = 0;
+    const watch = followLines(path, () => lines++, 1);
+    await waitFor('the first lines', () => lines > 0);
+    // The server got a turn after the first look: it had not read all of it in one go.
+    expect(lines).toBeLessThan(total);
+    await watch.stop();
+    expect(lines).toBe(total);
+  });
+});
+
+describe('a log the agent replaced (it writes its run folder)', () => {
+  // A FIFO would block the server at open (nobody writes it); a link would have it read another
+  // file (a key the agent's sandbox hides from it). Each reads as an absent log, at once.
+  const secretFile = log('PRIVATE KEY of the user\n');
+  const fifo = join(dir, 'fifo.log');
+  execFileSync('mkfifo', [fifo]);
+  const link = join(dir, 'link.log');
+  symlinkSync(secretFile, link);
+
+  it.each([
+    ['a FIFO', fifo],
+    ['a link to another file', link],
+    ['a device', '/dev/zero'],
+    ['a folder', dir],
+  ])('%s reads as an absent log, without waiting', (_what, path) => {
+    expect(readHeadAndTail(path, 100, 100)).toEqual({ text: '', truncated: false });
+    expect(readNewest(path, 100)).toBe('');
+    expect(readLogPage(path, { offset: 0 })).toMatchObject({ size: 0, text: '', eof: true });
   });
 });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
-import type { Usage } from '../../backends/types.js';
+import type { CliBackend, Usage } from '../../backends/types.js';
 import { loadModels, shippedModelsFile } from '../../src/config/models.js';
 import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
 import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
@@ -301,6 +301,75 @@ describe('spawnJob', () => {
     const free = setup({ allowCallerSandbox: true }).ctx;
     expect(spawn(free, { sandbox: 'bwrap' }).sandbox).toEqual({ mode: 'bwrap', network: true, mounts: [] });
     expect(spawn(free, { sandbox: 'none' }).sandbox).toBeUndefined();
+  });
+});
+
+describe('spawnJob for every door', () => {
+  test("allowed_callers: the caller the request names, whichever door it came through, a session agent's turn too", () => {
+    const { ctx, sessionTurns } = setup();
+    const kept = definition({ allowedCallers: ['claude-code'] });
+    const spawn = (caller: string | undefined, over: Partial<AgentDefinition> = {}) =>
+      spawnJob(ctx, {
+        backend,
+        label: 'team member "reviewer"',
+        prompt: 'p',
+        ...(caller !== undefined ? { caller } : {}),
+        agent: { definition: { ...kept, ...over } },
+      });
+    expect(spawn('Claude-Code ').id).toMatch(/^[a-z2-9]{6}$/);
+    expect(() => spawn('vscode')).toThrow(
+      /^team member "reviewer" refused: agent "reviewer" may be used only by the MCP clients "claude-code", and this client is "vscode"/,
+    );
+    // A terminal (polyspawn run) names no client: refused as well.
+    expect(() => spawn(undefined)).toThrow(/this client is unnamed/);
+    expect(() => spawn('vscode', { session: true })).toThrow(InputError);
+    expect(sessionTurns).toHaveLength(0);
+  });
+
+  test("a supervisor's sandbox is the floor of the members it starts: kept or tightened, never more network", () => {
+    const bwrapNoNet: SandboxSettings = { mode: 'bwrap', network: false, mounts: [] };
+    const configured = (sandbox: SandboxSettings) => ({
+      [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox },
+    });
+    const spawn = (ctx: SpawnContext, floor: SandboxSettings) =>
+      spawnJob(ctx, {
+        backend,
+        label: 'team member',
+        prompt: 'p',
+        supervisor: { id: 'sup123', backend: backend.name, sandbox: floor },
+      });
+    expect(spawn(setup().ctx, bwrapNoNet).sandbox).toEqual(bwrapNoNet);
+    expect(spawn(setup().ctx, NO_SANDBOX).sandbox).toBeUndefined();
+    const docker: SandboxSettings = { mode: 'docker', network: true, mounts: [], image: 'me/cli:1' };
+    expect(spawn(setup({ backends: configured(docker) }).ctx, bwrapNoNet).sandbox).toEqual({
+      ...docker,
+      network: false,
+    });
+  });
+
+  test('a supervisor that narrows its permission or tools holds its members to the same; one that does not, to nothing', () => {
+    const settings = (permission: string, denyTools: string[] = []) => ({
+      [backend.name]: { enabled: true, permission, allowTools: [], denyTools, env: [], sandbox: NO_SANDBOX },
+      [other.name]: { enabled: true, permission: 'x', allowTools: [], denyTools: [], env: [], sandbox: NO_SANDBOX },
+    });
+    const modes = (backend as CliBackend).permissionModes;
+    const readOnly = modes.at(-1)!;
+    const supervisor = { id: 'sup123', backend: backend.name, agent: { name: 'planner', permission: readOnly } };
+    const { ctx } = setup({ backends: settings(modes[0]) });
+    const spawn = (over: Partial<SpawnRequest>) =>
+      spawnJob(ctx, { backend, label: 'team member "m"', prompt: 'p', supervisor, ...over });
+    // A plain member runs in the config's (wider) mode: refused, saying what to name instead.
+    expect(() => spawn({})).toThrow(
+      new RegExp(
+        `^team member "m": the supervisor that starts this team \\(agent sup123, planner\\) runs ${backend.name} with permission ${readOnly}, and its team may not run with more`,
+      ),
+    );
+    expect(() => spawn({ backend: other })).toThrow(/may not run with more/);
+    // A named agent on its backend in its mode is within it.
+    const same = definition({ name: 'reader', permission: readOnly });
+    expect(spawn({ agent: { definition: same } }).agent!.permission).toBe(readOnly);
+    // A supervisor that narrows nothing leaves its members to the config.
+    expect(spawn({ supervisor: { id: 'sup123', backend: backend.name } }).backend).toBe(backend.name);
   });
 });
 

@@ -3,13 +3,13 @@
 import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
-import { checkTeamOptions, parseMember, teamSpec } from '../../src/jobs/teams/spec.js';
-import { TeamWorkspace } from '../../src/jobs/teams/workspace.js';
+import { checkTeamOptions, parseMember, teamSpec, type TeamSpec } from '../../src/jobs/teams/spec.js';
+import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.js';
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
-import { TeamTable, type TeamStore } from '../../src/jobs/teams/table.js';
+import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
 import { waitForWork } from '../../src/jobs/teams/wait.js';
 
 const workspace = () => {
@@ -105,6 +105,24 @@ describe('team workspace', () => {
     ws.boardWrite('m2', 'done', 'the race in flush()');
     expect(done).toEqual(['m2: the race in flush()']);
   });
+
+  test("the length limits are the workspace's, not only its tools' schemas: refused, nothing kept", () => {
+    const { ws, events } = workspace();
+    const long = 'x'.repeat(WORKSPACE_LIMITS.textChars + 1);
+    expect(() => ws.createTask('m1', 's'.repeat(WORKSPACE_LIMITS.subjectChars + 1))).toThrow(
+      /^the task's subject holds 301 characters, more than the 300 it may: shorten it/,
+    );
+    expect(() => ws.createTask('m1', 'ok', long)).toThrow(/^the task's description holds 20001 characters/);
+    expect(() => ws.send('m1', long)).toThrow(/^the message holds 20001 characters/);
+    expect(() => ws.send('m1', '')).toThrow(/^the message is empty/);
+    expect(() => ws.boardWrite('m1', 'k'.repeat(WORKSPACE_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
+    expect(() => ws.boardWrite('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
+    const task = ws.createTask('m1', 'ok');
+    expect(() => ws.update('m1', task.id, 'done', long)).toThrow(/^the task's result holds 20001 characters/);
+    expect(ws.listTasks()).toMatchObject([{ id: task.id, status: 'open' }]);
+    expect(ws.boardRead()).toEqual([]);
+    expect(events).toEqual([`task: m1 created ${task.id}: ok`]);
+  });
 });
 
 describe('team presets', () => {
@@ -163,6 +181,7 @@ describe('waiting for a team', () => {
       jobs,
       store,
       maxTeamDepth: 1,
+      maxAgents: 50,
     });
     let waits = 0;
     const counted = {
@@ -176,5 +195,235 @@ describe('waiting for a team', () => {
     const result = await waitForWork(jobs, counted, [], [running.id], { timeoutMs: 300, mode: 'all' });
     expect(result.teams.map((t) => t.state)).toEqual(['running']);
     expect(waits).toBe(1); // one wait that ran out, not a loop of waits that return at once
+  });
+});
+
+/**
+ * A team table over a real job table whose executor answers at once with `costUsd` a member, or
+ * holds a member whose prompt says [hold] until released (or cancelled). A member named
+ * `capped` carries its own max_budget_usd of $5 (a named agent's ceiling).
+ */
+function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgents?: number } = {}) {
+  const held = new Map<string, () => void>();
+  const ran: string[] = [];
+  const jobs = new JobTable({
+    concurrency: options.concurrency ?? 1,
+    execute: (job, { signal }) =>
+      new Promise((resolve) => {
+        ran.push(job.id);
+        const answer = () =>
+          resolve({
+            state: 'succeeded',
+            outcome: {
+              ok: true,
+              text: `answer of ${job.team?.role}`,
+              costUsd: options.costUsd ?? 2.25,
+              costSource: 'reported',
+            },
+          });
+        // [done]: the member writes the board's done key (blackboard), then answers.
+        if (job.prompt.includes('[done]'))
+          return void setImmediate(() => {
+            table.teamOf(job.id)?.workspace.boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
+            setImmediate(answer);
+          });
+        if (!job.prompt.includes('[hold]')) return void setImmediate(answer);
+        held.set(job.id, answer);
+        signal.addEventListener('abort', () =>
+          resolve({ state: 'cancelled', outcome: { ok: false, text: '', costSource: 'unknown' } }),
+        );
+      }),
+  });
+  const requests: MemberRequest[] = [];
+  const table = new TeamTable({
+    checkMember: () => undefined,
+    spawnMember: (member, request) => {
+      requests.push(request);
+      return jobs.submit({
+        backend: member,
+        model: 'm',
+        prompt: request.prompt,
+        cwd: tmpdir(),
+        timeoutS: request.timeoutS ?? 60,
+        extra: {},
+        team: request.team,
+        ...(member === 'capped' ? { maxBudgetUsd: 5 } : {}),
+        ...(request.supervisor?.sandbox ? { sandbox: request.supervisor.sandbox } : {}),
+      });
+    },
+    jobs,
+    maxTeamDepth: 1,
+    maxAgents: options.maxAgents ?? 50,
+  });
+  const finished = (id: string) => table.waitFor(id, { timeoutMs: 20_000 });
+  return { jobs, table, held, ran, requests, finished };
+}
+const spec = (topology: TeamSpec['topology'], members: string[], extra: Partial<TeamSpec> = {}): TeamSpec => ({
+  topology,
+  members,
+  task: 'the task',
+  ...extra,
+});
+
+describe("a team's budget", () => {
+  test('map_reduce of 8 items at concurrency 1: once the budget is spent no queued member starts, and the answer so far is kept', async () => {
+    const { table, ran, finished } = teamHarness({ concurrency: 1 });
+    const items = Array.from({ length: 8 }, (_, i) => `item ${i + 1}`);
+    const team = await finished(
+      table.start(spec('map_reduce', ['codex'], { items, maxBudgetUsd: 1, reduceWith: 'codex' })).id,
+    );
+    expect(ran).toHaveLength(1); // $2.25 spent by the first: none of the other seven started
+    expect(team.budgetReached).toBe(true);
+    expect(team.state).toBe('failed');
+    expect(team.members.map((m) => m.state)).toEqual(['succeeded', ...Array(7).fill('cancelled')]);
+    expect(team.error).toMatch(/^budget reached: its members spent \$2\.2500 of max_budget_usd \$1/);
+    expect(team.answer).toContain('answer of item 1');
+  });
+
+  test('a pipeline stopped by its budget returns the stages that answered', async () => {
+    const { table, ran, finished } = teamHarness();
+    const team = await finished(table.start(spec('pipeline', ['codex', 'codex', 'codex'], { maxBudgetUsd: 1 })).id);
+    expect(ran).toHaveLength(1);
+    expect(team.budgetReached).toBe(true);
+    expect(team.error).toMatch(/so no new member was started \(stage 2: codex was next\)/);
+    expect(team.answer).toBe('answer of stage 1');
+  });
+
+  test("a running member counts at its own max_budget_usd: one that may spend the team's budget leaves none for a second", async () => {
+    const { table, ran, held, finished } = teamHarness({ concurrency: 2 });
+    const started = table.start(spec('map_reduce', ['capped', 'codex'], { maxBudgetUsd: 1, task: '[hold]' }));
+    await vi.waitFor(() => expect(held.size).toBe(1));
+    held.values().next().value!();
+    const team = await finished(started.id);
+    // The second was never started, and the first ran to its end: its answer is the team's so far.
+    expect(ran).toHaveLength(1);
+    expect(team.members.map((m) => m.state)).toEqual(['succeeded']);
+    expect(team.answer).toContain('answer of member 1');
+    expect(team.events.find((e) => e.kind === 'budget')!.text).toMatch(
+      /its members spent \$0\.0000 and its running members may spend \$5\.0000 more \(their own max_budget_usd\) of max_budget_usd \$1/,
+    );
+  });
+});
+
+describe("a team's budget, where the job table starts a member", () => {
+  test('a member queued behind the concurrency limit is checked when the queue starts it, not only when submitted', async () => {
+    const { jobs, table, held, ran, finished } = teamHarness({ concurrency: 2 });
+    // Two jobs of no team hold both places: the team's members wait in the queue.
+    const hogs = [1, 2].map((i) =>
+      jobs.submit({ backend: 'x', model: 'm', prompt: `[hold] hog ${i}`, cwd: tmpdir(), timeoutS: 60, extra: {} }),
+    );
+    const team = table.start(spec('map_reduce', ['capped', 'codex'], { maxBudgetUsd: 1, task: '[hold]' }));
+    expect(team.members.map((m) => m.state)).toEqual(['queued', 'queued']);
+    held.get(hogs[0]!.id)!(); // capped starts: it may spend $5 of the team's $1
+    await vi.waitFor(() => expect(team.members[0]!.state).toBe('running'));
+    held.get(hogs[1]!.id)!(); // a place is free, but no member of the team ended
+    await vi.waitFor(() => expect(team.members[1]!.state).toBe('cancelled'));
+    expect(jobs.get(team.members[1]!.jobId)!.outcome!.error).toMatch(
+      /^not started: budget reached: its members spent \$0\.0000 and its running members may spend \$5\.0000 more/,
+    );
+    expect(ran).toHaveLength(3); // the hogs and capped
+    held.get(team.members[0]!.jobId)!();
+    expect((await finished(team.id)).budgetReached).toBe(true);
+  });
+});
+
+describe('blackboard', () => {
+  test('the first member to write done gives the answer; a second writer does not replace it', async () => {
+    const { table, finished } = teamHarness({ concurrency: 2 });
+    const team = await finished(table.start(spec('blackboard', ['codex', 'claude'], { task: '[done]' })).id);
+    expect(team.state).toBe('succeeded');
+    expect(team.answer).toBe(`by member 1 ${team.members[0]!.jobId}`);
+  });
+});
+
+describe("a supervisor's child team", () => {
+  /** A supervisor_tree team whose supervisor holds, and that supervisor's job id. */
+  async function supervised(h: ReturnType<typeof teamHarness>, extra: Partial<TeamSpec> = {}) {
+    const parent = h.table.start(spec('supervisor_tree', ['claude'], { task: '[hold]', ...extra }));
+    await vi.waitFor(() => expect(parent.members[0]?.state).toBe('running'));
+    return { parent, supervisor: parent.members[0]!.jobId };
+  }
+
+  test('inherits the budget, max_turns, timeout and isolation, may narrow them, never widen', async () => {
+    const h = teamHarness({ concurrency: 4 });
+    const limits = { maxBudgetUsd: 3, maxTurns: 5, timeoutS: 600, isolation: 'worktree' as const };
+    const { parent, supervisor } = await supervised(h, limits);
+    const under = { teamId: parent.id, jobId: supervisor };
+    const child = h.table.start(spec('map_reduce', ['codex'], { parent: under, task: '[hold]' }));
+    expect(child.spec).toMatchObject(limits);
+    const narrower = h.table.start(spec('map_reduce', ['codex'], { parent: under, maxTurns: 2, task: '[hold]' }));
+    expect(narrower.spec.maxTurns).toBe(2);
+    expect(() => h.table.start(spec('map_reduce', ['codex'], { parent: under, maxBudgetUsd: 6.75 }))).toThrow(
+      /max_budget_usd 6\.75 is over the max_budget_usd of the team that runs you \(3\)/,
+    );
+    expect(() => h.table.start(spec('map_reduce', ['codex'], { parent: under, isolation: 'none' }))).toThrow(
+      /works in worktrees, so yours does too/,
+    );
+    expect(() => h.table.start(spec('map_reduce', ['codex'], { parent: under, timeoutS: 601 }))).toThrow(/timeout_s/);
+    await vi.waitFor(() => expect(h.requests).toHaveLength(3));
+    expect(h.requests.slice(1).every((r) => r.isolation === 'worktree' && r.timeoutS === 600)).toBe(true);
+    await h.table.cancel(parent.id);
+  });
+
+  test("draws from its parent's budget: the tree's spending stops the child", async () => {
+    const h = teamHarness({ concurrency: 2 });
+    const { parent, supervisor } = await supervised(h, { maxBudgetUsd: 1 });
+    const items = ['a', 'b', 'c'];
+    const child = await h.finished(
+      h.table.start(spec('map_reduce', ['codex'], { parent: { teamId: parent.id, jobId: supervisor }, items })).id,
+    );
+    // One slot is the supervisor's: the child's items ran one at a time, and the first spent the parent's $1.
+    expect(child.members.map((m) => m.state)).toEqual(['succeeded', 'cancelled', 'cancelled']);
+    expect(child.budgetReached).toBe(true);
+    expect(child.error).toMatch(new RegExp(`^budget reached: its members spent \\$2\\.2500 of max_budget_usd \\$1`));
+    await h.table.cancel(parent.id);
+  });
+
+  test('ending a team ends its whole tree: the supervisor ending, and a cancel', async () => {
+    const h = teamHarness({ concurrency: 4 });
+    const first = await supervised(h);
+    const child = h.table.start(
+      spec('map_reduce', ['codex'], { parent: { teamId: first.parent.id, jobId: first.supervisor }, task: '[hold]' }),
+    );
+    await vi.waitFor(() => expect(child.members[0]?.state).toBe('running'));
+    h.held.get(first.supervisor)!(); // the supervisor answers (or times out) with its child still running
+    await h.finished(first.parent.id);
+    expect(child.state).toBe('cancelled');
+    expect(h.jobs.get(child.members[0]!.jobId)!.state).toBe('cancelled');
+
+    const second = await supervised(h);
+    const other = h.table.start(
+      spec('map_reduce', ['codex'], { parent: { teamId: second.parent.id, jobId: second.supervisor }, task: '[hold]' }),
+    );
+    await h.table.cancel(second.parent.id);
+    expect(other.state).toBe('cancelled');
+    expect(() =>
+      h.table.start(spec('map_reduce', ['codex'], { parent: { teamId: second.parent.id, jobId: second.supervisor } })),
+    ).toThrow(/has ended/);
+  });
+
+  test('a tree starts at most maxAgents agents: planned shapes are refused up front, children counted', async () => {
+    const h = teamHarness({ concurrency: 4, maxAgents: 10 });
+    expect(() => h.table.start(spec('peer_ring', ['codex', 'claude', 'copilot'], { rounds: 4 }))).toThrow(
+      /would start 12 agent\(s\), past the 10 a team may start in all, the teams below it included \(team_max_agents/,
+    );
+    const { parent, supervisor } = await supervised(h);
+    const under = { teamId: parent.id, jobId: supervisor };
+    const items = Array.from({ length: 9 }, (_, i) => `item ${i}`);
+    h.table.start(spec('map_reduce', ['codex'], { parent: under, items, task: '[hold]' }));
+    expect(() => h.table.start(spec('map_reduce', ['codex'], { parent: under }))).toThrow(
+      /would start 1 agent\(s\) where its tree has started 10, past the 10/,
+    );
+    await h.table.cancel(parent.id);
+  });
+
+  test("a child's members run in the supervisor's sandbox", async () => {
+    const h = teamHarness({ concurrency: 4 });
+    const { parent, supervisor } = await supervised(h);
+    const sandboxed = h.jobs.get(supervisor)!;
+    sandboxed.sandbox = { mode: 'bwrap', network: true, mounts: [] };
+    h.table.start(spec('map_reduce', ['codex'], { parent: { teamId: parent.id, jobId: supervisor }, task: '[hold]' }));
+    expect(h.requests.at(-1)!.supervisor!.sandbox).toEqual(sandboxed.sandbox);
+    await h.table.cancel(parent.id);
   });
 });

@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { renderDocument, renderEntry, WORKTREE_FILES } from '../../iac/render.js';
 import type { StoredRecord } from '../../iac/store.js';
 import { summarize } from '../../src/jobs/result.js';
-import { statusPaths } from '../../src/jobs/worktree/git.js';
+import { repositoryDrivers, statusPaths } from '../../src/jobs/worktree/git.js';
 import { overlapsAmong, overlapsOfIds, siblingOverlaps, type OverlapJob } from '../../src/jobs/worktree/report.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { parseIac } from '../helpers/iac.js';
@@ -30,6 +30,34 @@ describe('git output', () => {
     const z = [' M app.txt', '?? new file.txt', 'R  moved.txt', 'old.txt', 'A  odd\nname.txt', ''].join('\0');
     expect(statusPaths(z)).toEqual(['app.txt', 'new file.txt', 'moved.txt', 'old.txt', 'odd\nname.txt']);
     expect(statusPaths('')).toEqual([]);
+  });
+});
+
+describe('the drivers a repository config defines', () => {
+  test("filter and merge drivers of scopes local and worktree or of a file in the repository, by whole name (dots, `=`); the user's own and diff drivers left", () => {
+    const z = [
+      ['global', 'file:/home/u/.gitconfig', 'filter.lfs.process\ngit-lfs filter-process'],
+      ['local', 'file:.git/config', 'filter.evil.clean\ntouch x'],
+      ['local', 'file:.git/config', 'filter.evil.smudge\ntouch x'],
+      ['local', 'file:/elsewhere/included', 'filter.a=b.c.clean\nrun'],
+      ['worktree', 'file:/r/.git/worktrees/x/config.worktree', 'merge.ours.driver\ntrue'],
+      ['global', 'file:/r/project.gitconfig', 'merge.included.driver\nrun'],
+      ['local', 'file:.git/config', 'diff.evil.textconv\ncat'],
+      ['local', 'file:.git/config', 'core.fsmonitor\nhook'],
+      ['system', 'file:/etc/gitconfig', 'merge.sys.driver\nx'],
+      ['command', 'command line:', 'filter.cmd.clean\nx'],
+    ]
+      .flat()
+      .join('\0');
+    const inRepository = (file: string) => file.startsWith('/r/');
+    expect(repositoryDrivers(`${z}\0`, inRepository)).toEqual([
+      { kind: 'filter', name: 'evil' },
+      { kind: 'filter', name: 'a=b.c' },
+      { kind: 'merge', name: 'ours' },
+      { kind: 'merge', name: 'included' },
+      { kind: 'filter', name: 'cmd' },
+    ]);
+    expect(repositoryDrivers('', inRepository)).toEqual([]);
   });
 });
 

@@ -451,3 +451,17 @@ export function namedAgentSettings(definition: AgentDefinition, backend: Backend
 export function agentProblems(ctx: AgentContext): AgentProblem[] {
   return loadAgents(ctx).problems;
 }
+
+/**
+ * Whether the caller (an MCP client, by the name it gave in initialize) may use the agent. Checked
+ * by the spawn use case for every door (src/jobs/spawn.ts): spawn_<name>, a team's member, a session
+ * agent's turn, `polyspawn run`.
+ */
+export function callerAllowed(
+  definition: Pick<AgentDefinition, 'allowedCallers'>,
+  caller: string | undefined,
+): boolean {
+  if (!definition.allowedCallers) return true;
+  const name = caller?.trim().toLowerCase();
+  return name !== undefined && definition.allowedCallers.some((c) => c.trim().toLowerCase() === name);
+}

@@ -43,20 +43,30 @@ export function readNewest(path: string, maxBytes: number): string {
 /** A line longer than this is skipped whole by followLines: no JSON event a budget reads is that long. */
 const MAX_FOLLOWED_LINE = 1 << 20;
 
+/** What one look reads at most: a log that grew by a gigabyte is read over many turns of the event loop. */
+const FOLLOW_BYTES_PER_TURN = 4 << 20;
+
 /**
  * Calls `onLine` with each complete line a growing file gains, reading every `intervalMs` from
- * where the last read ended, so a run's output can be watched while its child writes it.
- * stop() reads what is left once more and ends the watch.
+ * where the last read ended, so a run's output can be watched while its child writes it. A look
+ * reads at most FOLLOW_BYTES_PER_TURN, and the next one follows at once while more is there.
+ * stop() ends the watch once what is left has been read.
  */
-export function followLines(path: string, onLine: (line: string) => void, intervalMs: number): { stop(): void } {
+export function followLines(
+  path: string,
+  onLine: (line: string) => void,
+  intervalMs: number,
+): { stop(): Promise<void> } {
   let offset = 0;
   let pending = Buffer.alloc(0);
   let skipping = false;
-  const readNew = () =>
-    withFile(path, undefined, (fd, size) => {
-      while (offset < size) {
-        const chunk = readAt(fd, offset, Math.min(size - offset, 1 << 20));
-        if (chunk.length === 0) break;
+  /** Reads on; true once it has reached the end of the file as it is now. */
+  const readSome = () =>
+    withFile(path, true, (fd, size) => {
+      const until = Math.min(size, offset + FOLLOW_BYTES_PER_TURN);
+      while (offset < until) {
+        const chunk = readAt(fd, offset, Math.min(until - offset, 1 << 20));
+        if (chunk.length === 0) return true;
         offset += chunk.length;
         let data = Buffer.concat([pending, chunk]);
         for (let end = data.indexOf(NEWLINE); end >= 0; end = data.indexOf(NEWLINE)) {
@@ -70,12 +80,20 @@ export function followLines(path: string, onLine: (line: string) => void, interv
         }
         pending = Buffer.from(data);
       }
+      return offset >= size;
     });
-  const timer = setInterval(readNew, intervalMs);
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const look = () => {
+    const caughtUp = readSome();
+    if (!stopped) timer = setTimeout(look, caughtUp ? intervalMs : 0);
+  };
+  timer = setTimeout(look, intervalMs);
   return {
-    stop() {
-      clearInterval(timer);
-      readNew();
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      while (!readSome()) await new Promise((resolve) => setImmediate(resolve));
     },
   };
 }

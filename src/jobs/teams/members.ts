@@ -2,8 +2,15 @@
 // agent (`reviewer`), either with a model (`claude:opus`); each becomes an ordinary job.
 import type { Backend } from '../../../backends/types.js';
 import { InputError, SetupError } from '../../lib/errors.js';
-import type { AgentDefinition } from '../agents/definitions.js';
-import { spawnJob, type SpawnContext, type SpawnRequest } from '../spawn.js';
+import { namedAgentSettings, type AgentDefinition } from '../agents/definitions.js';
+import {
+  checkCaller,
+  permissionProblem,
+  spawnJob,
+  type SpawnContext,
+  type SpawnRequest,
+  type Supervisor,
+} from '../spawn.js';
 import type { MemberRequest, TeamHost } from './table.js';
 import { parseMember } from './spec.js';
 
@@ -15,7 +22,13 @@ export type MemberContext = SpawnContext & {
 };
 
 /** The spawn request a member stands for, without its prompt; an InputError or SetupError says what to change. */
-function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Omit<SpawnRequest, 'prompt'> {
+function memberSpawn(
+  ctx: MemberContext,
+  ref: string,
+  needsChannel: boolean,
+  caller: string | undefined,
+  supervisor: Supervisor | undefined,
+): Omit<SpawnRequest, 'prompt'> {
   const { name, model } = parseMember(ref);
   const label = `team member "${ref}"`;
   const definition = ctx.agents.agents.get(name);
@@ -27,6 +40,8 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
       `${label} is neither a backend (${ctx.backends.map((b) => b.name).join(', ')}) nor a named agent (list_agents shows them)`,
     );
   }
+  // Said before the team starts; spawnJob checks it again for each member it submits.
+  if (definition) checkCaller(label, definition, caller);
   if (definition?.model && model)
     throw new InputError(`${label}: agent ${name} fixes its model (${definition.model}); name it without ":${model}"`);
   if (needsChannel && (backend.kind !== 'cli' || !ctx.channel || definition?.askParent === false))
@@ -36,20 +51,27 @@ function memberSpawn(ctx: MemberContext, ref: string, needsChannel: boolean): Om
     );
   const availability = ctx.availability(backend);
   if (!availability.usable) throw new SetupError(`${label} cannot run here: ${availability.detail}`);
+  const agent = definition && namedAgentSettings(definition, backend);
+  const wider =
+    supervisor && permissionProblem(ctx.config, { backend: backend.name, ...(agent ? { agent } : {}) }, supervisor);
+  if (wider) throw new InputError(`${label}: ${wider}`);
   return {
     backend,
     label,
+    caller,
     ...(model ? { model } : {}),
     ...(definition ? { agent: { definition } } : {}),
+    ...(supervisor ? { supervisor } : {}),
   };
 }
 
 /** The TeamHost's member side over the spawn use case. */
 export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | 'spawnMember'> {
   return {
-    checkMember: (ref, options) => void memberSpawn(ctx, ref, options?.needsChannel === true),
+    checkMember: (ref, options) =>
+      void memberSpawn(ctx, ref, options.needsChannel === true, options.caller, options.supervisor),
     spawnMember: (ref, request: MemberRequest) => {
-      const spawn = memberSpawn(ctx, ref, request.needsChannel === true);
+      const spawn = memberSpawn(ctx, ref, request.needsChannel === true, request.caller, request.supervisor);
       return spawnJob(ctx, {
         ...spawn,
         prompt: request.prompt,

@@ -23,7 +23,18 @@ export type TeamMember = {
 export type TeamEvent = {
   at: string;
   kind:
-    'started' | 'answer' | 'failed' | 'skipped' | 'round' | 'task' | 'message' | 'board' | 'team' | 'budget' | 'end';
+    | 'started'
+    | 'answer'
+    | 'failed'
+    | 'skipped'
+    | 'round'
+    | 'task'
+    | 'message'
+    | 'board'
+    | 'team'
+    | 'budget'
+    | 'limit'
+    | 'end';
   text: string;
   /** The member job it is about, if any. */
   jobId?: string;
@@ -42,7 +53,11 @@ export type TeamRecord = {
   error?: string;
   /** What to know of a team that succeeded all the same (a member dropped out, a stage was passed over). */
   note?: string;
-  /** True when the team stopped starting members because their cost reached max_budget_usd. */
+  /**
+   * True when the team stopped starting members because the cost of its tree (its members and the
+   * teams below it, finished ones at their cost, running ones at their own max_budget_usd) reached
+   * its max_budget_usd or that of a team above it.
+   */
   budgetReached?: boolean;
   /** Teams a supervisor member started (supervisor_tree). */
   children?: string[];

@@ -5,8 +5,11 @@ import type { TeamEvent } from './record.js';
 import type { TeamSpec } from './spec.js';
 import type { TeamWorkspace } from './workspace.js';
 
-/** Thrown by TeamRun.start once the members' cost has reached the team's max_budget_usd. */
-export class BudgetReached extends Error {}
+/**
+ * Thrown by TeamRun.start when no member may start: the cost of the team's tree has reached its
+ * max_budget_usd (or that of a team above it), or the tree has started as many agents as it may.
+ */
+export class LimitReached extends Error {}
 
 export type TeamRun = {
   readonly id: string;
@@ -14,7 +17,7 @@ export type TeamRun = {
   readonly signal: AbortSignal;
   /** The shared task list, messages and board (leader_teammate, blackboard). */
   readonly workspace: TeamWorkspace;
-  /** Starts one member job. Throws BudgetReached once the budget is spent, InputError/SetupError for a bad member. */
+  /** Starts one member job. Throws LimitReached once the budget or the agent bound is reached, InputError/SetupError for a bad member. */
   start(member: string, role: string, prompt: string, options?: { needsChannel?: boolean }): JobRecord;
   /** The job once it has finished (or as it is when the team is cancelled). */
   finished(job: JobRecord): Promise<JobRecord>;

@@ -75,6 +75,12 @@ export type TeamSpec = {
   /** A preset's body: instructions every member gets before the task. */
   instructions?: string;
   preset?: string;
+  /**
+   * The MCP client that ran the team (its initialize name), for whom its members are spawned (a
+   * named agent's allowed_callers). A supervisor's child team runs for the client of its root
+   * team: a supervisor may use only the agents the client that started it may.
+   */
+  caller?: string;
   /** supervisor_tree: the supervisor job (and its team) that started this team. */
   parent?: { teamId: string; jobId: string };
 };
@@ -124,4 +130,54 @@ export function teamSpec(options: TeamOptions, task: string, extra: Partial<Team
 export function parseMember(ref: string): { name: string; model?: string } {
   const colon = ref.indexOf(':');
   return colon < 0 ? { name: ref } : { name: ref.slice(0, colon), model: ref.slice(colon + 1) };
+}
+
+/** How many agents a team of fixed shape starts at most (a supervisor's own team is counted when it starts). */
+export function plannedAgents(spec: TeamSpec): number {
+  const members = spec.members.length;
+  const rounds = spec.rounds ?? DEFAULT_ROUNDS;
+  switch (spec.topology) {
+    case 'map_reduce':
+      return (spec.items?.length ?? members) + (spec.reduceWith ? 1 : 0);
+    case 'peer_ring':
+      return members * rounds + (spec.judge ? 1 : 0);
+    case 'blackboard':
+      return members * rounds;
+    case 'pipeline':
+    case 'leader_teammate':
+      return members;
+    case 'supervisor_tree':
+      return 1;
+  }
+}
+
+/**
+ * A supervisor's child team within its parent's limits: what it leaves out it inherits (budget,
+ * max_turns, timeout_s, isolation), and it may narrow them, never widen (an InputError says which).
+ * The budget is also drawn from the parent's: the team table counts a tree's spending against
+ * every budget above it.
+ */
+export function childSpec(parent: TeamSpec, child: TeamSpec): TeamSpec {
+  const narrowed = { ...child };
+  const within = (field: 'maxBudgetUsd' | 'maxTurns' | 'timeoutS', option: string) => {
+    const ceiling = parent[field];
+    if (ceiling === undefined) return;
+    const asked = child[field];
+    if (asked !== undefined && asked > ceiling)
+      throw new InputError(
+        `options.${option} ${asked} is over the ${option} of the team that runs you (${ceiling}): pass at most ${ceiling}, or leave it out`,
+      );
+    narrowed[field] = asked ?? ceiling;
+  };
+  within('maxBudgetUsd', 'max_budget_usd');
+  within('maxTurns', 'max_turns');
+  within('timeoutS', 'timeout_s');
+  if (parent.isolation === 'worktree') {
+    if (child.isolation === 'none')
+      throw new InputError(
+        'options.isolation "none": the team that runs you works in worktrees, so yours does too: leave isolation out',
+      );
+    narrowed.isolation = 'worktree';
+  }
+  return narrowed;
 }

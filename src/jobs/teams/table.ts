@@ -3,12 +3,14 @@
 // with the team; the team keeps their states, the order of events and the answer.
 import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
+import type { Supervisor } from '../spawn.js';
 import { InputError } from '../../lib/errors.js';
 import { isFinished, type JobRecord, type JobTable } from '../table.js';
-import { isTeamFinished, MAX_EVENTS, teamTotals, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
-import type { TeamSpec, Topology } from './spec.js';
+import { isTeamFinished, MAX_EVENTS, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
+import { childSpec, plannedAgents, type TeamSpec, type Topology } from './spec.js';
 import { TeamWorkspace } from './workspace.js';
-import { BudgetReached, type TeamRun, type TopologyOutcome } from './run.js';
+import { LimitReached, type TeamRun, type TopologyOutcome } from './run.js';
+import { labelled, succeeded, type MemberAnswer } from './topologies/answers.js';
 import { runMapReduce } from './topologies/map-reduce.js';
 import { runPipeline } from './topologies/pipeline.js';
 import { runPeerRing } from './topologies/peer-ring.js';
@@ -25,19 +27,28 @@ export type MemberRequest = {
   isolation?: 'none' | 'worktree';
   /** The member talks to its team over the channel: it must be a CLI agent with the channel on. */
   needsChannel?: boolean;
+  /** The MCP client the team runs for (TeamSpec.caller): a named agent's allowed_callers is checked against it. */
+  caller: string | undefined;
+  /** A child team's member: the supervisor that started the team, whose sandbox and permission it may narrow, never widen. */
+  supervisor?: Supervisor;
 };
 
 /** What the team table needs of the app: start a member's job, and the job table to follow it. */
 export type TeamHost = {
   /** Checks that a member can run here (a usable backend, or a named agent on one); throws what to change. */
-  checkMember(member: string, options?: { needsChannel?: boolean }): void;
+  checkMember(
+    member: string,
+    options: { needsChannel?: boolean; caller: string | undefined; supervisor?: Supervisor },
+  ): void;
   /** Submits a member's job (the spawn use case); throws InputError or SetupError. */
   spawnMember(member: string, request: MemberRequest): JobRecord;
-  jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onChange'>;
+  jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onChange' | 'guardStart'>;
   /** Where teams are kept (the run store's team records), so a restarted server answers for them. */
   store?: TeamStore;
   /** How many levels of teams may run below one (supervisor_tree). */
   maxTeamDepth: number;
+  /** How many agents a team may start in all, the teams below it included (the config's team_max_agents). */
+  maxAgents: number;
 };
 
 export type TeamStore = {
@@ -64,7 +75,14 @@ export const CHANNEL_TOPOLOGIES: readonly Topology[] = ['leader_teammate', 'blac
 export const TEAM_ID = /^team-[a-z2-9]{6}$/;
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 
-type Entry = { record: TeamRecord; controller: AbortController; done: Promise<void>; workspace: TeamWorkspace };
+type Entry = {
+  record: TeamRecord;
+  controller: AbortController;
+  done: Promise<void>;
+  workspace: TeamWorkspace;
+  /** Why the team stopped starting members (its budget or the agent bound), once it has. */
+  stopped?: string;
+};
 
 export class TeamTable {
   private readonly entries = new Map<string, Entry>();
@@ -75,13 +93,32 @@ export class TeamTable {
   constructor(private readonly host: TeamHost) {
     this.events.setMaxListeners(0);
     host.jobs.onChange((job) => this.memberChanged(job));
+    // A team's budget is held where a member starts, not only where it was submitted: a member
+    // queued behind the concurrency limit is checked when the queue starts it. (The agent bound
+    // counts members as they are submitted, so the submit is its place.)
+    host.jobs.guardStart((job) => {
+      const entry = job.team && this.entries.get(job.team.id);
+      const why = entry && this.budgetOver(entry);
+      if (!why) return undefined;
+      this.stop(entry, `${why}, so its queued members were not started`, 'budget');
+      return why;
+    });
   }
 
   /** Checks the spec and its members, then starts the team; returns at once. */
-  start(spec: TeamSpec): TeamRecord {
+  start(asked: TeamSpec): TeamRecord {
+    const parent = asked.parent && this.entries.get(asked.parent.teamId);
+    if (asked.parent && (!parent || isTeamFinished(parent.record.state)))
+      throw new InputError(`team ${asked.parent.teamId} that would run this team has ended`);
+    const spec = parent ? childSpec(parent.record.spec, asked) : asked;
     const needsChannel = CHANNEL_TOPOLOGIES.includes(spec.topology);
+    const supervisor = this.supervisorOf(spec);
     for (const m of new Set([...spec.members, spec.reduceWith, spec.judge].filter((m): m is string => !!m)))
-      this.host.checkMember(m, { needsChannel: needsChannel && spec.members.includes(m) });
+      this.host.checkMember(m, {
+        needsChannel: needsChannel && spec.members.includes(m),
+        caller: spec.caller,
+        ...(supervisor ? { supervisor } : {}),
+      });
     const depth = spec.parent ? this.depthOf(spec.parent.teamId) + 1 : 0;
     // A supervisor at the deepest level could start no team: refused as well.
     if (
@@ -90,6 +127,14 @@ export class TeamTable {
     )
       throw new InputError(
         `a ${spec.topology} team inside team ${spec.parent!.teamId} would go past the nesting limit of ${this.host.maxTeamDepth} level(s) of teams below a supervisor: use another topology, or do the work in this team's members`,
+      );
+    const started = parent ? this.agentsIn(this.root(parent)) : 0;
+    const planned = plannedAgents(spec);
+    if (started + planned > this.host.maxAgents)
+      throw new InputError(
+        `this ${spec.topology} team would start ${planned} agent(s)${started ? ` where its tree has started ${started}` : ''}, ` +
+          `past the ${this.host.maxAgents} a team may start in all, the teams below it included (team_max_agents in the config): ` +
+          'use fewer members, items or rounds',
       );
     const record: TeamRecord = {
       id: this.newId(),
@@ -104,12 +149,9 @@ export class TeamTable {
     let settle!: () => void;
     const entry: Entry = { record, controller, workspace, done: new Promise<void>((r) => (settle = r)) };
     this.entries.set(record.id, entry);
-    if (spec.parent) {
-      const parent = this.get(spec.parent.teamId);
-      if (parent) {
-        parent.children = [...(parent.children ?? []), record.id];
-        this.changed(parent);
-      }
+    if (parent) {
+      parent.record.children = [...(parent.record.children ?? []), record.id];
+      this.changed(parent.record);
     }
     this.changed(record);
     void this.run(entry).finally(settle);
@@ -123,19 +165,28 @@ export class TeamTable {
     try {
       outcome = await TOPOLOGY_RUNNERS[record.spec.topology](run);
     } catch (error) {
-      if (error instanceof BudgetReached) {
-        record.budgetReached = true;
-        outcome = { ok: false, answer: record.answer ?? '', error: error.message };
+      if (error instanceof LimitReached) {
+        // No member starts any more; those running finish, and what they answer is kept.
+        await Promise.all(
+          record.members
+            .filter((m) => !isFinished(m.state))
+            .map((m) => this.host.jobs.whenFinished(m.jobId, controller.signal)),
+        );
+        outcome = { ok: false, answer: '', error: error.message };
       } else outcome = { ok: false, answer: '', error: `the team could not go on: ${(error as Error).message}` };
     }
-    // Whatever the topology left running (teammates when the leader ends) ends with the team.
+    // A team that ends ends its whole tree: the teams its supervisor started, and whatever the
+    // topology left running (teammates when the leader ends).
+    for (const child of record.children ?? []) await this.cancel(child);
     await run.cancelMembers();
-    record.state = controller.signal.aborted ? 'cancelled' : outcome.ok ? 'succeeded' : 'failed';
-    record.answer = outcome.answer;
-    if (outcome.error) record.error = outcome.error;
+    record.state = controller.signal.aborted ? 'cancelled' : outcome.ok && !entry.stopped ? 'succeeded' : 'failed';
+    // Stopped by a limit, the team keeps what its members answered.
+    record.answer = outcome.answer || (entry.stopped ? this.answerSoFar(record) : '');
+    const error = entry.stopped ?? outcome.error;
+    if (error) record.error = error;
     if (outcome.note) record.note = outcome.note;
     record.endedAt = new Date().toISOString();
-    this.event(record, 'end', `the team ${record.state}${outcome.error ? `: ${outcome.error}` : ''}`);
+    this.event(record, 'end', `the team ${record.state}${error ? `: ${error}` : ''}`);
   }
 
   private teamRun(entry: Entry): TeamRun {
@@ -149,12 +200,20 @@ export class TeamTable {
       workspace,
       start: (member, role, prompt, options = {}) => {
         if (controller.signal.aborted) throw new Error('the team was cancelled');
-        const spent = teamTotals(record).costUsd ?? 0;
-        if (spec.maxBudgetUsd !== undefined && spent >= spec.maxBudgetUsd) {
-          const why = `budget reached: its members spent $${spent.toFixed(4)} of max_budget_usd $${spec.maxBudgetUsd}, so no new member was started (${role}: ${member} was next)`;
-          this.event(record, 'budget', why);
-          throw new BudgetReached(why);
-        }
+        const next = `so no new member was started (${role}: ${member} was next)`;
+        const overBudget = this.budgetOver(entry);
+        if (overBudget) throw new LimitReached(this.stop(entry, `${overBudget}, ${next}`, 'budget'));
+        const root = this.root(entry);
+        if (this.agentsIn(root) >= this.host.maxAgents)
+          throw new LimitReached(
+            this.stop(
+              entry,
+              `agent bound reached: team ${root.record.id} and the teams below it started ${this.host.maxAgents} agents, the most a team may (team_max_agents), ${next}`,
+              'limit',
+            ),
+          );
+        // A supervisor's team runs its members within what the supervisor may do.
+        const supervisor = this.supervisorOf(spec);
         const job = this.host.spawnMember(member, {
           prompt,
           team: { id: record.id, member, role },
@@ -162,6 +221,8 @@ export class TeamTable {
           ...(spec.maxTurns ? { maxTurns: spec.maxTurns } : {}),
           ...(spec.isolation ? { isolation: spec.isolation } : {}),
           ...(options.needsChannel ? { needsChannel: true } : {}),
+          caller: spec.caller,
+          ...(supervisor ? { supervisor } : {}),
         });
         running.add(job.id);
         this.teamOfJob.set(job.id, record.id);
@@ -198,8 +259,102 @@ export class TeamTable {
       member.outputTokens = o.usage.outputTokens;
       member.cachedInputTokens = o.usage.cachedInputTokens;
     }
-    if (isFinished(job.state)) this.teamOfJob.delete(job.id);
     this.changed(entry.record);
+    if (isFinished(job.state)) {
+      this.teamOfJob.delete(job.id);
+      this.cancelQueuedOverBudget(this.root(entry));
+    }
+  }
+
+  /**
+   * A member ended, and its cost is known: every team of the tree whose budget (or one above it)
+   * is now reached has its queued members cancelled, so none starts and the team ends.
+   */
+  private cancelQueuedOverBudget(root: Entry): void {
+    for (const entry of this.tree(root)) {
+      if (isTeamFinished(entry.record.state)) continue;
+      const queued = entry.record.members.filter((m) => m.state === 'queued');
+      const why = queued.length ? this.budgetOver(entry) : undefined;
+      if (!why) continue;
+      this.stop(entry, `${why}, so its queued members were not started`, 'budget');
+      for (const m of queued) void this.host.jobs.cancel(m.jobId, `not started: ${why}`);
+    }
+  }
+
+  /**
+   * Why no member of the team may start for its budget, or undefined: the cost of its tree, or of
+   * the tree of a team above it, has reached that team's max_budget_usd. A finished member counts
+   * its cost; a running one, whose cost most backends report only at its end, its own
+   * max_budget_usd when it has one (what it may still spend), else nothing until it ends.
+   */
+  private budgetOver(entry: Entry): string | undefined {
+    for (const owner of this.lineage(entry)) {
+      const max = owner.record.spec.maxBudgetUsd;
+      if (max === undefined) continue;
+      let spent = 0;
+      let committed = 0;
+      for (const m of this.tree(owner).flatMap((e) => e.record.members)) {
+        if (m.costUsd !== undefined) spent += m.costUsd;
+        else if (m.state === 'running') committed += this.host.jobs.get(m.jobId)?.maxBudgetUsd ?? 0;
+      }
+      if (spent + committed < max) continue;
+      const own = owner === entry;
+      const whose = own ? 'its members' : `the members of team ${owner.record.id} and of the teams below it`;
+      const running = committed
+        ? ` and its running members may spend $${committed.toFixed(4)} more (their own max_budget_usd)`
+        : '';
+      return `budget reached: ${whose} spent $${spent.toFixed(4)}${running} of ${own ? '' : `team ${owner.record.id}'s `}max_budget_usd $${max}`;
+    }
+    return undefined;
+  }
+
+  /** The team stops starting members: said once in its events; returns why. */
+  private stop(entry: Entry, why: string, kind: 'budget' | 'limit'): string {
+    if (entry.stopped) return entry.stopped;
+    entry.stopped = why;
+    if (kind === 'budget') entry.record.budgetReached = true;
+    this.event(entry.record, kind, why);
+    return why;
+  }
+
+  /** What the members of a team stopped by a limit answered, labelled. */
+  private answerSoFar(record: TeamRecord): string {
+    const answers: MemberAnswer[] = record.members.flatMap((m) => {
+      const job = this.host.jobs.get(m.jobId);
+      return job ? [{ role: m.role, member: m.member, job }] : [];
+    });
+    return labelled(answers.filter(succeeded));
+  }
+
+  /** The supervisor job that started a child team. */
+  private supervisorOf(spec: TeamSpec): Supervisor | undefined {
+    return spec.parent && this.host.jobs.get(spec.parent.jobId);
+  }
+
+  /** The team and the teams above it (this table's), nearest first. */
+  private lineage(entry: Entry): Entry[] {
+    const above = entry.record.spec.parent && this.entries.get(entry.record.spec.parent.teamId);
+    return [entry, ...(above ? this.lineage(above) : [])];
+  }
+
+  private root(entry: Entry): Entry {
+    return this.lineage(entry).at(-1)!;
+  }
+
+  /** The team and every team below it. */
+  private tree(entry: Entry): Entry[] {
+    return [
+      entry,
+      ...(entry.record.children ?? []).flatMap((id) => {
+        const child = this.entries.get(id);
+        return child ? this.tree(child) : [];
+      }),
+    ];
+  }
+
+  /** The agents a team and the teams below it have started. */
+  private agentsIn(entry: Entry): number {
+    return this.tree(entry).reduce((n, e) => n + e.record.members.length, 0);
   }
 
   private event(record: TeamRecord, kind: TeamEvent['kind'], text: string, jobId?: string): void {

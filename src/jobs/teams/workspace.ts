@@ -3,6 +3,7 @@
 // two members claiming one task at once cannot both win.
 import { EventEmitter } from 'node:events';
 import { InputError } from '../../lib/errors.js';
+import { checkLength } from '../conversation.js';
 import type { TeamEvent } from './record.js';
 
 export type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
@@ -30,6 +31,7 @@ export const WORKSPACE_LIMITS = {
   boardKeys: 200,
   textChars: 20_000,
   subjectChars: 300,
+  keyChars: 200,
 } as const;
 
 /** The key a blackboard member writes to end the team: its value is the team's answer. */
@@ -55,6 +57,8 @@ export class TeamWorkspace {
   }
 
   createTask(by: string, subject: string, description?: string, blockedBy: string[] = []): TeamTask {
+    checkLength("the task's subject", subject, WORKSPACE_LIMITS.subjectChars);
+    if (description !== undefined) checkLength("the task's description", description, WORKSPACE_LIMITS.textChars);
     if (this.tasks.length >= WORKSPACE_LIMITS.tasks)
       throw new InputError(`the task list holds ${WORKSPACE_LIMITS.tasks} tasks, the most it may: finish some first`);
     const unknown = blockedBy.filter((id) => !this.tasks.some((t) => t.id === id));
@@ -111,6 +115,7 @@ export class TeamWorkspace {
   }
 
   update(by: string, taskId: string, status: 'done' | 'failed' | 'open', result?: string): TeamTask {
+    if (result !== undefined) checkLength("the task's result", result, WORKSPACE_LIMITS.textChars);
     const task = this.task(taskId);
     if (task.owner && task.owner !== by)
       throw new InputError(`task ${taskId} is claimed by ${task.owner}: only it updates the task`);
@@ -131,6 +136,7 @@ export class TeamWorkspace {
 
   /** A message to one member (`to`, its agent_id) or, without `to`, to every member. */
   send(from: string, text: string, to?: string): TeamMessage {
+    checkLength('the message', text, WORKSPACE_LIMITS.textChars);
     if (this.messages.length >= WORKSPACE_LIMITS.messages)
       throw new InputError(`this team has sent ${WORKSPACE_LIMITS.messages} messages, the most it may`);
     const message: TeamMessage = {
@@ -173,6 +179,8 @@ export class TeamWorkspace {
   }
 
   boardWrite(author: string, key: string, value: string): BoardEntry {
+    checkLength("the board's key", key, WORKSPACE_LIMITS.keyChars);
+    checkLength(`the value of ${clip(key, 40)}`, value, WORKSPACE_LIMITS.textChars);
     if (!this.board.has(key) && this.board.size >= WORKSPACE_LIMITS.boardKeys)
       throw new InputError(
         `the board holds ${WORKSPACE_LIMITS.boardKeys} keys, the most it may: write to existing ones`,

@@ -104,7 +104,7 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
       'board_read',
       {
         description: 'The board (or one key), with who wrote each entry and when.',
-        inputSchema: { key: z.string().max(200).optional() },
+        inputSchema: { key: z.string().max(LIMITS.keyChars).optional() },
         annotations,
       },
       async ({ key }) => toolResult({ entries: workspace.boardRead(key) }),
@@ -113,7 +113,7 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
       'board_write',
       {
         description: 'Write a key on the board. The key "done" ends the team: its value is the answer.',
-        inputSchema: { key: z.string().min(1).max(200), value: text },
+        inputSchema: { key: z.string().min(1).max(LIMITS.keyChars), value: text },
         annotations,
       },
       async ({ key, value }) => toolResult({ entry: workspace.boardWrite(jobId, key, value) }),
@@ -124,12 +124,14 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
     server.registerTool(
       'run_team',
       {
-        description: 'Run a team of agents on a part of your task; returns its team_id (then wait_team).',
+        description:
+          "Run a team of agents on a part of your task, within your team's budget, limits and agent bound; returns its team_id (then wait_team).",
         inputSchema: runTeamInput.shape,
         annotations: { readOnlyHint: false, openWorldHint: true },
       },
       async (args) => {
-        const child = startTeam(app, args, { teamId: team.id, jobId });
+        // The supervisor asks in the name of the client its team runs for: never a wider one.
+        const child = startTeam(app, args, { caller: team.spec.caller, parent: { teamId: team.id, jobId } });
         return toolResult({ team_id: child.id, state: child.state });
       },
     );

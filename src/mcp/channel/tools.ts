@@ -63,7 +63,7 @@ export function channelServer(app: App, jobId: string): McpServer {
     'report_progress',
     {
       description: 'Tell the orchestrator in one line what you are doing now.',
-      inputSchema: { text: z.string().min(1).max(2000) },
+      inputSchema: { text: z.string().min(1).max(LIMITS.progressInputChars) },
       outputSchema: { recorded: z.boolean() },
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

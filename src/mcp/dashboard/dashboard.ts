@@ -7,6 +7,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody } from '../http/body.js';
+import { cutWhenStalled } from '../http/stalled.js';
 import type { App } from '../../app.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { runFolder } from '../../lib/run-folder.js';
@@ -30,6 +31,9 @@ const ID = /^[a-z0-9]{1,64}$/;
 const LOG_POLL_MS = 300;
 const LOG_CHUNK_BYTES = 64 * 1024;
 const MAX_FORM_BYTES = 64 * 1024;
+/** What an event stream may leave unread before it is cut off: a few chunks of a log, as JSON. */
+const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+const STALLED_MS = 60_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 
@@ -61,15 +65,37 @@ function cookieOf(req: IncomingMessage): string | undefined {
   return undefined;
 }
 
-/** Server-sent events: the headers, then `event(name, data)` until the client goes away. */
+/**
+ * Server-sent events: the headers, then `event(name, data)` until the client goes away. event()
+ * says whether the client keeps up (res.write's answer); one that leaves more than
+ * MAX_UNREAD_BYTES unread, or takes nothing for STALLED_MS, is cut off (its browser reconnects),
+ * so a stream nobody reads cannot grow the server nor hold it for good.
+ */
 function eventStream(req: IncomingMessage, res: ServerResponse) {
   res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
   res.write(': polyspawn\n\n');
+  cutWhenStalled(res, STALLED_MS, () => {});
   return {
-    event: (name: string, data: unknown) => void res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`),
+    event(name: string, data: unknown): boolean {
+      if (res.destroyed) return false;
+      const ready = res.write(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+      if (res.writableLength > MAX_UNREAD_BYTES) res.destroy();
+      return ready;
+    },
     onClose: (fn: () => void) => void req.once('close', fn),
   };
 }
+
+/** Resolves once the response takes more again, or has closed. */
+const drained = (res: ServerResponse) =>
+  new Promise<void>((resolve) => {
+    if (res.destroyed) return resolve();
+    const done = () => {
+      res.off('drain', done).off('close', done);
+      resolve();
+    };
+    res.on('drain', done).on('close', done);
+  });
 
 export function dashboard(app: App, token: string): Handler {
   const secret = randomBytes(32).toString('base64url');
@@ -82,34 +108,50 @@ export function dashboard(app: App, token: string): Handler {
 
   const findJob = (id: string): JobRecord | undefined => (ID.test(id) ? app.jobs.get(id) : undefined);
 
+  /**
+   * An agent's log, a chunk at a time at the reader's pace: the next chunk is read once the last
+   * one is taken (drain), and the event loop runs between chunks, so a log of any size read by a
+   * slow browser costs a chunk of memory and never holds up the server.
+   */
   const streamLog = (req: IncomingMessage, res: ServerResponse, job: JobRecord) => {
     const events = eventStream(req, res);
     const file = runFolder(app.config.stateDir, job.id).stdout;
-    let offset = 0;
     let closed = false;
-    let timer: NodeJS.Timeout | undefined;
-    const pump = () => {
-      if (closed) return;
-      // The logs tool's reading: whole lines and characters, secrets redacted.
-      for (;;) {
-        const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
-        if (page.next_offset === offset) break;
-        if (page.text) events.event('chunk', page.text);
-        offset = page.next_offset;
-      }
-      if (isFinished(app.jobs.get(job.id)?.state ?? 'interrupted')) {
-        const last = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
-        if (last.text) events.event('chunk', last.text);
-        events.event('end', app.jobs.get(job.id)?.state ?? 'unknown');
-        return void res.end();
-      }
-      timer = setTimeout(pump, LOG_POLL_MS);
-    };
+    let wake: (() => void) | undefined;
     events.onClose(() => {
       closed = true;
-      clearTimeout(timer);
+      wake?.();
     });
-    pump();
+    const pause = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    const state = () => app.jobs.get(job.id)?.state;
+    const pump = async () => {
+      let offset = 0;
+      while (!closed) {
+        // Read after looking at the state: once it has ended, what the log holds now is all of it.
+        const ended = isFinished(state() ?? 'interrupted');
+        // The logs tool's reading: whole lines and characters, secrets redacted.
+        const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
+        // Only forward: a log replaced by something unreadable, or cut shorter, has nothing new.
+        if (page.next_offset > offset) {
+          offset = page.next_offset;
+          if (page.text && !events.event('chunk', page.text)) await drained(res);
+          await new Promise((resolve) => setImmediate(resolve));
+        } else if (ended) {
+          events.event('end', state() ?? 'unknown');
+          return void res.end();
+        } else await pause(LOG_POLL_MS);
+      }
+    };
+    pump().catch((error: unknown) => {
+      res.destroy(error instanceof Error ? error : new Error(String(error)));
+    });
   };
 
   const changes = (req: IncomingMessage, res: ServerResponse) => {

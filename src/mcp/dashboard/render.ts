@@ -4,6 +4,7 @@
 // CDN, no bundler): it refreshes the sections when the server says a job changed, and appends a
 // log as it streams, as text.
 import type { App } from '../../app.js';
+import { CONVERSATION_LIMITS } from '../../jobs/conversation.js';
 import { fullResult, type JobResult } from '../../jobs/result.js';
 import { isFinished, JOB_STATES, type JobRecord } from '../../jobs/table.js';
 import { summarizeTeam } from '../../jobs/teams/result.js';
@@ -40,7 +41,7 @@ function questionForms(r: JobResult): string {
       (q) => `<form class="question" method="post" action="/agents/${esc(r.agent_id)}/reply">
 <p><b>${esc(r.agent_id)}</b> asks: <span class="question-text">${esc(q.question)}</span>${q.options?.length ? ` <i>(${q.options.map(esc).join(' / ')})</i>` : ''}</p>
 <input type="hidden" name="message_id" value="${esc(q.message_id)}">
-<input name="answer" required maxlength="20000" placeholder="your answer" aria-label="answer to ${esc(r.agent_id)} ${esc(q.message_id)}">
+<input name="answer" required maxlength="${CONVERSATION_LIMITS.answerChars}" placeholder="your answer" aria-label="answer to ${esc(r.agent_id)} ${esc(q.message_id)}">
 <button type="submit">Answer</button></form>`,
     )
     .join('\n');

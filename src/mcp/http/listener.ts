@@ -6,11 +6,12 @@
 // session belongs to the same principal. Every refusal is a JSON-RPC error body with its HTTP
 // status, and a line in the log (never the token).
 import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIPv6, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { readBody } from './body.js';
+import { EventBudget, type EventLimits } from './event-store.js';
 import { Sessions } from './sessions.js';
 
 export type HttpMcpOptions<P> = {
@@ -19,18 +20,28 @@ export type HttpMcpOptions<P> = {
    * request, and again before a session is opened; principals are compared with ===.
    */
   authenticate(token: string): P | undefined;
-  /** A fresh McpServer for a new session opened by this principal. */
-  serverFor(principal: P): McpServer;
+  /** A fresh McpServer for a new session opened by this principal, with the initialize request that opens it. */
+  serverFor(principal: P, opening: IncomingMessage): McpServer;
   /** Default '/mcp'. */
   path?: string;
   /** Default 256 KiB; a larger body gets 413. */
   maxBodyBytes?: number;
-  /** Default 4; one more gets 429 until one of them is closed. */
+  /**
+   * Default 4. One more ends the principal's oldest idle session (no request unanswered), whose
+   * client gets 404 and re-initializes; 429 only while every one of them has a request in flight.
+   */
   maxSessionsPerPrincipal?: number;
   /** One line per refused request. */
   log?: (line: string) => void;
   /** Streams a client can resume after a dropped connection (Last-Event-ID; default: off). */
   resumableStreams?: boolean;
+  /** What resumable streams keep, in bytes (default DEFAULT_EVENT_LIMITS). */
+  eventLimits?: EventLimits;
+  /**
+   * A response (an SSE stream) whose client has taken nothing of what waits for it for this long
+   * is cut off, so an unread stream cannot grow the server (default 60 s).
+   */
+  stalledStreamMs?: number;
   /** Sessions with no request and no open response for this long are ended (default: never). */
   idleSessionMs?: number;
   /** Default 127.0.0.1; the caller decides whether another address may be bound. */
@@ -53,6 +64,8 @@ export type HttpMcpListener<P> = {
    * their tool calls in flight are aborted. Revoke its token first, so it cannot open another.
    */
   endSessionsOf(principal: P): Promise<void>;
+  /** Bytes the sessions' resumable streams keep now, all together. */
+  storedEventBytes(): number;
   /** Closes every session, the server and every socket. */
   close(): Promise<void>;
 };
@@ -60,6 +73,7 @@ export type HttpMcpListener<P> = {
 const LOOPBACK = '127.0.0.1';
 const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 const DEFAULT_MAX_SESSIONS = 4;
+const DEFAULT_STALLED_STREAM_MS = 60_000;
 
 /** JSON-RPC error codes of the refusals: the SDK's transport uses the same for the same cases. */
 const PARSE_ERROR = -32700;
@@ -84,7 +98,11 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const maxSessions = options.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS;
   const log = options.log ?? (() => {});
   const host = options.host ?? LOOPBACK;
-  const sessions = new Sessions<P>(log, options.resumableStreams === true);
+  const eventBudget = options.resumableStreams ? new EventBudget(options.eventLimits) : undefined;
+  const sessions = new Sessions<P>(log, {
+    ...(eventBudget ? { eventBudget } : {}),
+    stalledStreamMs: options.stalledStreamMs ?? DEFAULT_STALLED_STREAM_MS,
+  });
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
   let closing: Promise<void> | undefined;
@@ -173,6 +191,13 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
           why: sessions.ownedByAnother(sessionId, principal) ? "another principal's session id" : undefined,
         });
       }
+      const lastEventId = req.headers['last-event-id'];
+      if (req.method === 'GET' && typeof lastEventId === 'string' && session.events?.holds(lastEventId) === false) {
+        return refuse(req, res, {
+          status: 400,
+          message: `Bad Request: Last-Event-ID names an event this server no longer keeps (a session keeps its newest ${eventBudget!.limits.sessionBytes} bytes of events): what followed it may be lost; send the request again`,
+        });
+      }
       if (req.method !== 'POST') return session.transport.handleRequest(req, res);
       const body = await readJson(req);
       return 'json' in body ? session.transport.handleRequest(req, res, body.json) : refuse(req, res, body);
@@ -197,13 +222,13 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     if (closing) return refuse(req, res, shuttingDown);
     if (options.authenticate(token) !== principal)
       return refuse(req, res, unauthorized('revoked while the request was read'));
-    if (sessions.count(principal) >= maxSessions) {
+    if (sessions.count(principal) >= maxSessions && !sessions.evictOldestIdle(principal)) {
       return refuse(req, res, {
         status: 429,
-        message: `Too Many Requests: this token already holds ${maxSessions} open sessions, the most it may; end one (DELETE ${path} with its mcp-session-id) before opening another`,
+        message: `Too Many Requests: this token holds ${maxSessions} open sessions, the most it may, each with a request in flight; wait for one to be answered, or end one (DELETE ${path} with its mcp-session-id), before opening another`,
       });
     }
-    const session = await sessions.open(principal, options.serverFor(principal));
+    const session = await sessions.open(principal, options.serverFor(principal, req));
     try {
       await session.transport.handleRequest(req, res, body.json);
     } finally {
@@ -245,13 +270,16 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const sweep = idleMs
     ? setInterval(() => void sessions.closeIdle(idleMs), Math.min(idleMs, 60_000)).unref()
     : undefined;
-  allowedHosts = new Set([`${host}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
+  // An IPv6 address goes in brackets in a URL and a Host header ([::1]:port).
+  const authority = isIPv6(host) ? new URL(`http://[${host}]/`).hostname : host;
+  allowedHosts = new Set([`${authority}:${port}`, `${LOOPBACK}:${port}`, `localhost:${port}`]);
   allowedOrigins = new Set([...allowedHosts].map((host) => `http://${host}`));
 
   return {
-    url: `http://${host}:${port}${path}`,
+    url: `http://${authority}:${port}${path}`,
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
+    storedEventBytes: () => eventBudget?.heldBytes ?? 0,
     close() {
       clearInterval(sweep);
       closing ??= (async () => {

@@ -9,24 +9,38 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import {
   ErrorCode,
   isJSONRPCErrorResponse,
+  isJSONRPCNotification,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
   type RequestId,
 } from '@modelcontextprotocol/sdk/types.js';
-import { BoundedEventStore } from './event-store.js';
+import type { BoundedEventStore, EventBudget } from './event-store.js';
+import { cutWhenStalled } from './stalled.js';
 
-/** The SDK's transport, keeping the ids of the client's requests it has not answered yet. */
+/**
+ * The SDK's transport, keeping the ids of the client's requests it has not answered yet, and
+ * cutting off a response its client stopped reading (stalled.ts).
+ */
 class TrackingTransport extends StreamableHTTPServerTransport {
   readonly unanswered = new Set<RequestId>();
   /** Responses still open (a GET stream, a POST's SSE stream), and when the last request came or ended. */
   open = 0;
   lastSeen = Date.now();
 
+  constructor(
+    options: ConstructorParameters<typeof StreamableHTTPServerTransport>[0],
+    private readonly stalledMs: number,
+    private readonly onStalled: () => void,
+  ) {
+    super(options);
+  }
+
   override async handleRequest(...args: Parameters<StreamableHTTPServerTransport['handleRequest']>): Promise<void> {
     const [, res] = args;
     this.open++;
     this.lastSeen = Date.now();
+    cutWhenStalled(res, this.stalledMs, this.onStalled);
     res.once('close', () => {
       this.open--;
       this.lastSeen = Date.now();
@@ -42,7 +56,16 @@ class TrackingTransport extends StreamableHTTPServerTransport {
   }
 }
 
-export type Session<P> = { readonly principal: P; readonly transport: TrackingTransport };
+/** Of two idle sessions, whether `a` goes first: one nobody listens to (no stream open), then the longest unused. */
+const evictsBefore = (a: TrackingTransport, b: TrackingTransport) =>
+  a.open > 0 !== b.open > 0 ? b.open > 0 : a.lastSeen < b.lastSeen;
+
+export type Session<P> = {
+  readonly principal: P;
+  readonly transport: TrackingTransport;
+  /** What it sent, for a client that resumes a stream (resumable streams only). */
+  readonly events?: BoundedEventStore;
+};
 
 const SESSION_CLOSED = 'Connection closed: the server ended this session (its run ended, or the server stopped)';
 
@@ -53,8 +76,12 @@ export class Sessions<P> {
 
   constructor(
     private readonly log: (line: string) => void,
-    /** Each session keeps what it sent, so a client that reconnects with Last-Event-ID gets what it missed. */
-    private readonly resumable = false,
+    private readonly options: {
+      /** Each session keeps what it sent within this budget, so a client that reconnects with Last-Event-ID gets what it missed. */
+      eventBudget?: EventBudget;
+      /** A response whose client took nothing of what waited for it this long is cut off. */
+      stalledStreamMs: number;
+    },
   ) {}
 
   /** The principal's session with this id; another principal's is not found either. */
@@ -73,27 +100,60 @@ export class Sessions<P> {
   }
 
   /**
+   * Ends the principal's idle session that has waited longest since its last request (idle: every
+   * request it sent is answered), to make room for a new one: its client gets 404 on its next
+   * request and opens a new session, as the transport spec asks. One whose client no longer
+   * listens (no GET stream open) goes before one whose client does. False when all are busy.
+   */
+  evictOldestIdle(principal: P): boolean {
+    let oldest: Session<P> | undefined;
+    for (const session of this.byPrincipal.get(principal) ?? []) {
+      const t = session.transport;
+      // A session still being opened has no id yet and its initialize request unanswered: busy.
+      if (t.sessionId === undefined || t.unanswered.size > 0) continue;
+      if (!oldest || evictsBefore(t, oldest.transport)) oldest = session;
+    }
+    if (!oldest) return false;
+    this.log(
+      `mcp http: session ${shown(oldest.transport.sessionId)} ended, the oldest idle one: its principal opened one more`,
+    );
+    // Forgotten at once, so a concurrent opening cannot pick it too and the count drops now.
+    this.forget(oldest);
+    void this.close(oldest).catch(() => {});
+    return true;
+  }
+
+  /**
    * A new session for the principal, counted at once (so concurrent openings cannot pass the
    * limit together); it gets its id when its initialize request is handled.
    */
   async open(principal: P, server: McpServer): Promise<Session<P>> {
-    const transport = new TrackingTransport({
-      sessionIdGenerator: randomUUID,
-      onsessioninitialized: (id) => void this.byId.set(id, session),
-      ...(this.resumable ? { eventStore: new BoundedEventStore() } : {}),
-    });
-    const session: Session<P> = { principal, transport };
+    const events = this.options.eventBudget?.store();
+    const transport = new TrackingTransport(
+      {
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (id) => void this.byId.set(id, session),
+        ...(events ? { eventStore: events } : {}),
+      },
+      this.options.stalledStreamMs,
+      () =>
+        this.log(`mcp http: session ${shown(transport.sessionId)}: a stream its client stopped reading was cut off`),
+    );
+    const session: Session<P> = { principal, transport, ...(events ? { events } : {}) };
     const held = this.byPrincipal.get(principal) ?? new Set<Session<P>>();
     held.add(session);
     this.byPrincipal.set(principal, held);
-    // Set before connect: the server calls these first, then its own. (A request the client
-    // cancelled stays listed; answering it on close is harmless, its client has forgotten it.)
+    // Set before connect: the server calls these first, then its own. A request the client
+    // cancelled gets no answer: it leaves the list, or its session would look busy for good.
     transport.onmessage = (message) => {
       if (isJSONRPCRequest(message)) transport.unanswered.add(message.id);
+      else if (isJSONRPCNotification(message) && message.method === 'notifications/cancelled') {
+        const cancelled = (message.params as { requestId?: RequestId } | undefined)?.requestId;
+        if (cancelled !== undefined) transport.unanswered.delete(cancelled);
+      }
     };
     transport.onclose = () => this.forget(session);
-    transport.onerror = (error) =>
-      this.log(`mcp http: session ${transport.sessionId ?? '(opening)'}: ${error.message}`);
+    transport.onerror = (error) => this.log(`mcp http: session ${shown(transport.sessionId)}: ${error.message}`);
     try {
       await server.connect(transport);
     } catch (error) {
@@ -128,7 +188,7 @@ export class Sessions<P> {
       .flatMap((held) => [...held])
       .filter(({ transport: t }) => t.open === 0 && t.unanswered.size === 0 && now - t.lastSeen > idleMs);
     for (const { transport } of idle)
-      this.log(`mcp http: session ${transport.sessionId} idle for ${idleMs} ms: closed`);
+      this.log(`mcp http: session ${shown(transport.sessionId)} idle for ${idleMs} ms: closed`);
     return this.closeEach(idle);
   }
 
@@ -141,9 +201,16 @@ export class Sessions<P> {
   }
 
   private forget(session: Session<P>): void {
+    session.events?.release();
     if (session.transport.sessionId !== undefined) this.byId.delete(session.transport.sessionId);
     const held = this.byPrincipal.get(session.principal);
     held?.delete(session);
     if (held?.size === 0) this.byPrincipal.delete(session.principal);
   }
 }
+
+/**
+ * A session id as the log shows it: its first 8 characters. The whole id is what a request
+ * names its session by, so a log that an agent might read never holds it.
+ */
+const shown = (sessionId: string | undefined) => (sessionId === undefined ? '(opening)' : `${sessionId.slice(0, 8)}…`);

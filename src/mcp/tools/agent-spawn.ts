@@ -12,7 +12,6 @@ import type { Backend } from '../../../backends/types.js';
 import type { AgentDefinition } from '../../jobs/agents/definitions.js';
 import type { App } from '../../app.js';
 import { spawnJob } from '../../jobs/spawn.js';
-import { InputError } from '../../lib/errors.js';
 import { brief } from '../tool-list.js';
 import {
   askParentField,
@@ -32,21 +31,6 @@ import {
 } from './spawn.js';
 import { jobResultSchema } from '../../jobs/result.js';
 import { shorten } from '../../lib/text.js';
-
-/** Whether the MCP client named `client` (its initialize clientInfo.name) may use the agent. */
-export function callerAllowed(definition: AgentDefinition, client: string | undefined): boolean {
-  if (!definition.allowedCallers) return true;
-  const name = client?.trim().toLowerCase();
-  return name !== undefined && definition.allowedCallers.some((c) => c.trim().toLowerCase() === name);
-}
-
-export function callerRefusal(definition: AgentDefinition, client: string | undefined): string {
-  return (
-    `spawn_${definition.name} refused: agent "${definition.name}" may be used only by the MCP clients ${definition.allowedCallers!.map((c) => JSON.stringify(c)).join(', ')}, ` +
-    `and this client is ${client ? JSON.stringify(client) : 'unnamed'} (the name it gave in initialize). ` +
-    `To allow it, add it to allowed_callers in ${definition.file}.`
-  );
-}
 
 function agentInputSchema(definition: AgentDefinition, backend: Backend, app: App) {
   return z
@@ -135,11 +119,10 @@ function registerOne(server: McpServer, app: App, definition: AgentDefinition, b
     async (args, extra) => {
       const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ask_parent, budget, ...rest } =
         args as AgentArgs;
-      const client = server.server.getClientVersion()?.name;
-      if (!callerAllowed(definition, client)) throw new InputError(callerRefusal(definition, client));
       const job = spawnJob(app, {
         backend,
         label: `spawn_${definition.name}`,
+        caller: server.server.getClientVersion()?.name,
         prompt,
         model,
         cwd,

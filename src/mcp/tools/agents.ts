@@ -18,13 +18,13 @@ import {
   renderAgentFile,
   type AgentDefinition,
   type AgentScope,
+  callerAllowed,
   type Frontmatter,
 } from '../../jobs/agents/definitions.js';
 import { MAX_DEPTH } from '../../jobs/agents/nesting.js';
 import { sandboxLabel } from '../../config/sandbox.js';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
-import { callerAllowed } from './agent-spawn.js';
 import { toolResult } from '../views.js';
 import { InputError } from '../../lib/errors.js';
 import { linkOnTheWay, makeDirs, writeAtomic } from '../../lib/fs.js';

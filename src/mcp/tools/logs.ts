@@ -1,13 +1,12 @@
 // logs: one agent's raw output, a page at a time, so a long log never comes back in one piece.
 // Offsets and sizes are in bytes of the log file; pages end at a line end when there is one
 // (else at a character boundary), and secrets are redacted, even ones a page edge cuts.
-import { closeSync, fstatSync } from 'node:fs';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { Redactor } from '../../lib/redact.js';
 import { redactPage } from '../../../iac/scrub.js';
 import type { App } from '../../app.js';
-import { openRegularFile, readAt } from '../../lib/fs.js';
+import { readAt, withFile } from '../../lib/fs.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
 import { findJob, toolResult } from '../views.js';
@@ -47,14 +46,8 @@ export function readLogPage(
   options: { offset?: number; limit?: number; tail?: number },
   secrets: Redactor = new Redactor(),
 ): Omit<LogPage, 'agent_id' | 'state' | 'stream'> {
-  let fd: number;
-  try {
-    fd = openRegularFile(path); // never through a link the agent put in its run folder
-  } catch {
-    return { path, size: 0, offset: 0, next_offset: 0, eof: true, text: '' };
-  }
-  try {
-    const size = fstatSync(fd).size;
+  const none = { path, size: 0, offset: 0, next_offset: 0, eof: true, text: '' };
+  return withFile(path, none, (fd, size) => {
     const limit = options.tail ?? options.limit ?? DEFAULT_LOG_BYTES;
     let start = options.tail !== undefined ? Math.max(0, size - options.tail) : Math.min(options.offset ?? 0, size);
     let page = readAt(fd, start, Math.min(size, start + limit) - start);
@@ -81,9 +74,7 @@ export function readLogPage(
       eof: end >= size,
       text: redactPage(page, before, after, secrets),
     };
-  } finally {
-    closeSync(fd);
-  }
+  });
 }
 
 export function registerLogsTool(server: McpServer, app: App): void {

@@ -46,7 +46,11 @@ export const runTeamInput = z
 type RunTeamArgs = z.infer<typeof runTeamInput>;
 
 /** The team a run_team call asks for, a preset's settings under the call's own. */
-export function startTeam(app: App, args: RunTeamArgs, parent?: { teamId: string; jobId: string }): TeamRecord {
+export function startTeam(
+  app: App,
+  args: RunTeamArgs,
+  from: { caller: string | undefined; parent?: { teamId: string; jobId: string } },
+): TeamRecord {
   const preset = args.team ? presetFor(presetsDir(app.config.agentsDir), args.team) : undefined;
   const topology = args.topology ?? preset?.options.topology;
   const members = args.members ?? preset?.options.members;
@@ -56,7 +60,8 @@ export function startTeam(app: App, args: RunTeamArgs, parent?: { teamId: string
   return app.teams.start(
     teamSpec(options, args.task, {
       ...(preset ? { preset: preset.name, ...(preset.instructions ? { instructions: preset.instructions } : {}) } : {}),
-      ...(parent ? { parent } : {}),
+      ...(from.caller !== undefined ? { caller: from.caller } : {}),
+      ...(from.parent ? { parent: from.parent } : {}),
     }),
   );
 }
@@ -67,11 +72,17 @@ export function registerRunTeamTool(server: McpServer, app: App): void {
     {
       title: 'Run a team of agents',
       description:
-        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team.',
+        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team, within this one\'s limits. ' +
+        `At most ${app.config.teamMaxAgents} agents a team, its supervisor's teams included.`,
       inputSchema: runTeamInput,
       outputSchema: teamResultSchema,
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     },
-    async (args) => toolResult(teamResult(app, startTeam(app, args), (id) => app.jobs.get(id))),
+    async (args) =>
+      toolResult(
+        teamResult(app, startTeam(app, args, { caller: server.server.getClientVersion()?.name }), (id) =>
+          app.jobs.get(id),
+        ),
+      ),
   );
 }

@@ -202,6 +202,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
         const job = spawnJob(app, {
           backend,
           label: `spawn_${backend.name}`,
+          caller: server.server.getClientVersion()?.name,
           prompt,
           model,
           cwd,

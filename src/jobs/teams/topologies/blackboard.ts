@@ -20,6 +20,9 @@ export async function runBlackboard(run: TeamRun): Promise<TopologyOutcome> {
   // Once the answer is on the board, the round's other members are no longer needed (its
   // author finishes its run).
   const stop = workspace.onDone((entry) => {
+    // The first answer written ends the round: a second member writing done as well (before it
+    // was ended) must not end the first one's run, nor replace its answer.
+    if (done) return;
     done = entry;
     void run.cancelMembers(roundJobs.filter((id) => id !== entry.author));
   });

@@ -1,6 +1,6 @@
 // pipeline: stages in order, each given the task and the previous stage's answer. A failed stage
 // ends the team (on_failure "continue": the next stage gets the last answer that came through).
-import type { TeamRun, TopologyOutcome } from '../run.js';
+import { LimitReached, type TeamRun, type TopologyOutcome } from '../run.js';
 import { answerText, failureLine, succeeded, type MemberAnswer } from './answers.js';
 
 export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
@@ -13,7 +13,15 @@ export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
     const handOn = previous
       ? `You are stage ${i + 1} of ${n} of a pipeline. ${previous.role} (${previous.member}) answered:\n\n${answerText(previous.job).trim()}`
       : `You are stage 1 of ${n} of a pipeline: your answer goes to the next stage.`;
-    const job = await run.finished(run.start(member, role, `${run.brief()}\n\n---\n\n${handOn}`));
+    let job;
+    try {
+      job = await run.finished(run.start(member, role, `${run.brief()}\n\n---\n\n${handOn}`));
+    } catch (error) {
+      // Stopped by the budget: the answer so far is the last stage's that came through.
+      if (error instanceof LimitReached && previous)
+        return { ok: false, answer: answerText(previous.job), error: error.message };
+      throw error;
+    }
     const answer: MemberAnswer = { role, member, job };
     if (succeeded(answer)) {
       run.event('answer', `${role} (${member}) answered`, job.id);

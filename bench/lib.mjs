@@ -37,6 +37,14 @@ export async function startServer(env = {}) {
   return { client, transport, call, dir, pid: transport.pid, close: () => client.close() };
 }
 
+/** The n-th job id starting with `first`, in the job table's alphabet (the store reads back no other id). */
+export function jobId(first, n) {
+  const alphabet = 'abcdefghijkmnpqrstuvwxyz23456789';
+  let id = '';
+  for (let rest = n, i = 0; i < 5; i++, rest = Math.floor(rest / 32)) id = alphabet[rest % 32] + id;
+  return first + id;
+}
+
 export const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { median, report, root, rssMiB, serverEntry } from './lib.mjs';
+import { jobId, median, report, root, rssMiB, serverEntry } from './lib.mjs';
 
 const dist = (p) => import(pathToFileURL(join(root, 'dist', p)).href);
 const { RunStore } = await dist('iac/store.js');
@@ -36,7 +36,7 @@ function project(n, records = n) {
   const lines = [];
   const t0 = Date.parse('2026-01-01T00:00:00Z');
   for (let i = 0; i < n; i++) {
-    const id = `h${String(i).padStart(5, '0')}`;
+    const id = jobId('h', i);
     const created = new Date(t0 + i * 60_000).toISOString();
     const started = new Date(t0 + i * 60_000 + 100).toISOString();
     const ended = new Date(t0 + i * 60_000 + 30_000).toISOString();
@@ -108,7 +108,7 @@ function open(p, keepFinished) {
 let seq = 0;
 /** One job, queued → running → succeeded, then the IAC.md write that shows it. */
 async function recordOne({ store, writer }) {
-  const id = `b${String(seq++).padStart(5, '0')}`;
+  const id = jobId('b', seq++);
   const job = {
     id,
     backend: 'codex',

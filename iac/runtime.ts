@@ -55,6 +55,7 @@ export function createIacRuntime(
     redactor,
     identity,
     keepFinished: Math.max(1000, config.iacEntries),
+    onDamage: log,
   });
   const background = new Set<Promise<unknown>>();
   const track = (p: Promise<unknown>) => {

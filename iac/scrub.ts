@@ -3,14 +3,23 @@
 // has ended, every file of its folder that holds a secret is rewritten without it (temp
 // file + rename), before the job's final state is recorded. The executor guard below also
 // redacts the outcome (answer, error, raw record) and the live output tail.
-import { closeSync, createWriteStream, fstatSync, openSync, readdirSync, readFileSync, type Dirent } from 'node:fs';
+import {
+  closeSync,
+  createWriteStream,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  type Dirent,
+} from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Outcome } from '../backends/types.js';
 import type { ExecutionResult, Executor } from '../src/jobs/table.js';
 import { REDACTED, type Redactor } from '../src/lib/redact.js';
-import { writeAtomic } from '../src/lib/fs.js';
+import { openRegularFile, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
 import { PROMPT_FILE, RECORD_FILE } from '../src/lib/run-folder.js';
 
 const CHUNK = 1 << 20;
@@ -77,7 +86,7 @@ export async function scrubDir(dir: string, redactor: Redactor): Promise<string[
  * Undefined when the file is larger (scrubbed in chunks, without blocking the server).
  */
 function scrubSmallFile(path: string, redactor: Redactor): boolean | undefined {
-  const fd = openSync(path, 'r');
+  const fd = openRegularFile(path); // (not a FIFO an agent put there meanwhile: that would block the server)
   let data: Buffer;
   try {
     if (fstatSync(fd).size > CHUNK) return undefined;
@@ -136,9 +145,9 @@ export async function scrubFile(path: string, redactor: Redactor): Promise<boole
   if (!found) return false;
 
   const tmp = `${path}.scrub-${process.pid}`;
-  // Made anew ('wx' follows no link): the run's agent may have put one at the name.
-  await rm(tmp, { force: true });
-  const out = createWriteStream(tmp, { flags: 'wx' });
+  // Made afresh, never through a link an agent left at this predictable name in its run folder.
+  rmSync(tmp, { force: true });
+  const out = createWriteStream(tmp, { fd: openSync(tmp, 'wx', PRIVATE_FILE) });
   const write = async (data: Buffer | string) => {
     if (!out.write(data)) await once(out, 'drain');
   };

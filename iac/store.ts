@@ -2,26 +2,33 @@
 // docs/ARCHITECTURE.md). index.jsonl is what makes it cheap: a server loads the whole history from
 // it without opening the record files, and follows the other servers' jobs by reading only the
 // bytes appended since its last read.
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
-import { isFinished, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { isFinished, JOB_ID, JOB_STATES, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { InputError } from '../src/lib/errors.js';
+import { z } from 'zod';
 import { worktreePlace } from '../src/jobs/worktree/report.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from '../src/lib/proc.js';
 import type { Redactor } from '../src/lib/redact.js';
 import { runFolder, runsDir } from '../src/lib/run-folder.js';
 import { taskLine } from '../src/lib/text.js';
-import { makeDirs, PRIVATE_DIR, PRIVATE_FILE, readAt, withFile, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, openRegularFile, PRIVATE_DIR, PRIVATE_FILE, readRegularFile, writeAtomic } from '../src/lib/fs.js';
 import {
   appendToIndex,
   BASE_FILE,
   compactIndex,
+  eachLine,
+  indexDamage,
   LIVE_FILE,
   rank,
   readHeader,
   readLines,
   type IndexHeader,
 } from './index-file.js';
+import { DamagedLines, quickKey, readIndexLine, type IndexLine } from './index-line.js';
+
+export type { IndexLine } from './index-line.js';
 
 export type StoredRecord = JobRecord & {
   v: 1;
@@ -29,28 +36,6 @@ export type StoredRecord = JobRecord & {
   owner: ProcessIdentity;
   /** The job's process group and its leader's start, once it runs. */
   group?: { pgid: number; start?: string };
-};
-
-/** One line of index.jsonl. Keys are short: the index holds a line per state change. */
-export type IndexLine = {
-  id: string;
-  st: JobState;
-  /** backend, model, task (first line of the prompt, shortened, redacted) */
-  b: string;
-  m: string;
-  t: string;
-  /** created, started, ended (ISO) */
-  c: string;
-  s?: string;
-  e?: string;
-  /** cost in USD and where it came from; input and output tokens */
-  usd?: number;
-  cs?: CostSource;
-  in?: number;
-  out?: number;
-  /** the owning server's pid and start, on queued and running lines */
-  p?: number;
-  ps?: string;
 };
 
 /** An index line with readable names, for the IAC.md active table and `polyspawn status`. */
@@ -86,10 +71,20 @@ export const indexRow = (l: IndexLine): IndexRow => ({
 
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
 
-const ID = /^[a-z0-9]{1,64}$/;
+/** A record.json past this is damaged unread: a record holds an answer, bounded far below it. */
+const MAX_RECORD_BYTES = 256 * 1024 * 1024;
+/** What a record.json must hold to be read back as a run's record (the rest is as it was written). */
+const storedRecordSchema = z.looseObject({
+  v: z.literal(1),
+  id: z.string(),
+  state: z.enum(JOB_STATES),
+  backend: z.string(),
+  model: z.string(),
+  prompt: z.string(),
+  owner: z.looseObject({ pid: z.number().int().nonnegative(), start: z.string().optional() }),
+});
 /** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
 const COMPACT_AT_BYTES = 1 << 20;
-const LINE_START = '{"id":';
 
 export class RunStore implements JobHistory {
   readonly dir: string;
@@ -98,8 +93,14 @@ export class RunStore implements JobHistory {
   private readonly redactor: Redactor;
   private readonly identity: ProcessIdentity;
 
-  /** Bytes of index.jsonl already read, in the file of this generation and inode. */
+  /** Bytes of index.jsonl already read, in the file of this generation and inode, and how many lines. */
   private offset = 0;
+  private lineNumber = 0;
+  /** Lines skipped as damaged since this generation was first read, and whether the log has heard of them. */
+  private damaged = new DamagedLines();
+  private damagedInBase = new DamagedLines();
+  private damageReported = false;
+  private readonly onDamage: ((message: string) => void) | undefined;
   private generation = -1;
   private inode = -1;
   /** The newest line of every job: its state at once, the rest parsed when first needed. */
@@ -144,7 +145,10 @@ export class RunStore implements JobHistory {
     keepFinished?: number;
     /** The live index file's size past which `compact()` compacts it (default 1 MiB). */
     compactAtBytes?: number;
+    /** Told once, the first time a read finds damaged lines in the index. */
+    onDamage?: (message: string) => void;
   }) {
+    this.onDamage = options.onDamage;
     this.keepFinished = options.keepFinished ?? Infinity;
     this.compactAtBytes = options.compactAtBytes ?? COMPACT_AT_BYTES;
     this.dir = options.stateDir;
@@ -279,22 +283,69 @@ export class RunStore implements JobHistory {
   /**
    * The whole stored record of a job, or undefined. A queued or running job whose server is gone
    * reads as interrupted at once, as the recovery (recoverOrphans, in the background) will write it.
+   * A record.json that cannot be read back (truncated, not JSON, another run's, not a file) reads
+   * as what the index says of the run, with an error saying the record is damaged; a run the
+   * index does not know either gets that error (an InputError) instead of "no agent".
    */
   get(id: string): StoredRecord | undefined {
-    const record = this.stored(id);
-    if (!record || isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
+    const read = this.stored(id);
+    if (read === undefined) return undefined;
+    // A final state in the index is final: a record.json that says otherwise was written by someone else.
+    this.ensureLoaded();
+    const final = this.latest.get(id)?.st;
+    const disagrees = 'record' in read && final !== undefined && isFinished(final) && read.record.state !== final;
+    const record =
+      'damaged' in read || disagrees
+        ? this.fromIndex(id, 'damaged' in read ? read.damaged : `its state (${read.record.state}) is not the index's`)
+        : read.record;
+    if (isFinished(record.state) || !this.ownerGone(record.owner?.pid, record.owner?.start)) return record;
     return interrupted(record, this.dir, record.owner?.pid, this.presumedEndOf(id));
   }
 
-  private stored(id: string): StoredRecord | undefined {
-    if (!ID.test(id)) return undefined;
+  /** A run whose record.json is damaged, as the index has it. */
+  private fromIndex(id: string, why: string): StoredRecord {
+    this.ensureLoaded();
+    const slot = this.latest.get(id);
+    const line = slot && this.lineOf(slot);
+    const problem = `the record of agent ${id} (${runFolder(this.dir, id).record}) is damaged: ${why}`;
+    if (!line) throw new InputError(`${problem}, and the run store's index does not list it: its state is not known`);
+    const summary = summaryOf(line);
+    return {
+      ...summary,
+      v: 1,
+      owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+      ...(isFinished(line.st)
+        ? {
+            outcome: {
+              ...(summary.outcome ?? { costSource: 'unknown' as const }),
+              ok: false,
+              text: '',
+              error: `${problem}: what the index says of it is shown`,
+            },
+          }
+        : {}),
+    };
+  }
+
+  /** A run's record.json: undefined when there is none, else the record or why it cannot be used. */
+  private stored(id: string): { record: StoredRecord } | { damaged: string } | undefined {
+    if (!JOB_ID.test(id)) return undefined;
+    const text = readRegularFile(runFolder(this.dir, id).record, MAX_RECORD_BYTES);
+    if (text === undefined) return undefined;
+    if (typeof text !== 'string') return { damaged: text.problem };
+    let json: unknown;
     try {
-      // Not through a link its agent may have put there, to a file of the host.
-      const text = withFile(runFolder(this.dir, id).record, '', (fd) => readFileSync(fd, 'utf8'));
-      return JSON.parse(text) as StoredRecord;
-    } catch {
-      return undefined;
+      json = JSON.parse(text);
+    } catch (error) {
+      return { damaged: `not JSON (${(error as Error).message})` };
     }
+    const checked = storedRecordSchema.safeParse(json);
+    if (!checked.success)
+      return {
+        damaged: `not a run's record (${checked.error.issues[0]?.path.join('.') || 'the whole'}: ${checked.error.issues[0]?.message})`,
+      };
+    if (checked.data.id !== id) return { damaged: `it holds the record of another run (${checked.data.id})` };
+    return { record: json as StoredRecord };
   }
 
   /** Whether the server `pid` started at `start` is gone (never this one). */
@@ -323,14 +374,23 @@ export class RunStore implements JobHistory {
   /** A final state read from the index needs no record: it never changes again. */
   storedState(id: string): JobState | undefined {
     const st = this.latest.get(id)?.st;
-    return st !== undefined && isFinished(st) ? st : this.get(id)?.state;
+    return st !== undefined && isFinished(st) ? st : this.getOrUndefined(id)?.state;
+  }
+
+  /** get(), with a run neither its record nor the index can say anything of as undefined. */
+  private getOrUndefined(id: string): StoredRecord | undefined {
+    try {
+      return this.get(id);
+    } catch {
+      return undefined;
+    }
   }
 
   /** This server's record of a job finished since the last call, or the stored one. */
   recordForRender(id: string): StoredRecord | undefined {
     const fresh = this.fresh.get(id);
     if (fresh) return fresh;
-    return this.get(id);
+    return this.getOrUndefined(id);
   }
 
   /** Forgets the finished records kept for IAC.md (once it has rendered them). */
@@ -346,7 +406,7 @@ export class RunStore implements JobHistory {
   refresh(): number {
     let fd: number;
     try {
-      fd = openSync(this.indexPath, 'r');
+      fd = openRegularFile(this.indexPath);
     } catch {
       this.loaded = true;
       return 0;
@@ -354,34 +414,94 @@ export class RunStore implements JobHistory {
     let applied = 0;
     try {
       const stat = fstatSync(fd);
-      const { header, bytes } = readHeader(fd);
+      const { header, bytes, damaged } = readHeader(fd, this.dir);
       // Replaced (a compaction: the new file may be as long as the old one, or longer) or truncated.
       if (header.gen !== this.generation || stat.ino !== this.inode || stat.size < this.offset) {
         this.reset();
         this.generation = header.gen;
         this.inode = stat.ino;
         this.offset = bytes;
+        this.lineNumber = bytes ? 1 : 0;
+        if (damaged) this.damaged.add(1);
         applied += this.loadBase(header);
       }
-      const buffer = readAt(fd, this.offset, stat.size - this.offset);
       // Only whole lines: a line still being written is read next time.
-      const end = buffer.lastIndexOf(10);
-      if (end >= 0) {
-        this.offset += end + 1;
-        for (const raw of buffer.toString('utf8', 0, end).split('\n')) {
-          const slot = slotOf(raw);
-          if (slot) {
-            this.apply(slot);
-            applied++;
-          }
-        }
-      }
+      this.offset = eachLine(fd, this.offset, stat.size, (raw) => {
+        this.lineNumber++;
+        if (raw === undefined) this.noteDamage(this.lineNumber);
+        else applied += this.take(raw, this.lineNumber);
+      });
     } finally {
       closeSync(fd);
       this.loaded = true;
     }
     if (applied) this.summaries = undefined;
+    this.reportDamage();
     return applied;
+  }
+
+  /** The damaged lines of the index's files, each read whole now (for `doctor`). */
+  damage(): string[] {
+    const { live, base } = indexDamage(this.dir);
+    return [live.describe(LIVE_FILE), base.describe(BASE_FILE)].filter((d): d is string => d !== undefined);
+  }
+
+  /** The damaged lines this store found as it read (a line is checked whole when first used), logged once per server. */
+  private damageFound(): string[] {
+    return [this.damaged.describe(LIVE_FILE), this.damagedInBase.describe(BASE_FILE)].filter(
+      (d): d is string => d !== undefined,
+    );
+  }
+
+  /** `at`: the line's number in the live file, or minus its number in the base. */
+  private noteDamage(at: number): void {
+    if (at > 0) this.damaged.add(at);
+    else this.damagedInBase.add(-at);
+  }
+
+  /**
+   * Applies a line read back (1) or counts it damaged (0). A line of the shape this store writes
+   * is applied on its id and state, and checked whole when first used (`lineOf`): loading
+   * 10,000 runs parses only the lines shown, not the superseded ones.
+   */
+  private take(raw: string, at: number): number {
+    const key = quickKey(raw);
+    if (key) {
+      this.apply(newSlot(key.id, key.st, at, raw, false));
+      return 1;
+    }
+    const read = readIndexLine(raw);
+    if (read.damaged) this.noteDamage(at);
+    if (!read.line) return 0;
+    this.apply(newSlot(read.line.id, read.line.st, at, read.text!, true));
+    return 1;
+  }
+
+  /** A held line, checked whole the first time; a damaged one is let go of (its run is not shown) and counted. */
+  private lineOf(slot: Slot): IndexLine | undefined {
+    if (slot.raw === undefined) return lineFromSummary(slot.summary!);
+    if (slot.checked) return JSON.parse(slot.raw) as IndexLine;
+    const line = readIndexLine(slot.raw).line;
+    if (line) {
+      slot.checked = true;
+      return line;
+    }
+    this.noteDamage(slot.at);
+    this.latest.delete(slot.id);
+    this.activeIds.delete(slot.id);
+    this.finalAt.delete(slot.id); // (no summary holds it: a summary is made of a checked line)
+    this.reportDamage();
+    return undefined;
+  }
+
+  private reportDamage(): void {
+    if (this.damageReported || !this.onDamage) return;
+    const found = this.damageFound();
+    if (!found.length) return;
+    this.damageReported = true;
+    this.onDamage(
+      `run store ${this.dir}: ${found.join('; ')}; the runs they held are not shown (polyspawn doctor lists them)`,
+    );
   }
 
   /** The base's newest finished runs (keepFinished of them); the older ones are counted, not read. */
@@ -389,13 +509,7 @@ export class RunStore implements JobHistory {
     if (header.base === 0) return 0;
     const lines = readLines(join(this.dir, BASE_FILE), header.base, this.keepFinished);
     let applied = 0;
-    for (const raw of lines) {
-      const slot = slotOf(raw);
-      if (slot) {
-        this.apply(slot);
-        applied++;
-      }
-    }
+    lines.forEach((raw, i) => (applied += this.take(raw, -(header.done - lines.length + i + 1))));
     this.forgotten += Math.max(0, header.done - applied);
     return applied;
   }
@@ -412,11 +526,13 @@ export class RunStore implements JobHistory {
       return false;
     }
     if (!force && size < this.compactAtBytes) return false;
-    return compactIndex(this.dir, slotOf) !== undefined;
+    return compactIndex(this.dir, lineKey) !== undefined;
   }
 
   private reset(): void {
     this.offset = 0;
+    this.damaged = new DamagedLines();
+    this.damagedInBase = new DamagedLines();
     this.latest.clear();
     this.order = [];
     this.finalAt.clear();
@@ -466,14 +582,17 @@ export class RunStore implements JobHistory {
 
   line(id: string): IndexLine | undefined {
     const slot = this.latest.get(id);
-    return slot && lineOf(slot);
+    return slot && this.lineOf(slot);
   }
 
   /** Jobs queued or running in any server on the project, oldest first. */
   active(): IndexLine[] {
     this.ensureLoaded();
     const lines: IndexLine[] = [];
-    for (const id of this.activeIds) lines.push(lineOf(this.latest.get(id)!));
+    for (const id of this.activeIds) {
+      const line = this.lineOf(this.latest.get(id)!);
+      if (line) lines.push(line);
+    }
     return lines.sort((a, b) => (a.c < b.c ? -1 : a.c > b.c ? 1 : 0));
   }
 
@@ -489,7 +608,8 @@ export class RunStore implements JobHistory {
     const ids: string[] = [];
     for (let i = this.order.length - 1; i >= 0 && ids.length < n; i--) {
       const id = this.order[i]!;
-      if (this.finalAt.get(id) === i && isFinished(this.latest.get(id)!.st)) ids.push(id);
+      const slot = this.latest.get(id);
+      if (this.finalAt.get(id) === i && slot && isFinished(slot.st) && this.lineOf(slot)) ids.push(id);
     }
     return ids;
   }
@@ -506,10 +626,11 @@ export class RunStore implements JobHistory {
         const slot = this.latest.get(id)!;
         if (this.finalAt.get(id) !== i || !isFinished(slot.st)) return;
         if (!slot.summary) {
+          const line = this.lineOf(slot);
+          if (!line) return;
           // From here on the summary is the slot's only copy of its line: a history of
           // thousands of jobs is held once, not three times (raw, parsed, summarized).
-          slot.summary = summaryOf(lineOf(slot));
-          slot.line = undefined;
+          slot.summary = summaryOf(line);
           slot.raw = undefined;
         }
         list.push(slot.summary);
@@ -519,8 +640,8 @@ export class RunStore implements JobHistory {
     const orphans: JobRecord[] = [];
     const alive = new Map<string, boolean>();
     for (const id of this.activeIds) {
-      const line = lineOf(this.latest.get(id)!);
-      if (this.ownerGone(line.p, line.ps, alive))
+      const line = this.lineOf(this.latest.get(id)!);
+      if (line && this.ownerGone(line.p, line.ps, alive))
         orphans.push(interrupted(summaryOf(line), this.dir, line.p, this.presumedEndOf(id)));
     }
     return orphans.length ? [...this.summaries, ...orphans] : this.summaries;
@@ -537,9 +658,10 @@ export class RunStore implements JobHistory {
     const alive = new Map<string, boolean>();
     const recovered: Recovered[] = [];
     for (const id of [...this.activeIds]) {
-      const line = lineOf(this.latest.get(id)!);
-      if (!this.ownerGone(line.p, line.ps, alive)) continue;
-      const stored = this.stored(line.id);
+      const line = this.lineOf(this.latest.get(id)!);
+      if (!line || !this.ownerGone(line.p, line.ps, alive)) continue;
+      const read = this.stored(line.id);
+      const stored = read && 'record' in read ? read.record : undefined;
       const record = interrupted<StoredRecord>(
         stored ?? {
           ...summaryOf(line),
@@ -592,40 +714,34 @@ function keptWorktree(stateDir: string, record: JobRecord): string {
   return `. Its worktree ${path} (branch ${branch}) is kept as it was: integrate commits what it left, or discard it`;
 }
 
-/** An index line as loaded: id and state read at once, the rest parsed on demand. */
-type Slot = { id: string; st: JobState; raw?: string; line?: IndexLine; summary?: JobRecord };
-
-const HEAD = /^\{"id":"([a-z0-9]{1,64})","st":"([a-z_]+)",/;
-
 /**
- * Loading 10,000 runs' lines must be fast: the id and state are the first two keys of every
- * line this store writes, so they are read with one regular expression, not JSON.parse.
+ * An index line as held: its id and state, and its text, checked whole when first used
+ * (`checked`), parsed again when needed; then its summary, the slot's only copy (a history of
+ * thousands of jobs is held once). `at`: its line number in the live file, or minus its number in the base.
  */
-function slotOf(raw: string): Slot | undefined {
-  const m = HEAD.exec(raw);
-  // (A line torn by a crash has the next line glued to it: a second {"id": in it.)
-  if (m && raw.endsWith('}') && raw.indexOf(LINE_START, 1) < 0) return { id: m[1]!, st: m[2] as JobState, raw };
-  const line = parseLine(raw);
-  return line ? { id: line.id, st: line.st, raw, line } : undefined;
-}
+type Slot = {
+  id: string;
+  st: JobState;
+  at: number;
+  raw: string | undefined;
+  checked: boolean;
+  summary: JobRecord | undefined;
+};
 
-function lineOf(slot: Slot): IndexLine {
-  if (slot.raw === undefined && slot.summary) return lineFromSummary(slot.summary);
-  return (slot.line ??= parseLine(slot.raw ?? '') ?? { id: slot.id, st: slot.st, b: '?', m: '?', t: '', c: '' });
-}
+/** Every slot made with the same shape: loading 10,000 runs' lines stays on V8's fast path. */
+const newSlot = (id: string, st: JobState, at: number, raw: string, checked: boolean): Slot => ({
+  id,
+  st,
+  at,
+  raw,
+  checked,
+  summary: undefined,
+});
 
-function parseLine(raw: string): IndexLine | undefined {
-  if (raw === '') return undefined;
-  for (const text of [raw, raw.slice(Math.max(0, raw.lastIndexOf(LINE_START)))]) {
-    try {
-      const line = JSON.parse(text) as IndexLine;
-      if (line && typeof line.id === 'string' && typeof line.st === 'string') return line;
-    } catch {
-      // A line torn by a crash, with the next line appended to it: the next line is
-      // recovered from where it starts ({"id": appears nowhere else: quotes in values are escaped).
-    }
-  }
-  return undefined;
+/** A line's key for a compaction: what a reader would read of it. */
+function lineKey(raw: string): { id: string; st: JobState; raw: string } | undefined {
+  const { line, text } = readIndexLine(raw);
+  return line && { id: line.id, st: line.st, raw: text! };
 }
 
 /** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */

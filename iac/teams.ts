@@ -1,12 +1,12 @@
 // Teams in the run store: one file each, `<stateDir>/team-runs/<team id>.json`, rewritten whole
 // (redacted, temp file and rename) on every change of the team. A team its server left running
 // is read back as interrupted, like that server's jobs.
-import { closeSync, openSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { isFinished } from '../src/jobs/table.js';
 import type { TeamRecord } from '../src/jobs/teams/record.js';
 import type { TeamStore } from '../src/jobs/teams/table.js';
-import { makeDirs, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
+import { makeDirs, PRIVATE_FILE, readRegularFile, writeAtomic } from '../src/lib/fs.js';
 import { sameProcessAlive, type ProcessIdentity } from '../src/lib/proc.js';
 import type { Redactor } from '../src/lib/redact.js';
 
@@ -51,8 +51,11 @@ export class TeamFiles implements TeamStore {
   get(id: string): TeamRecord | undefined {
     if (!TEAM_FILE.test(`${id}.json`)) return undefined;
     let team: TeamRecord;
+    // Never through a link nor from a FIFO (a cloned .polyspawn/ may hold either).
+    const text = readRegularFile(this.file(id), 64 << 20);
+    if (typeof text !== 'string') return undefined;
     try {
-      team = JSON.parse(readFileSync(this.file(id), 'utf8')) as TeamRecord;
+      team = JSON.parse(text) as TeamRecord;
     } catch {
       return undefined;
     }

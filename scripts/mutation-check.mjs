@@ -243,10 +243,10 @@ const MUTATIONS = [
   {
     name: 'the server follows a link an agent left in its run folder',
     file: 'src/lib/fs.ts',
-    find: `rmSync(tmp, { force: true });
-    writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });`,
-    replace: `writeFileSync(tmp, data, { mode: PRIVATE_FILE });`,
-    tests: ['test/e2e/sandbox.test.ts'],
+    find: `rmSync(path, { force: true });
+  writeFileSync(path, data, { mode: PRIVATE_FILE, flag: 'wx' });`,
+    replace: `writeFileSync(path, data, { mode: PRIVATE_FILE });`,
+    tests: ['test/e2e/sandbox.test.ts', 'test/integration/store-damaged.test.ts'],
   },
   {
     name: 'a sandbox without network keeps the network',
@@ -347,11 +347,15 @@ const MUTATIONS = [
     tests: ['test/e2e/http-load.test.ts'],
   },
   {
-    name: 'a link in place of a log is followed',
+    name: 'a link in place of a log, a record or a prompt file is followed',
     file: 'src/lib/fs.ts',
     find: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;`,
     replace: `const OPEN_REGULAR = constants.O_RDONLY | constants.O_NONBLOCK;`,
-    tests: ['test/unit/log-reader.test.ts'],
+    tests: [
+      'test/unit/log-reader.test.ts',
+      'test/integration/store-damaged.test.ts',
+      'test/integration/runner.test.ts',
+    ],
   },
   {
     name: 'a busy session is ended to make room for a new one',
@@ -492,6 +496,27 @@ const MUTATIONS = [
     find: `tokenMatches(token, given) ? CLIENT : undefined`,
     replace: `CLIENT`,
     tests: ['test/e2e/http-serve.test.ts'],
+  },
+  {
+    name: 'an index line with an unknown state becomes a run',
+    file: 'iac/index-line.ts',
+    find: `  st: z.enum(JOB_STATES),`,
+    replace: `  st: z.string() as unknown as z.ZodEnum<{ [K in (typeof JOB_STATES)[number]]: K }>,`,
+    tests: ['test/integration/store-damaged.test.ts'],
+  },
+  {
+    name: 'a stdio line past the read limit closes the transport',
+    file: 'src/mcp/stdio-transport.ts',
+    find: `if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;`,
+    replace: `if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;\n    void this.close();`,
+    tests: ['test/reliability/malformed.test.ts'],
+  },
+  {
+    name: "the stdio transport's close does not end the server",
+    file: 'src/mcp/serve.ts',
+    find: `transport.onclose = () => void shutdown('the client closed stdio');`,
+    replace: ``,
+    tests: ['test/reliability/disconnect.test.ts'],
   },
   {
     name: 'the relay believes a daemon.json whose process does not listen on its port',

@@ -56,6 +56,8 @@ export type DoctorReport = {
   iacExists: boolean;
   stateDir: string;
   runs: number;
+  /** Damaged lines the store's index files hold, skipped: "index.jsonl: N damaged lines skipped (lines …)". */
+  storeDamage: string[];
   configFiles: string[];
   /** What the project's own config set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
@@ -227,6 +229,8 @@ export async function collectDoctor(
   );
   const iac = iacTarget(config.iacFile);
   const presets = loadPresets(presetsDir(config.agentsDir));
+  // It only reads: nothing is written through this store.
+  const store = new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() });
   let runs = 0;
   try {
     runs = readdirSync(`${config.stateDir}${sep}runs`).length;
@@ -242,6 +246,7 @@ export async function collectDoctor(
     iacExists: existsSync(iac.file),
     stateDir: config.stateDir,
     runs,
+    storeDamage: store.damage(),
     configFiles: config.files,
     ...(config.projectConfig ? { projectConfig: config.projectConfig } : {}),
     modelsFiles: files,
@@ -254,10 +259,7 @@ export async function collectDoctor(
     teamPresets: presets.presets.map((p) => p.name),
     presetProblems: presets.problems,
     isolation: config.isolation,
-    // It only reads: nothing is written through this store.
-    worktrees: keptWorktrees(
-      new RunStore({ stateDir: config.stateDir, redactor: new Redactor(), identity: selfIdentity() }),
-    ),
+    worktrees: keptWorktrees(store),
     sandboxes: await checkSandboxes(config, env),
   };
 }
@@ -319,6 +321,7 @@ export function formatDoctor(r: DoctorReport): string {
     `IAC.md      ${r.iacFile}${r.iacExists ? '' : ' (not written yet: it appears with the first agent)'}`,
     ...(r.iacProblem ? [`            ${r.iacProblem}`] : []),
     `run store   ${r.stateDir} (${r.runs} run${r.runs === 1 ? '' : 's'})`,
+    ...r.storeDamage.map((d) => `            ${d}`),
     `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
     ...(projectNote ? [`project cfg ${projectNote}`] : []),
     `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,

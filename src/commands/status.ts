@@ -25,6 +25,8 @@ export type StatusRow = IndexRow & {
 export type KeptWorktree = LeftoverWorktree & {
   /** Its job's state, when the store knows the job. */
   state?: JobState;
+  /** Its job's record is damaged, and the index does not know it either. */
+  damaged?: true;
   /** How many files its branch changes, once its job ended. */
   changedFiles?: number;
 };
@@ -48,7 +50,12 @@ type TeamSummaryRow = Pick<TeamRecord, 'id' | 'state' | 'createdAt' | 'endedAt'>
 /** The worktrees left in the project, each with what the store says of its job. */
 export function keptWorktrees(store: RunStore): KeptWorktree[] {
   return leftoverWorktrees(store.dir).map((w) => {
-    const record = store.get(w.id);
+    let record;
+    try {
+      record = store.get(w.id);
+    } catch {
+      return { ...w, damaged: true as const };
+    }
     const files = record?.worktree?.changes?.files.length;
     return {
       ...w,
@@ -62,7 +69,7 @@ export function keptWorktrees(store: RunStore): KeptWorktree[] {
 export function worktreeLines(worktrees: readonly KeptWorktree[]): string[] {
   return worktrees.map(
     (w) =>
-      `${w.id}  ${w.state ?? 'unknown agent'}${w.changedFiles !== undefined ? `, ${w.changedFiles} files changed` : ''}  ${w.branch}  ${w.path}` +
+      `${w.id}  ${w.state ?? (w.damaged ? 'damaged record' : 'unknown agent')}${w.changedFiles !== undefined ? `, ${w.changedFiles} files changed` : ''}  ${w.branch}  ${w.path}` +
       (w.state === 'interrupted' ? '  (interrupted: its work may be uncommitted; integrate commits it first)' : ''),
   );
 }

@@ -1,9 +1,9 @@
 // Runs one job on its backend and turns what happened into a final state and an Outcome.
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
-import { makeDirs, unwritableBecause, withFile, writeNoLink } from '../lib/fs.js';
+import { makeDirs, readRegularFile, unwritableBecause, writeNoLink } from '../lib/fs.js';
 import { SECRET_NAME } from '../lib/text.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
 import type { Context } from '../config/context.js';
@@ -288,9 +288,7 @@ async function runCli(
     };
   }
   const artifacts: CliResult['artifacts'] = {};
-  // Files the CLI wrote: not through a link its agent put there instead.
-  for (const [name, path] of Object.entries(spec.artifacts ?? {}))
-    artifacts[name] = withFile(path, undefined, (fd) => readFileSync(fd, 'utf8'));
+  for (const [name, path] of Object.entries(spec.artifacts ?? {})) artifacts[name] = readIfPresent(path);
   const outcome = backend.parse({ ...run, artifacts });
 
   if (run.end === 'timeout') {
@@ -327,8 +325,17 @@ function hiddenFromAgents(config: ExecutorContext['config']): string[] {
   return [config.stateDir, config.agentsDir, presetsDir(config.agentsDir), config.userConfigDir, ...keyFiles(config)];
 }
 
+/** A CLI's artifact (its last message) past this is not read. */
+const MAX_ARTIFACT_BYTES = 64 * 1024 * 1024;
+
 /** How often a followed budget reads the run's new output. */
 const BUDGET_WATCH_MS = 200;
+
+/** A file the CLI wrote (its answer): never through a link nor from a FIFO it left there instead (the server can read what the agent cannot). */
+function readIfPresent(path: string): string | undefined {
+  const text = readRegularFile(path, MAX_ARTIFACT_BYTES);
+  return typeof text === 'string' ? text : undefined;
+}
 
 const capitalize = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 

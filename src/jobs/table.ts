@@ -164,6 +164,8 @@ export const DEFAULT_WAIT_S = 50;
 // No 0/o/1/l: ids are read aloud and typed by people too.
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 const ID_LENGTH = 6;
+/** What a job id looks like: what the store accepts of what it reads back. */
+export const JOB_ID = new RegExp(`^[${ID_ALPHABET}]{${ID_LENGTH}}$`);
 /**
  * Finished jobs kept in memory; older ones are answered by the run store (options.history), so
  * a server that runs thousands of jobs stays the size it was after the first hundred.

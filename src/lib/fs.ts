@@ -135,9 +135,7 @@ export function makeDirs(dir: string, mode = PRIVATE_DIR): void {
 export function writeAtomic(path: string, data: string | Buffer): void {
   const tmp = `${path}.${process.pid}.tmp`;
   try {
-    // Made anew ('wx' follows no link): in a run folder, a sandboxed agent may have put one at the name.
-    rmSync(tmp, { force: true });
-    writeFileSync(tmp, data, { mode: PRIVATE_FILE, flag: 'wx' });
+    writeNoLink(tmp, data); // the temp name is predictable, and a run folder is its agent's to write
     renameSync(tmp, path);
   } catch (error) {
     rmSync(tmp, { force: true });
@@ -158,43 +156,69 @@ export function readAt(fd: number, position: number, length: number): Buffer {
 }
 
 /**
- * How polyspawn opens the files of a run folder, which a sandboxed agent can write: never through
- * a link at the path's end (one it put there to a file of the host, for the server to read or
- * overwrite). A link there fails to open (ELOOP).
+ * Writes a file 0600, made anew: never through what an agent may have left at its name in a run
+ * folder it can write (a link there to a file of the user's would be written through).
  */
-export const READ_NO_LINK = constants.O_RDONLY | constants.O_NOFOLLOW;
-export const WRITE_NO_LINK = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
-
-/** Writes a file 0600 (when it makes it), never through a link at its end (WRITE_NO_LINK). */
 export function writeNoLink(path: string, data: string | Buffer): void {
-  const fd = openSync(path, WRITE_NO_LINK, PRIVATE_FILE);
+  rmSync(path, { force: true });
+  writeFileSync(path, data, { mode: PRIVATE_FILE, flag: 'wx' });
+}
+
+/**
+ * A file of a run folder is opened without following a link and without waiting: an agent writes
+ * its run folder, and a FIFO there would block the server at open, a link would have it read another file.
+ */
+const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Opens a regular file to read (OPEN_REGULAR): a link, a FIFO, a device or a folder throws, as
+ * a missing file does (ENOENT).
+ */
+export function openRegularFile(path: string): number {
+  const fd = openSync(path, OPEN_REGULAR);
+  if (fstatSync(fd).isFile()) return fd;
+  closeSync(fd);
+  throw Object.assign(new Error(`${path} is not a regular file`), { code: 'ENOTREG' });
+}
+
+/**
+ * Calls `read` with the file open and its size, then closes it; a file that cannot be opened, a
+ * link, or anything but a regular file (a FIFO, a device: see openRegularFile) gives `absent`.
+ */
+export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
+  let fd: number;
   try {
-    writeFileSync(fd, data);
+    fd = openRegularFile(path);
+  } catch {
+    return absent;
+  }
+  try {
+    return read(fd, fstatSync(fd).size);
   } finally {
     closeSync(fd);
   }
 }
 
 /**
- * A log is opened without following a link and without waiting: an agent writes its run folder,
- * and a FIFO there would block the server at open, a link would have it read another file.
+ * A small file's text, read as withFile opens it: undefined when there is none, or why it
+ * cannot be read (a link, a FIFO, a folder, larger than `maxBytes`).
  */
-const OPEN_REGULAR = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
-/**
- * Calls `read` with the file open and its size, then closes it; a file that cannot be opened, a
- * link, or anything but a regular file (a FIFO, a device) gives `absent`.
- */
-export function withFile<T>(path: string, absent: T, read: (fd: number, size: number) => T): T {
+export function readRegularFile(path: string, maxBytes: number): string | { problem: string } | undefined {
   let fd: number;
   try {
-    fd = openSync(path, OPEN_REGULAR);
-  } catch {
-    return absent;
+    fd = openRegularFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    return {
+      problem:
+        code === 'ELOOP' ? 'a symbolic link' : code === 'ENOTREG' ? 'not a regular file' : `unreadable (${code})`,
+    };
   }
   try {
-    const stat = fstatSync(fd);
-    return stat.isFile() ? read(fd, stat.size) : absent;
+    const size = fstatSync(fd).size;
+    if (size > maxBytes) return { problem: `${size} bytes, over ${maxBytes}` };
+    return readAt(fd, 0, size).toString('utf8');
   } finally {
     closeSync(fd);
   }

@@ -24,14 +24,14 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   const server = createServer(app);
   collectWhenIdle(app.jobs);
   const shutdown = exitOnSignals(app, log);
-  process.stdin.once('end', () => void shutdown('stdin closed'));
-  process.stdin.once('close', () => void shutdown('stdin closed'));
-  process.stdout.on('error', () => void shutdown('stdout closed'));
+  const transport = new StdioTransport();
+  // Closed for any reason (stdin's end or error, stdout gone): the same shutdown as a signal's.
+  transport.onclose = () => void shutdown('the client closed stdio');
   // The run store's history loads once the client has finished the handshake, so that a
   // long history never slows start-up (a tool call needing it first loads it at once).
   server.server.oninitialized = () => app.iac.start();
   setTimeout(() => app.iac.start(), 2000).unref();
-  await server.connect(new StdioTransport());
+  await server.connect(transport);
   log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
 }
 

@@ -11,7 +11,7 @@ import { fakeBinDir, serverEntry } from './mcp.js';
 
 export type RpcResponse = {
   jsonrpc: '2.0';
-  id: number;
+  id: number | null;
   result?: Record<string, unknown>;
   error?: { code: number; message: string; data?: unknown };
 };
@@ -39,6 +39,8 @@ export type RpcServer = {
   /** structuredContent of a successful tool call; throws with the text of an error result. */
   callOk: <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) => Promise<T>;
   notifications: Record<string, unknown>[];
+  /** Error answers to lines whose id the server could not read (id null). */
+  unidentifiedErrors: RpcResponse[];
   /** The initialize answer (server info, capabilities, instructions). */
   initialized?: Record<string, unknown>;
   /** Lines of stdout that are not JSON-RPC messages, and bytes after the last newline. */
@@ -97,6 +99,7 @@ export async function startRpcServer(
 
   const pending = new Map<number, (r: RpcResponse) => void>();
   const notifications: Record<string, unknown>[] = [];
+  const unidentifiedErrors: RpcResponse[] = [];
   const problems: string[] = [];
   let lines = 0;
   let rest = Buffer.alloc(0);
@@ -116,6 +119,7 @@ export async function startRpcServer(
       }
       const message = JSON.parse(text) as RpcResponse & { method?: string };
       if (message.method !== undefined) notifications.push(message as unknown as Record<string, unknown>);
+      else if (message.id === null) unidentifiedErrors.push(message);
       else pending.get(message.id)?.(message);
     }
   });
@@ -168,6 +172,7 @@ export async function startRpcServer(
       return result.structuredContent as T;
     },
     notifications,
+    unidentifiedErrors,
     stdoutProblems: () =>
       rest.length ? [...problems, `bytes after the last newline: ${rest.toString().slice(0, 200)}`] : problems,
     stdoutLines: () => lines,

@@ -2,7 +2,8 @@
 // groups, real pipes. No assertion on speed; time bounds only guard against hangs.
 import { afterEach, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, open, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -274,6 +275,36 @@ describe('runProcess with the fake CLIs', () => {
       .find((e) => e.type === 'item.completed') as { item: { text: string } } | undefined;
     expect(message?.item.text === `FAKE codex: ${prompt}`).toBe(true); // no 2 MB diff on failure
     expect(record().prompt === prompt).toBe(true);
+  });
+
+  it('reads the prompt file only while it is the prompt: a link, a FIFO or other text there, and the prompt is piped', async () => {
+    const outside = await tempDir();
+    const secret = join(outside, 'secret');
+    await writeFile(secret, 'SECRET KEY MATERIAL');
+    const prompt = 'the real prompt';
+    const replacements: [string, (path: string) => Promise<void>][] = [
+      ['a link to a file of the user’s', (path) => symlink(secret, path)],
+      ['a FIFO', async (path) => void execFileSync('mkfifo', [path])],
+      ['other text', (path) => writeFile(path, 'an injected prompt, longer')],
+    ];
+    for (const [what, replace] of replacements) {
+      const dir = await tempDir();
+      const promptFile = join(dir, 'prompt.txt');
+      await replace(promptFile);
+      const { proc, record } = await start(prompt, { stdinFile: promptFile });
+      expect((await proc.done).end, what).toBe('exited');
+      expect(record().prompt, what).toBe(prompt);
+    }
+  });
+
+  it('never writes a log through a link left in its place', async () => {
+    const outside = await tempDir();
+    const dir = await tempDir();
+    const stdoutLog = join(dir, 'stdout.log');
+    await symlink(join(outside, 'written-through'), stdoutLog);
+    const { proc } = await start('hello', { stdoutLog });
+    expect((await proc.done).end).toBe('spawn_error');
+    expect(existsSync(join(outside, 'written-through'))).toBe(false);
   });
 
   it('reports a missing binary as spawn_error with a message', async () => {

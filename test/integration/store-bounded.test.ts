@@ -5,6 +5,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { jobId } from '../helpers/ids.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { RunStore } from '../../iac/store.js';
 import { JobTable, type Executor, type JobRecord } from '../../src/jobs/table.js';
@@ -20,7 +21,7 @@ const openStore = (stateDir: string, keepFinished?: number) =>
 function finishedJob(i: number): JobRecord {
   const at = new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString();
   return {
-    id: `b${String(i).padStart(5, '0')}`,
+    id: jobId('b', i),
     backend: 'codex',
     model: 'm',
     prompt: `job ${i}`,

@@ -6,6 +6,7 @@ import { appendFileSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
+import { jobId } from '../helpers/ids.js';
 import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
@@ -20,7 +21,7 @@ const setup = () => {
 };
 let counter = 0;
 const job = (state: JobState): JobRecord => ({
-  id: `c${String(counter++).padStart(5, '0')}`,
+  id: jobId('c', counter++),
   backend: 'claude',
   model: 'sonnet',
   prompt: 'a task',

@@ -16,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { jobId } from '../helpers/ids.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from '../../src/lib/proc.js';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -46,7 +47,7 @@ const openStore = (state: string, identity = me) =>
 
 let counter = 0;
 function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
-  const id = `j${String(counter++).padStart(5, '0')}`;
+  const id = jobId('j', counter++);
   return {
     id,
     backend: 'claude',
@@ -145,14 +146,14 @@ describe('RunStore', () => {
     const p = project();
     const store = openStore(p.state);
     const first = run(store);
-    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"torn01","st":"runn');
+    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"trnx23","st":"runn');
     const second = run(store);
-    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"half01","st":"succeeded","b":"x"');
+    appendFileSync(join(p.state, 'index.jsonl'), '{"id":"hafx23","st":"succeeded","b":"x"');
     const reader = openStore(p.state, { pid: 1 });
     expect(reader.finished().map((r) => r.id)).toEqual([first.id, second.id]);
-    expect(reader.line('torn01')).toBeUndefined();
+    expect(reader.line('trnx23')).toBeUndefined();
     appendFileSync(join(p.state, 'index.jsonl'), ',"m":"m","t":"t","c":"2026-01-01T00:00:00Z"}\n');
-    expect(reader.finished().map((r) => r.id)).toEqual([first.id, second.id, 'half01']);
+    expect(reader.finished().map((r) => r.id)).toEqual([first.id, second.id, 'hafx23']);
   });
 
   test('a second store follows the first by reading only what was appended', () => {

@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { isGone, waitFor } from '../helpers/processes.js';
+import { isGone, waitFor, waitGone } from '../helpers/processes.js';
 import { fakeCliPids, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string; error?: string };
@@ -66,6 +66,44 @@ describe('the client disconnects with 10 jobs running', () => {
       expect(after).toMatchObject({ running: 0, queued: 0 });
       expect(after.agents.map((a) => a.state)).toEqual(Array(10).fill('cancelled'));
       expect(readdirSync(join(projectDir, '.polyspawn', 'runs')).sort()).toEqual([...ids].sort());
+    },
+  );
+});
+
+describe('the transport closes for any reason', () => {
+  /** A server with one agent running (it hangs), and that agent's pid. */
+  async function serverWithAgent() {
+    const records = mkdtempSync(join(tmpdir(), 'polyspawn-transport-records-'));
+    const server = await startRpcServer({ env: { FAKE_CLI_RECORD: records } });
+    const job = await server.callOk<Job>('spawn_codex', { prompt: '[[cli:hang]]' });
+    await waitFor('the agent to run', () => fakeCliPids(records).leaders.length === 1, 30_000);
+    return { server, job, agent: fakeCliPids(records).leaders[0]! };
+  }
+
+  test('stdin closed after a line past the read limit: the server and its agent end', { timeout: 90_000 }, async () => {
+    const { server, agent } = await serverWithAgent();
+    const id = server.nextId();
+    const line = Buffer.concat([Buffer.from(`{"jsonrpc":"2.0","id":${id},"params":"`), Buffer.alloc(12 << 20, 'a')]);
+    const answer = await server.requestRaw(id, Buffer.concat([line, Buffer.from('"}')]));
+    expect(answer.error?.code).toBe(-32600);
+    expect(await server.disconnect()).toBe(0);
+    await waitGone(agent, 20_000);
+  });
+
+  test(
+    'the client stops reading stdout (EPIPE on the next answer): the server and its agent end',
+    { timeout: 90_000 },
+    async () => {
+      const { server, job, agent } = await serverWithAgent();
+      server.child.stdout.destroy();
+      // The answer finds no reader: EPIPE; stdin stays open.
+      server.child.stdin.write(
+        `${JSON.stringify({ jsonrpc: '2.0', id: server.nextId(), method: 'tools/call', params: { name: 'list', arguments: {} } })}\n`,
+      );
+      expect(await server.exited).toBe(0);
+      await waitGone(agent, 20_000);
+      const next = await startRpcServer({ projectDir: server.projectDir });
+      expect((await next.callOk<Job>('result', { agent_id: job.agent_id })).state).toBe('cancelled');
     },
   );
 });

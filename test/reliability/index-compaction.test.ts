@@ -13,19 +13,20 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
 import type { RunStore as Store } from '../../iac/store.js';
 import type { Redactor as Redact } from '../../src/lib/redact.js';
+import { jobId } from '../helpers/ids.js';
 import { repoRoot } from '../helpers/mcp.js';
 
 const dist = (path: string) => pathToFileURL(join(repoRoot, 'dist', path)).href;
 const JOBS = 600;
 
-/** One process recording JOBS jobs as fast as it can, ids `<prefix>00000`... */
+/** One process recording JOBS jobs as fast as it can, ids jobId(prefix, 0)... */
 const appender = (stateDir: string, prefix: string) => `
   const { RunStore } = await import(${JSON.stringify(dist('iac/store.js'))});
   const { Redactor } = await import(${JSON.stringify(dist('src/lib/redact.js'))});
   const { selfIdentity } = await import(${JSON.stringify(dist('src/lib/proc.js'))});
   const store = new RunStore({ stateDir: ${JSON.stringify(stateDir)}, redactor: new Redactor(), identity: selfIdentity() });
   for (let i = 0; i < ${JOBS}; i++) {
-    const id = '${prefix}' + String(i).padStart(5, '0');
+    const id = (${jobId.toString()})('${prefix}', i);
     const job = { id, backend: 'claude', model: 'sonnet', prompt: 'job ' + id, cwd: '/tmp', timeoutS: 60, extra: {},
       state: 'queued', createdAt: new Date().toISOString() };
     store.claimId(id);
@@ -52,7 +53,7 @@ describe('compacting the index while others append', () => {
     const follower = open();
     const bounded = open(100);
 
-    const children = ['aa', 'bb'].map((prefix) =>
+    const children = ['a', 'b'].map((prefix) =>
       spawn(process.execPath, ['--input-type=module', '-e', appender(stateDir, prefix)], { stdio: 'inherit' }),
     );
     const exits = children.map((child) => once(child, 'exit'));
@@ -71,9 +72,7 @@ describe('compacting the index while others append', () => {
     const generation = () => JSON.parse(readFileSync(join(stateDir, 'index.jsonl'), 'utf8').split('\n')[0]!).gen;
     expect(generation()).toBe(compactions);
 
-    const expected = ['aa', 'bb'].flatMap((p) =>
-      Array.from({ length: JOBS }, (_, i) => p + String(i).padStart(5, '0')),
-    );
+    const expected = ['a', 'b'].flatMap((p) => Array.from({ length: JOBS }, (_, i) => jobId(p, i)));
     const state = (store: Store) => ({
       count: store.finishedCount,
       finished: store.finished().map((r) => `${r.id}:${r.state}`),

@@ -313,3 +313,41 @@ describe('1,000 malformed tool calls', () => {
     },
   );
 });
+
+describe('lines the transport cannot take', () => {
+  test(
+    'the longest prompt of control characters is taken; a line past the limit, a non-JSON line and a non-JSON-RPC one get an error answer; later requests are answered',
+    { timeout: 180_000 },
+    async () => {
+      const server = await startRpcServer();
+      // 2,000,000 characters (the prompt's limit), 12 MB once JSON-escaped (\u0001 is six bytes).
+      const prompt = `say hi ${'\u0001'.repeat(2_000_000 - 7)}`;
+      const job = await server.callOk<{ agent_id: string; state: string }>('spawn_codex', { prompt, wait_s: 60 });
+      expect(job.state).toBe('succeeded');
+
+      // 40 MB: past the transport's limit, the id at its start.
+      const id = server.nextId();
+      const filler = Buffer.alloc(40 * 1024 * 1024, 'a');
+      const head = Buffer.from(
+        `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"list","arguments":{"x":"`,
+      );
+      const oversized = await server.requestRaw(id, Buffer.concat([head, filler, Buffer.from('"}}}')]));
+      expect(oversized.error?.code).toBe(-32600);
+      expect(oversized.error?.message).toMatch(/message too long: \d+ bytes, over the limit of \d+ bytes/);
+
+      // Its id past the params: answered with id null, and the server still answers.
+      const before = server.notifications.length;
+      server.child.stdin.write(Buffer.concat([Buffer.from('{"params":"'), filler, Buffer.from('","id":5}\n')]));
+      server.child.stdin.write('{"jsonrpc":"2.0","id": not json\n');
+      const invalidId = server.nextId();
+      const invalid = await server.requestRaw(invalidId, Buffer.from(`{"jsonrpc":"1.0","id":${invalidId}}`));
+      expect(invalid.error?.code).toBe(-32600);
+      expect(server.notifications.length).toBe(before);
+      expect(server.unidentifiedErrors.map((e) => e.error?.code)).toEqual([-32600, -32700]);
+
+      const listed = await server.callOk<{ agents: { agent_id: string }[] }>('list');
+      expect(listed.agents.map((a) => a.agent_id)).toEqual([job.agent_id]);
+      expect(server.child.exitCode).toBeNull();
+    },
+  );
+});

@@ -3,7 +3,7 @@
 // report both jobs `interrupted`, before the recovery (which writes that under the IAC.md lock)
 // has run. The test holds that lock meanwhile, so the recovery cannot have run yet; once it is
 // let go, the recovery writes the same end time the first answers gave.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lock } from 'proper-lockfile';
@@ -102,4 +102,68 @@ describe('a dead server’s jobs after a restart', () => {
       if (!released) await release();
     }
   });
+});
+
+describe('a damaged run store after a restart', () => {
+  test(
+    'list works and shows no phantom run, result says a record is damaged, the log says so once, logs refuse a linked file',
+    { timeout: 120_000 },
+    async () => {
+      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-damaged-store-'));
+      const first = await startRpcServer({ projectDir });
+      const kept = await first.callOk<Job>('spawn_codex', { prompt: 'kept', wait_s: 30 });
+      const broken = await first.callOk<Job>('spawn_codex', { prompt: 'broken', wait_s: 30 });
+      expect(await first.disconnect()).toBe(0);
+
+      const state = join(projectDir, '.polyspawn');
+      const index = join(state, 'index.jsonl');
+      const line = (fields: Record<string, unknown>) =>
+        JSON.stringify({
+          id: 'zzzzzz',
+          st: 'running',
+          b: 'codex',
+          m: 'm',
+          t: 't',
+          c: '2026-01-01T00:00:00Z',
+          ...fields,
+        });
+      appendFileSync(
+        index,
+        [
+          line({ st: 'exploded' }),
+          line({ b: undefined }),
+          line({ id: 'ab0de1' }),
+          '[]',
+          '{"id":"zzzzzz","st":"runn',
+        ].join('\n') + '\n',
+      );
+      const record = join(state, 'runs', broken.agent_id, 'record.json');
+      writeFileSync(record, readFileSync(record, 'utf8').slice(0, 50));
+      // An agent can write its own run folder: its log, replaced by a link to a file of the user's.
+      const secret = join(projectDir, 'secret.txt');
+      writeFileSync(secret, 'SECRET-CONTENT\n');
+      const log = join(state, 'runs', kept.agent_id, 'stdout.log');
+      rmSync(log);
+      symlinkSync(secret, log);
+
+      const second = await startRpcServer({ projectDir });
+      for (let i = 0; i < 3; i++) {
+        const listed = await second.callOk<{ agents: Job[]; running: number }>('list');
+        expect(listed.agents.map((a) => `${a.agent_id}=${a.state}`).sort()).toEqual(
+          [`${kept.agent_id}=succeeded`, `${broken.agent_id}=succeeded`].sort(),
+        );
+        expect(listed.running).toBe(0);
+      }
+      const result = await second.call('result', { agent_id: broken.agent_id });
+      const text = JSON.stringify(result);
+      expect(text).not.toMatch(/no agent with id/);
+      expect(text).toMatch(new RegExp(`the record of agent ${broken.agent_id} .* is damaged`));
+      expect(result.structuredContent).toMatchObject({ agent_id: broken.agent_id, state: 'succeeded' });
+      expect((await second.callOk<Job>('result', { agent_id: kept.agent_id })).state).toBe('succeeded');
+      const logs = await second.call('logs', { agent_id: kept.agent_id });
+      expect(JSON.stringify(logs)).not.toContain('SECRET-CONTENT');
+      await waitFor('the damage to be logged', () => second.stderr().includes('damaged'), 10_000);
+      expect(second.stderr().match(/index.jsonl: \d damaged lines? skipped \(lines? [5-9]/g)).toHaveLength(1);
+    },
+  );
 });

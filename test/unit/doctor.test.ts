@@ -253,4 +253,34 @@ describe('doctor', () => {
       /isolation {3}worktree; 1 worktree kept \(integrate or discard each\):\n {12}abc234 {2}interrupted {2}polyspawn\/abc234 .*integrate commits it first/,
     );
   });
+
+  test('damaged lines in the run store\'s index are listed with their numbers; a damaged record says so, not "unknown"', async () => {
+    const p = project();
+    const state = join(p.dir, '.polyspawn');
+    mkdirSync(state, { recursive: true });
+    const line = (fields: Record<string, unknown>) =>
+      JSON.stringify({
+        id: 'abc234',
+        st: 'succeeded',
+        b: 'codex',
+        m: 'm',
+        t: 't',
+        c: '2026-01-01T00:00:00Z',
+        ...fields,
+      });
+    writeFileSync(
+      join(state, 'index.jsonl'),
+      [line({}), line({ st: 'exploded' }), '{"id":"abc2', line({ id: 'abc235' }), line({ id: 'ab0de1' }), ''].join(
+        '\n',
+      ),
+    );
+    mkdirSync(join(state, 'worktrees', 'xyz234'), { recursive: true });
+    mkdirSync(join(state, 'runs', 'xyz234'), { recursive: true });
+    writeFileSync(join(state, 'runs', 'xyz234', 'record.json'), '{"v":1,"id":"xyz');
+    const report = await collectDoctor(p.withClis, p.dir);
+    expect(report.storeDamage).toEqual(['index.jsonl: 3 damaged lines skipped (lines 2, 3, 5)']);
+    const text = formatDoctor(report);
+    expect(text).toMatch(/run store {3}.*\n {12}index.jsonl: 3 damaged lines skipped \(lines 2, 3, 5\)/);
+    expect(text).toMatch(/ {12}xyz234 {2}damaged record {2}polyspawn\/xyz234/);
+  });
 });

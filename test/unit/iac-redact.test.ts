@@ -1,6 +1,6 @@
 // Secrets: configured key values and common key shapes, in text, in JSON, in files and in pages
 // of a log whose edges cut a key.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -93,6 +93,22 @@ describe('files and log pages', () => {
     writeFileSync(join(dir, 'sub', 'artifact.json'), JSON.stringify({ key: MISTRAL }));
     writeFileSync(join(dir, 'record.json'), 'left to the store');
     expect(await scrubDir(dir, r)).toEqual([join(dir, 'sub', 'artifact.json')]);
+  });
+
+  test('scrubFile never writes through a link left at its temp files (an agent can write its own run folder)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-scrub-'));
+    const target = join(dir, 'the-users-file');
+    writeFileSync(target, 'mine\n');
+    for (const [name, text, tmp] of [
+      ['small.log', `a ${MISTRAL} b`, `small.log.${process.pid}.tmp`],
+      ['large.log', `${'x'.repeat(1 << 21)} ${MISTRAL}`, `large.log.scrub-${process.pid}`],
+    ] as const) {
+      writeFileSync(join(dir, name), text);
+      symlinkSync(target, join(dir, tmp));
+      expect(await scrubFile(join(dir, name), r)).toBe(true);
+      expect(readFileSync(join(dir, name), 'utf8')).toContain(REDACTED);
+      expect(readFileSync(target, 'utf8'), name).toBe('mine\n');
+    }
   });
 
   test('redactPage masks the part of a secret that a page edge cuts', () => {

@@ -5,11 +5,11 @@
 // queued behind it (its job waits as `queued`, outside the concurrency limit, so other jobs
 // are not held up), and it reads the session to resume only when its turn comes.
 // `new_session: true` starts over.
-import { readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Usage } from '../../../backends/types.js';
 import { isFinished, type JobRecord, type JobRequest, type JobTable } from '../table.js';
-import { makeDirs, writeAtomic } from '../../lib/fs.js';
+import { makeDirs, readRegularFile, writeAtomic } from '../../lib/fs.js';
 
 export type SessionState = {
   agent: string;
@@ -43,8 +43,11 @@ export class AgentSessions {
   }
 
   read(name: string): SessionState | undefined {
+    // Never through a link nor from a FIFO (a cloned .polyspawn/ may hold either): read as a missing session.
+    const text = readRegularFile(this.file(name), 1 << 20);
+    if (typeof text !== 'string') return undefined;
     try {
-      const state = JSON.parse(readFileSync(this.file(name), 'utf8')) as SessionState;
+      const state = JSON.parse(text) as SessionState;
       return typeof state?.sessionId === 'string' && typeof state.backend === 'string' ? state : undefined;
     } catch {
       return undefined;

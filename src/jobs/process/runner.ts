@@ -4,8 +4,8 @@
 // its job. The server reads the output back once the child has exited (src/jobs/process/log-reader.ts):
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readdirSync } from 'node:fs';
-import { PRIVATE_FILE, READ_NO_LINK, WRITE_NO_LINK } from '../../lib/fs.js';
+import { closeSync, constants, fstatSync, openSync, readdirSync } from 'node:fs';
+import { openRegularFile, PRIVATE_FILE } from '../../lib/fs.js';
 import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
@@ -79,16 +79,19 @@ export function childEnv({
   return env;
 }
 
+/** A log is written, never through a link (an agent can write its own run folder, and a retry opens its logs again). */
+const LOG_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+
 export function runProcess(spec: RunSpec): RunningProcess {
   let child: ChildProcess | undefined;
   let spawnError: string | undefined;
   let spawnErrorCode: string | undefined;
   const fds: number[] = [...(spec.passFds ?? [])];
   try {
-    const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile);
+    const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile, spec.stdin);
     if (stdinFd !== undefined) fds.push(stdinFd);
     const [stdout, stderr] = [spec.stdoutLog, spec.stderrLog].map((path) => {
-      const fd = openSync(path, WRITE_NO_LINK, PRIVATE_FILE);
+      const fd = openSync(path, LOG_FLAGS, PRIVATE_FILE);
       fds.push(fd);
       return fd;
     });
@@ -179,12 +182,20 @@ export function runProcess(spec: RunSpec): RunningProcess {
   };
 }
 
-function openIfPresent(path: string): number | undefined {
+/**
+ * The prompt file, unless it is gone, or no longer a regular file of the prompt's length (an
+ * agent can write its own run folder, and a retry reads the file again): then the prompt is piped.
+ */
+function openIfPresent(path: string, text: string): number | undefined {
+  let fd: number;
   try {
-    return openSync(path, READ_NO_LINK);
+    fd = openRegularFile(path);
   } catch {
     return undefined;
   }
+  if (fstatSync(fd).size === Buffer.byteLength(text)) return fd;
+  closeSync(fd);
+  return undefined;
 }
 
 function groupAlive(pgid: number): boolean {

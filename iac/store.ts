@@ -355,7 +355,11 @@ export class RunStore implements JobHistory {
     if (this.goneOwners.has(key)) return true;
     let live = alive?.get(key);
     if (live === undefined) {
-      live = pid !== undefined && sameProcessAlive(pid, start);
+      // Where this server knows its own start (Linux), every polyspawn there writes its own: an
+      // owner without one was written by no server here (a cloned or edited store), whatever
+      // process has that pid now.
+      const unproven = start === undefined && this.identity.start !== undefined;
+      live = pid !== undefined && !unproven && sameProcessAlive(pid, start);
       alive?.set(key, live);
     }
     if (!live) this.goneOwners.add(key);

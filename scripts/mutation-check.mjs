@@ -108,7 +108,7 @@ const MUTATIONS = [
   {
     name: "dead servers' jobs are not marked interrupted",
     file: 'iac/store.ts',
-    find: `live = pid !== undefined && sameProcessAlive(pid, start);`,
+    find: `live = pid !== undefined && !unproven && sameProcessAlive(pid, start);`,
     replace: `live = true;`,
     tests: ['test/integration/store.test.ts'],
   },

@@ -139,6 +139,16 @@ describe('damaged index lines', () => {
     expect(reader.damage()).toEqual([]);
   });
 
+  test('a running line naming a live process without its start time (a cloned store) is no running job', () => {
+    const { open, index } = setup();
+    mkdirSync(join(index, '..'), { recursive: true });
+    // pid 1 is always alive; polyspawn on Linux always writes its process's start (ps) beside it.
+    appendFileSync(index, `${line({ id: jobId('p', 1), st: 'running', p: 1, s: '2026-01-01T00:00:00Z' })}\n`);
+    const reader = open();
+    expect(reader.recoverOrphans().map((r) => r.record.id)).toEqual([jobId('p', 1)]);
+    expect(reader.active()).toEqual([]);
+  });
+
   test('a damaged line in the base is skipped and counted with its line number', () => {
     const { open, base } = setup();
     const writer = open();

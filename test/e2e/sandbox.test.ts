@@ -64,9 +64,11 @@ beforeAll(async () => {
     join(project, '.polyspawn', 'agents', 'cutoff', 'agent.md'),
     '---\ndescription: No network, no model API.\nbackend: claude\nsandbox: { mode: docker, image: example.org/agents:1, network: false }\n---\nYou work.\n',
   );
-  mkdirSync(join(project, '.polyspawn', 'agents', 'greedy'), { recursive: true });
+  // The user's own agent (a project's may not ask for a secret at all); startServer's XDG_CONFIG_HOME.
+  const userAgents = join(project, '.xdg-config', 'polyspawn', 'agents');
+  mkdirSync(join(userAgents, 'greedy'), { recursive: true });
   writeFileSync(
-    join(project, '.polyspawn', 'agents', 'greedy', 'agent.md'),
+    join(userAgents, 'greedy', 'agent.md'),
     '---\ndescription: Asks for the server token.\nbackend: codex\nenv: [POLYSPAWN_TOKEN]\n---\nYou work.\n',
   );
   // What a shared server and the user leave in the project: its token, another agent's worktree, keys.

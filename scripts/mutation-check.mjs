@@ -532,6 +532,27 @@ const MUTATIONS = [
     replace: `return createServer(app, app.nesting);`,
     tests: ['test/e2e/daemon-trust.test.ts'],
   },
+  {
+    name: 'a relayed session the daemon ended is not opened again',
+    file: 'src/mcp/bridge.ts',
+    find: `if (!ended || !opening || !alive()) throw error;`,
+    replace: `throw error;`,
+    tests: ['test/e2e/daemon.test.ts'],
+  },
+  {
+    name: "a project's agent definition passes on a secret",
+    file: 'src/jobs/agents/definitions.ts',
+    find: `if (SECRET_NAME.test(variable))`,
+    replace: `if (variable === '')`,
+    tests: ['test/unit/agent-definitions.test.ts'],
+  },
+  {
+    name: 'the log holds whole session ids',
+    file: 'src/mcp/http/sessions.ts',
+    find: `\`\${sessionId.slice(0, 8)}…\``,
+    replace: `sessionId`,
+    tests: ['test/integration/http-listener.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -122,8 +122,8 @@ const MUTATIONS = [
   {
     name: 'a wait is not woken by a job finishing',
     file: 'src/jobs/table.ts',
-    find: `options.signal?.addEventListener('abort', finish, { once: true });\n      this.events.on('change', onChange);\n      if (done(split())`,
-    replace: `options.signal?.addEventListener('abort', finish, { once: true });\n      void onChange;\n      if (done(split())`,
+    find: `if (isFinished(record.state)) records.set(record.id, record);\n          wake();`,
+    replace: `if (isFinished(record.state)) records.set(record.id, record);`,
     tests: ['test/unit/jobs.test.ts', 'test/integration/store.test.ts'],
   },
   {

@@ -23,8 +23,8 @@ export function collectWhenIdle(jobs: JobTable): void {
   // Made on first use: a server that never runs a job never pays for it at start.
   let gc: (() => void) | undefined | null = null;
   let timer: NodeJS.Timeout | undefined;
-  // A second after the last change, if nothing is queued or running by then.
-  jobs.onChange(() => {
+  // A second after the last state change, if nothing is queued or running by then.
+  jobs.onStateChange(() => {
     clearTimeout(timer);
     timer = setTimeout(() => {
       const { running, queued } = jobs.counts;

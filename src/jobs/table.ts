@@ -6,6 +6,7 @@ import PQueue from 'p-queue';
 import type { McpServerSpec, Outcome, Usage } from '../../backends/types.js';
 import type { SandboxSettings } from '../config/sandbox.js';
 import { InputError } from '../lib/errors.js';
+import { waitUntil } from '../lib/wait.js';
 import {
   answerTo,
   checkLength,
@@ -206,7 +207,7 @@ export class JobTable {
     let settle!: () => void;
     const entry: Entry = { record, controller, finished: new Promise<void>((r) => (settle = r)) };
     this.entries.set(record.id, entry);
-    this.changed(record);
+    this.stateChanged(record);
     const enqueue = () =>
       void this.queue.add(async () => {
         try {
@@ -234,7 +235,7 @@ export class JobTable {
     }
     record.state = 'running';
     record.startedAt = new Date().toISOString();
-    this.changed(record);
+    this.stateChanged(record);
     let result: ExecutionResult;
     try {
       result = await this.options.execute(record, {
@@ -263,7 +264,7 @@ export class JobTable {
     // The live tail holds the run's output buffers: a finished job needs neither.
     entry.tail = undefined;
     for (const q of openQuestions(record.conversation)) this.reportedQuestions.delete(`${record.id}/${q.messageId}`);
-    this.changed(record);
+    this.stateChanged(record);
     this.retire(record.id);
   }
 
@@ -306,7 +307,7 @@ export class JobTable {
     record.state = state;
     record.endedAt = new Date().toISOString();
     record.outcome = { ok: false, text: '', error, costSource: 'unknown' };
-    this.changed(record);
+    this.stateChanged(record);
   }
 
   /** Adds a check made just before each queued job starts, for the table's life. */
@@ -351,30 +352,29 @@ export class JobTable {
       r.pending.length === 0 ||
       (options.mode === 'any' && r.finished.length > 0) ||
       r.pending.some((p) => this.unreportedQuestions(p, waiter).length > 0);
-    return new Promise((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        options.signal?.removeEventListener('abort', finish);
-        this.events.off('change', onChange);
-        const result = split();
-        for (const job of result.pending) {
-          for (const q of this.unreportedQuestions(job, waiter)) {
-            const key = `${job.id}/${q.messageId}`;
-            this.reportedQuestions.set(key, (this.reportedQuestions.get(key) ?? new Set()).add(waiter));
-            result.questioned = true;
-          }
+    // The wait's result; the questions it returns count as returned to this waiter.
+    const report = (): WaitResult => {
+      const result = split();
+      for (const job of result.pending) {
+        for (const q of this.unreportedQuestions(job, waiter)) {
+          const key = `${job.id}/${q.messageId}`;
+          this.reportedQuestions.set(key, (this.reportedQuestions.get(key) ?? new Set()).add(waiter));
+          result.questioned = true;
         }
-        resolve(result);
-      };
-      const onChange = (record: JobRecord) => {
-        if (!records.has(record.id)) return;
-        if (isFinished(record.state)) records.set(record.id, record);
-        if (done(split())) finish();
-      };
-      const timer = setTimeout(finish, options.timeoutMs);
-      options.signal?.addEventListener('abort', finish, { once: true });
-      this.events.on('change', onChange);
-      if (done(split()) || options.signal?.aborted) finish();
+      }
+      return result;
+    };
+    return waitUntil({
+      subscribe: (wake) =>
+        this.onChange((record) => {
+          if (!records.has(record.id)) return;
+          if (isFinished(record.state)) records.set(record.id, record);
+          wake();
+        }),
+      ready: () => (done(split()) ? report() : undefined),
+      expired: report,
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
     });
   }
 
@@ -386,18 +386,17 @@ export class JobTable {
   whenFinished(id: string, signal?: AbortSignal): Promise<JobRecord> {
     const record = this.get(id);
     if (!record) return Promise.reject(new InputError(`no agent with id "${id}"`));
-    if (isFinished(record.state) || signal?.aborted) return Promise.resolve(record);
-    return new Promise((resolve) => {
-      const finish = () => {
-        signal?.removeEventListener('abort', finish);
-        this.events.off('change', onChange);
-        resolve(this.get(id) ?? record);
-      };
-      const onChange = (changed: JobRecord) => {
-        if (changed.id === id && isFinished(changed.state)) finish();
-      };
-      signal?.addEventListener('abort', finish, { once: true });
-      this.events.on('change', onChange);
+    let latest = record;
+    return waitUntil({
+      subscribe: (wake) =>
+        this.onStateChange((changed) => {
+          if (changed.id !== id) return;
+          latest = changed;
+          wake();
+        }),
+      ready: () => (isFinished(latest.state) ? latest : undefined),
+      expired: () => this.get(id) ?? record,
+      signal,
     });
   }
 
@@ -473,24 +472,12 @@ export class JobTable {
       if (answer) return { status: 'answered', answer: answer.text };
       return record.state === 'running' ? undefined : { status: 'pending' };
     };
-    const now = check();
-    if (now) return Promise.resolve(now);
-    return new Promise((resolve) => {
-      const finish = (result: AnswerWait) => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.events.off('change', onChange);
-        resolve(result);
-      };
-      const onAbort = () => finish({ status: 'pending' });
-      const onChange = (changed: JobRecord) => {
-        if (changed.id !== id) return;
-        const result = check();
-        if (result) finish(result);
-      };
-      const timer = setTimeout(onAbort, timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.events.on('change', onChange);
+    return waitUntil({
+      subscribe: (wake) => this.onChange((changed) => changed.id === id && wake()),
+      ready: check,
+      expired: () => ({ status: 'pending' }),
+      timeoutMs,
+      signal,
     });
   }
 
@@ -528,10 +515,22 @@ export class JobTable {
     return () => this.events.off('question', listener);
   }
 
-  /** Called with a copy of the record on every state change (the run store, IAC.md). */
+  /**
+   * Called with the live record on every change: its state, its process group or worktree
+   * becoming known, a question, an answer, a progress line (the IAC record, the dashboard).
+   */
   onChange(listener: (record: JobRecord) => void): () => void {
     this.events.on('change', listener);
     return () => this.events.off('change', listener);
+  }
+
+  /**
+   * Called with the live record when its state changes (queued, running, final), after the
+   * onChange listeners (the IAC record has the final state before anyone hears of it).
+   */
+  onStateChange(listener: (record: JobRecord) => void): () => void {
+    this.events.on('state', listener);
+    return () => this.events.off('state', listener);
   }
 
   /** Cancels every queued and running job and waits until each has ended. */
@@ -546,6 +545,11 @@ export class JobTable {
 
   private changed(record: JobRecord): void {
     this.events.emit('change', record);
+  }
+
+  private stateChanged(record: JobRecord): void {
+    this.changed(record);
+    this.events.emit('state', record);
   }
 
   private newId(): string {

@@ -192,13 +192,8 @@ export function registerResources(server: McpServer, app: App): () => void {
       if (subscribed.has(uri)) void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
     }
   };
-  const seen = new Map<string, JobState>();
-  const offChange = app.jobs.onChange((job) => {
-    const before = seen.get(job.id);
-    if (before === job.state) return; // e.g. the process group became known: no state change
-    if (isFinished(job.state)) seen.delete(job.id);
-    else seen.set(job.id, job.state);
-    if (before === undefined || isFinished(job.state)) listChanged();
+  const offChange = app.jobs.onStateChange((job) => {
+    if (job.state === 'queued' || isFinished(job.state)) listChanged();
     updated(job.id);
   });
   const offQuestion = app.jobs.onQuestion((job) => updated(job.id));
@@ -272,11 +267,7 @@ export function registerJobNotifications(server: McpServer, app: App): () => voi
     threshold = SEVERITY.indexOf(request.params.level);
     return {};
   });
-  const seen = new Map<string, JobState>();
-  const offChange = app.jobs.onChange((job) => {
-    if (seen.get(job.id) === job.state) return;
-    if (isFinished(job.state)) seen.delete(job.id);
-    else seen.set(job.id, job.state);
+  const offChange = app.jobs.onStateChange((job) => {
     const level = LEVELS[job.state];
     if (SEVERITY.indexOf(level) < threshold) return;
     const elapsed = job.startedAt

@@ -36,6 +36,7 @@ test('50 sessions over one app: every listener a session added is gone once it c
   );
   const live = { count: 0 };
   countSubscriptions(app.jobs, 'onChange', live);
+  countSubscriptions(app.jobs, 'onStateChange', live);
   countSubscriptions(app.jobs, 'onQuestion', live);
   countSubscriptions(app.agents, 'onChange', live);
   const listener = await listenHttpMcp<string>({

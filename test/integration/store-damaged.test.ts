@@ -239,7 +239,7 @@ describe("a team's file and an agent's session file", () => {
     writeFileSync(secret, JSON.stringify({ sessionId: 'stolen', backend: 'codex' }));
     symlinkSync(secret, join(sessions, 'linked.json'));
     execFileSync('mkfifo', [join(sessions, 'fifo.json'), join(teams, 'team-abcdef.json')]);
-    const agentSessions = new AgentSessions(stateDir, { onChange: () => undefined } as unknown as JobTable);
+    const agentSessions = new AgentSessions(stateDir, { onStateChange: () => undefined } as unknown as JobTable);
     expect(agentSessions.read('linked')).toBeUndefined();
     expect(agentSessions.read('fifo')).toBeUndefined();
     expect(new TeamFiles(stateDir, new Redactor(), me, false).get('team-abcdef')).toBeUndefined();

@@ -10,7 +10,7 @@ import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
 import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
-import { waitForWork } from '../../src/jobs/teams/wait.js';
+import { waitForWork } from '../../src/jobs/wait.js';
 
 const workspace = () => {
   const events: string[] = [];

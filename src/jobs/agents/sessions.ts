@@ -33,7 +33,7 @@ export class AgentSessions {
     private readonly log: (message: string) => void = () => undefined,
   ) {
     this.dir = join(stateDir, 'sessions');
-    jobs.onChange((job) => {
+    jobs.onStateChange((job) => {
       if (job.agent?.session && isFinished(job.state)) this.turnEnded(job);
     });
   }
@@ -112,17 +112,8 @@ export class AgentSessions {
 
 /** Settles once job `id` has finished (at once if it already has, or is unknown). */
 export function whenFinished(jobs: JobTable, id: string): Promise<void> {
-  return new Promise((resolve) => {
-    const off = jobs.onChange((record) => {
-      if (record.id === id && isFinished(record.state)) {
-        off();
-        resolve();
-      }
-    });
-    const current = jobs.get(id);
-    if (!current || isFinished(current.state)) {
-      off();
-      resolve();
-    }
-  });
+  return jobs.whenFinished(id).then(
+    () => undefined,
+    () => undefined, // an unknown job: nothing to wait for
+  );
 }

@@ -5,6 +5,7 @@ import { EventEmitter } from 'node:events';
 import { randomInt } from 'node:crypto';
 import type { Supervisor } from '../spawn.js';
 import { InputError } from '../../lib/errors.js';
+import { waitUntil } from '../../lib/wait.js';
 import { isFinished, type JobRecord, type JobTable } from '../table.js';
 import { isTeamFinished, MAX_EVENTS, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
 import { childSpec, plannedAgents, type TeamSpec, type Topology } from './spec.js';
@@ -42,7 +43,7 @@ export type TeamHost = {
   ): void;
   /** Submits a member's job (the spawn use case); throws InputError or SetupError. */
   spawnMember(member: string, request: MemberRequest): JobRecord;
-  jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onChange' | 'guardStart'>;
+  jobs: Pick<JobTable, 'get' | 'cancel' | 'whenFinished' | 'onStateChange' | 'guardStart'>;
   /** Where teams are kept (the run store's team records), so a restarted server answers for them. */
   store?: TeamStore;
   /** How many levels of teams may run below one (supervisor_tree). */
@@ -92,7 +93,7 @@ export class TeamTable {
 
   constructor(private readonly host: TeamHost) {
     this.events.setMaxListeners(0);
-    host.jobs.onChange((job) => this.memberChanged(job));
+    host.jobs.onStateChange((job) => this.memberChanged(job));
     // A team's budget is held where a member starts, not only where it was submitted: a member
     // queued behind the concurrency limit is checked when the queue starts it. (The agent bound
     // counts members as they are submitted, so the submit is its place.)
@@ -244,13 +245,13 @@ export class TeamTable {
     };
   }
 
-  /** A member job changed: its state, cost and tokens on the team's record. */
+  /** A member job's state changed: its state, cost and tokens on the team's record. */
   private memberChanged(job: JobRecord): void {
     const teamId = this.teamOfJob.get(job.id);
     const entry = teamId && this.entries.get(teamId);
     if (!entry) return;
     const member = entry.record.members.find((m) => m.jobId === job.id);
-    if (!member || member.state === job.state) return;
+    if (!member) return;
     member.state = job.state;
     const o = job.outcome;
     if (o?.costUsd !== undefined) member.costUsd = o.costUsd;
@@ -403,20 +404,15 @@ export class TeamTable {
   waitFor(id: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<TeamRecord> {
     const entry = this.entries.get(id);
     const current = () => entry?.record ?? this.get(id)!;
-    if (isTeamFinished(current().state) || options.signal?.aborted) return Promise.resolve(current());
-    return new Promise((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        options.signal?.removeEventListener('abort', finish);
-        this.events.off('change', onChange);
-        resolve(current());
-      };
-      const onChange = (team: TeamRecord) => {
-        if (team.id === id && isTeamFinished(team.state)) finish();
-      };
-      const timer = setTimeout(finish, options.timeoutMs);
-      options.signal?.addEventListener('abort', finish, { once: true });
-      this.events.on('change', onChange);
+    return waitUntil({
+      subscribe: (wake) => this.onChange((team) => team.id === id && wake()),
+      ready: () => {
+        const now = current();
+        return isTeamFinished(now.state) ? now : undefined;
+      },
+      expired: current,
+      timeoutMs: options.timeoutMs,
+      signal: options.signal,
     });
   }
 

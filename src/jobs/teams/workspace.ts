@@ -3,6 +3,7 @@
 // two members claiming one task at once cannot both win.
 import { EventEmitter } from 'node:events';
 import { InputError } from '../../lib/errors.js';
+import { waitUntil } from '../../lib/wait.js';
 import { checkLength } from '../conversation.js';
 import type { TeamEvent } from './record.js';
 
@@ -162,8 +163,17 @@ export class TeamWorkspace {
       const from = this.cursors.get(reader) ?? 0;
       return this.messages.slice(from).filter((m) => m.from !== reader && (!m.to || m.to === reader));
     };
-    if (unread().length === 0 && this.version === (this.seen.get(reader) ?? 0))
-      await this.nextChange(timeoutMs, signal);
+    const seen = this.seen.get(reader) ?? 0;
+    await waitUntil({
+      subscribe: (wake) => {
+        this.changes.on('change', wake);
+        return () => this.changes.off('change', wake);
+      },
+      ready: () => (unread().length > 0 || this.version !== seen ? true : undefined),
+      expired: () => false,
+      timeoutMs,
+      signal,
+    });
     const messages = unread();
     this.cursors.set(reader, this.messages.length);
     this.seen.set(reader, this.version);
@@ -197,20 +207,6 @@ export class TeamWorkspace {
   onDone(listener: (entry: BoardEntry) => void): () => void {
     this.changes.on('done', listener);
     return () => this.changes.off('done', listener);
-  }
-
-  private nextChange(timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const finish = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', finish);
-        this.changes.off('change', finish);
-        resolve();
-      };
-      const timer = setTimeout(finish, timeoutMs);
-      signal?.addEventListener('abort', finish, { once: true });
-      this.changes.on('change', finish);
-    });
   }
 
   private changed(): void {

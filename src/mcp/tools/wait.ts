@@ -7,7 +7,7 @@ import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished } from '../../jobs/table.js';
 import { TEAM_ID } from '../../jobs/teams/table.js';
 import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
-import { waitForWork, type WorkWait } from '../../jobs/teams/wait.js';
+import { waitForWork, type WorkWait } from '../../jobs/wait.js';
 import { brief } from '../tool-list.js';
 import { findJob, findTeam, toolResult } from '../views.js';
 import {

@@ -1,9 +1,9 @@
 // wait_for_agents over jobs and teams together: it returns when the jobs and teams asked for
 // have finished (or one of them, "any"), when an agent among them or among the teams' members
 // asks the orchestrator something, or when the time is up.
-import { isFinished, type JobRecord, type JobTable } from '../table.js';
-import { isTeamFinished, type TeamRecord } from './record.js';
-import type { TeamTable } from './table.js';
+import { isFinished, type JobRecord, type JobTable } from './table.js';
+import { isTeamFinished, type TeamRecord } from './teams/record.js';
+import type { TeamTable } from './teams/table.js';
 
 export type WorkWait = {
   finished: JobRecord[];
@@ -44,16 +44,14 @@ export async function waitForWork(
     const stop = () => round.abort();
     options.signal?.addEventListener('abort', stop, { once: true });
     const watched = [...now.pending.map((j) => j.id), ...teams.activeMembers(pendingTeams.map((t) => t.id))];
-    const jobWait: Promise<boolean> = watched.length
+    // No job watched: a team is pending, and its wait, which runs out with the time, is the race.
+    const jobWait = watched.length
       ? jobs
           .waitFor(watched, { timeoutMs: remaining, mode: 'any', signal: round.signal, waiter: options.waiter })
           .then((r) => !!r.questioned)
-      : new Promise((resolve) => {
-          const timer = setTimeout(() => resolve(false), remaining);
-          round.signal.addEventListener('abort', () => (clearTimeout(timer), resolve(false)), { once: true });
-        });
+      : undefined;
     await Promise.race([
-      jobWait,
+      ...(jobWait ? [jobWait] : []),
       ...pendingTeams.map((t) => teams.waitFor(t.id, { timeoutMs: remaining, signal: round.signal })),
     ]);
     round.abort();

@@ -1,7 +1,6 @@
 // The `polyspawn` command: its arguments, then `serve` (the default: MCP on stdio, src/mcp/serve.ts)
 // or a terminal command (src/commands/). Evaluating this module does nothing but define: what
-// runs it (src/boot.ts, or a start-up snapshot's main, src/snapshot.ts) calls `runCli`, so that a
-// snapshot can hold the evaluated modules without anything read from the process that made it.
+// runs it (src/boot.ts) calls `runCli`.
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
 import { commandFailure } from './lib/errors.js';
 import { VERSION } from './lib/version.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 
-/** Set by scripts/bundle.mjs to package.json's version: the bundle, and a start-up snapshot of it, read no file for it. */
+/** Set by scripts/bundle.mjs to package.json's version: the bundle reads no file for it. */
 declare const __POLYSPAWN_VERSION__: string | undefined;
 
 /** package.json: two folders up from src/lib/version.ts, three from dist/src/lib/version.js. */

@@ -8,9 +8,6 @@
 //   dist/src/cli.js          src/boot.ts: what package.json `bin`, the MCP client configs and the
 //                            tests run. It runs the bundle through a V8 code cache (see there).
 //
-// The bundle's function returns cli.ts's exports; whoever runs it calls `runCli`. It is given
-// package.json's version, so that no module reads package.json when it loads.
-//
 // Run after tsc (npm run build): the other files tsc wrote stay in dist/ for whoever imports them
 // one by one (bench/store.mjs, the package's file list).
 //
@@ -30,8 +27,6 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const outdir = join(root, 'dist', 'src');
 const bundleFile = join(outdir, 'cli.bundle.cjs');
 const bootFile = join(outdir, 'cli.js');
-const { version } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
-const VERSION = { __POLYSPAWN_VERSION__: JSON.stringify(version) };
 
 /** The parameters the bundle's function takes; src/boot.ts passes them in this order. */
 const PARAMS = ['require', '__filename', '__dirname', '__polyspawnImport'];
@@ -76,10 +71,9 @@ const server = await build({
   external: ['openai', '@google/genai', '@mistralai/mistralai', '@mistralai/mistralai/*'],
   // Strict, as the ES modules it is made of: the directive must open the function's body.
   banner: {
-    js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst module = { exports: {} };\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,
+    js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,
   },
-  footer: { js: 'return module.exports;\n})' },
-  define: VERSION,
+  footer: { js: '})' },
   sourcemap: 'linked',
   legalComments: 'none',
   // A third less to read at every start; identifiers are kept, so stack traces still name
@@ -126,7 +120,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  define: { __POLYSPAWN_BUNDLE_ID__: JSON.stringify(bundleId), ...VERSION },
+  define: { __POLYSPAWN_BUNDLE_ID__: JSON.stringify(bundleId) },
   banner: { js: '// Built from src/boot.ts by scripts/bundle.mjs: it runs cli.bundle.cjs through a V8 code cache.' },
   legalComments: 'none',
   logLevel: 'warning',

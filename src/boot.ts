@@ -21,7 +21,7 @@ type Bundle = (
   filename: string,
   dirname: string,
   importModule: (specifier: string) => Promise<unknown>,
-) => { runCli: (argv: string[]) => void };
+) => void;
 
 const bundle = fileURLToPath(new URL('./cli.bundle.cjs', import.meta.url));
 /** Other installs' caches untouched this long are removed when this one writes its own. */
@@ -90,12 +90,7 @@ try {
   cachedData = undefined; // a Node whose V8 flags cannot change: no cache (a real error recurs below)
 }
 script ??= new Script(source, { filename: bundle });
-(script.runInThisContext() as Bundle)(
-  createRequire(bundle),
-  bundle,
-  dirname(bundle),
-  (specifier) => import(specifier),
-).runCli(process.argv.slice(2));
+(script.runInThisContext() as Bundle)(createRequire(bundle), bundle, dirname(bundle), (specifier) => import(specifier));
 
 function writeCache(file: string, compiled: Script): void {
   try {

@@ -6,20 +6,17 @@
 // 2,500 B; the whole tools/list answer (titles, output schemas and hints too, which stay with the
 // client) for information.
 //
-// Three ways to start, each a row:
-// - from the start-up snapshot, through its launcher, as `polyspawn init` writes the client
-//   configs (src/lib/start-snapshot.ts; made here first, in a folder of this run): target at most
-//   1.25x the floor;
-// - the fallback, through the V8 code cache (src/boot.ts) that the first start writes (the
-//   warm-up run below): what a client starts when there is no snapshot; target at most 1.5x;
-// - without either (POLYSPAWN_CODE_CACHE=0), for information.
-import { spawn, spawnSync } from 'node:child_process';
+// Two ways to start, each a row:
+// - through the V8 code cache (src/boot.ts) that the first start writes (the warm-up run below):
+//   what a client starts; target at most 1.5x the floor;
+// - without it (POLYSPAWN_CODE_CACHE=0), for information.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { figure, median, report, root, serverEntry } from './lib.mjs';
+import { figure, median, report, serverEntry } from './lib.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 20);
 
@@ -32,15 +29,14 @@ function nodeFloor() {
   });
 }
 
-/** One start: `command` (node and cli.js, or the snapshot's launcher), then initialize and tools/list. */
-async function coldStart(dir, command, env = {}) {
+/** One start: node and cli.js, then initialize and tools/list. */
+async function coldStart(dir, env = {}) {
   const t0 = performance.now();
   const transport = new StdioClientTransport({
-    command: command[0],
-    args: command.slice(1),
+    command: process.execPath,
+    args: [serverEntry],
     cwd: dir,
-    // No snapshot is made in the background by the starts without one: each row measures one way.
-    env: { ...process.env, XDG_CONFIG_HOME: join(dir, 'xdg'), POLYSPAWN_SNAPSHOT: '0', ...env },
+    env: { ...process.env, XDG_CONFIG_HOME: join(dir, 'xdg'), ...env },
     stderr: 'ignore',
   });
   const client = new Client({ name: 'polyspawn-bench', version: '0' });
@@ -53,36 +49,23 @@ async function coldStart(dir, command, env = {}) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-bench-cold-'));
-const snapshotDir = join(dir, 'snapshot');
-const made = spawnSync(process.execPath, [join(root, 'dist', 'src', 'snapshot.cjs')], {
-  env: { ...process.env, POLYSPAWN_SNAPSHOT: snapshotDir },
-  encoding: 'utf8',
-});
-const launcher = /^start-up snapshot: (\/.*\.sh)$/m.exec(made.stderr)?.[1];
-if (!launcher) console.log(`no start-up snapshot to measure: ${made.stdout}${made.stderr}`);
-const viaSnapshot = launcher && ['/bin/sh', launcher];
-const viaCodeCache = [process.execPath, serverEntry];
 await nodeFloor();
-await coldStart(dir, viaCodeCache); // warm-up: the OS file cache, and the code cache written
-if (viaSnapshot) await coldStart(dir, viaSnapshot, { POLYSPAWN_SNAPSHOT: snapshotDir });
+await coldStart(dir); // warm-up: the OS file cache, and the code cache written
 const floor = [];
-const snapshot = [];
 const served = [];
 const uncached = [];
 let tools = [];
 let instructions = '';
 for (let i = 0; i < RUNS; i++) {
   floor.push(await nodeFloor());
-  if (viaSnapshot) snapshot.push((await coldStart(dir, viaSnapshot, { POLYSPAWN_SNAPSHOT: snapshotDir })).ms);
-  const run = await coldStart(dir, viaCodeCache);
+  const run = await coldStart(dir);
   served.push(run.ms);
   ({ tools, instructions } = run);
-  uncached.push((await coldStart(dir, viaCodeCache, { POLYSPAWN_CODE_CACHE: '0' })).ms);
+  uncached.push((await coldStart(dir, { POLYSPAWN_CODE_CACHE: '0' })).ms);
 }
 rmSync(dir, { recursive: true, force: true });
 
 const floorMs = median(floor);
-const snapshotMs = viaSnapshot ? median(snapshot) : NaN;
 const coldMs = median(served);
 // The answer as it travels: the JSON-RPC result of tools/list, UTF-8 bytes; and the model's part of it.
 const answerBytes = Buffer.byteLength(JSON.stringify({ tools }));
@@ -91,13 +74,7 @@ const modelBytes = (t) =>
 const perTool = tools.reduce((sum, t) => sum + modelBytes(t), 0) / tools.length;
 const instructionsBytes = Buffer.byteLength(instructions);
 const rows = [
-  figure('cold start from the snapshot: spawn → initialize → tools/list (median)', snapshotMs, 'ms', {
-    floor: floorMs,
-    ratio: snapshotMs / floorMs,
-    target: '≤ 1.25x floor (node -e 0)',
-    met: snapshotMs <= 1.25 * floorMs,
-  }),
-  figure('cold start, fallback through the code cache (median)', coldMs, 'ms', {
+  figure('cold start through the code cache: spawn → initialize → tools/list (median)', coldMs, 'ms', {
     floor: floorMs,
     ratio: coldMs / floorMs,
     target: '≤ 1.5x floor (node -e 0)',

@@ -8,15 +8,6 @@
 //   dist/src/cli.js          src/boot.ts: what package.json `bin`, the MCP client configs and the
 //                            tests run. It runs the bundle through a V8 code cache (see there).
 //
-//   dist/src/snapshot.cjs    src/snapshot.ts: the entry that makes a V8 start-up snapshot of the
-//                            bundle, evaluated (src/lib/start-snapshot.ts says where it is kept and
-//                            how a client starts from it). Run at the end of this script: a build
-//                            that cannot make one still succeeds, and starts through the cache.
-//
-// The bundle's function returns cli.ts's exports; whoever runs it calls `runCli`, so that
-// evaluating it reads nothing of the process (a snapshot holds the evaluated bundle). It is given
-// package.json's version, so that no module reads package.json when it loads.
-//
 // Run after tsc (npm run build): the other files tsc wrote stay in dist/ for whoever imports them
 // one by one (bench/store.mjs, the package's file list).
 //
@@ -26,7 +17,6 @@
 // host-defined options, does not survive the cache), so each of those `import()`s becomes a call
 // of a function the boot file passes in, which imports the same specifier from the same folder.
 // (On those lines the source map's columns after the call are off by the longer name.)
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
@@ -37,9 +27,6 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const outdir = join(root, 'dist', 'src');
 const bundleFile = join(outdir, 'cli.bundle.cjs');
 const bootFile = join(outdir, 'cli.js');
-const snapshotEntry = join(outdir, 'snapshot.cjs');
-const { version } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
-const VERSION = { __POLYSPAWN_VERSION__: JSON.stringify(version) };
 
 /** The parameters the bundle's function takes; src/boot.ts passes them in this order. */
 const PARAMS = ['require', '__filename', '__dirname', '__polyspawnImport'];
@@ -84,10 +71,9 @@ const server = await build({
   external: ['openai', '@google/genai', '@mistralai/mistralai', '@mistralai/mistralai/*'],
   // Strict, as the ES modules it is made of: the directive must open the function's body.
   banner: {
-    js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst module = { exports: {} };\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,
+    js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,
   },
-  footer: { js: 'return module.exports;\n})' },
-  define: VERSION,
+  footer: { js: '})' },
   sourcemap: 'linked',
   legalComments: 'none',
   // A third less to read at every start; identifiers are kept, so stack traces still name
@@ -134,35 +120,12 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  define: { __POLYSPAWN_BUNDLE_ID__: JSON.stringify(bundleId), ...VERSION },
+  define: { __POLYSPAWN_BUNDLE_ID__: JSON.stringify(bundleId) },
   banner: { js: '// Built from src/boot.ts by scripts/bundle.mjs: it runs cli.bundle.cjs through a V8 code cache.' },
   legalComments: 'none',
   logLevel: 'warning',
 });
-await build({
-  entryPoints: [join(root, 'src', 'snapshot.ts')],
-  outfile: snapshotEntry,
-  bundle: true,
-  platform: 'node',
-  format: 'cjs',
-  target: 'node20',
-  define: VERSION,
-  banner: {
-    js: '// Built from src/snapshot.ts by scripts/bundle.mjs: makes a V8 start-up snapshot of cli.bundle.cjs.',
-  },
-  legalComments: 'none',
-  logLevel: 'warning',
-});
-// tsc's own output for these is replaced (cli.js) or never meant to run (boot.js: its bundle id
-// is set above; snapshot.js: an ES module, where the snapshot needs a script); their source maps
-// would describe code that is not there.
-await Promise.all(
-  ['cli.js.map', 'boot.js', 'boot.js.map', 'snapshot.js', 'snapshot.js.map'].map((name) =>
-    rm(join(outdir, name), { force: true }),
-  ),
-);
+// tsc's own output for these two is replaced (cli.js) or never meant to run (boot.js: its bundle id
+// is set above); their source maps would describe code that is not there.
+await Promise.all(['cli.js.map', 'boot.js', 'boot.js.map'].map((name) => rm(join(outdir, name), { force: true })));
 console.log(`bundle: ${relative(root, bundleFile)} (id ${bundleId}), run by ${relative(root, bootFile)}`);
-// The snapshot for the node that builds: it prints where it went, or why there is none; either way
-// the build goes on. Only when POLYSPAWN_SNAPSHOT asks for one (src/lib/start-snapshot.ts).
-const made = spawnSync(process.execPath, [snapshotEntry], { stdio: 'inherit' });
-if (made.status !== 0) console.log(`start-up snapshot: none (its maker ended with ${made.status ?? made.signal})`);

@@ -4,16 +4,14 @@
 // start neither parses the bundle's 1.4 MB nor compiles what start-up runs (bench/coldstart.mjs).
 // Node 20 caches no ES module (module.enableCompileCache is 22.1+), so the bundle is one function
 // in a vm.Script. Any failure only means a start without cache. Nothing here writes to stdout.
-// This is also the fallback of a start from the V8 start-up snapshot (src/snapshot.ts), which
-// the snapshot's launcher takes whenever the snapshot is missing or not this install's.
 import { readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
 import { makeDirs, writeAtomic } from './lib/fs.js';
-import { cacheDir, fnv, makeSnapshotInBackground } from './lib/start-snapshot.js';
 
 /** A hash of the bundle, set by scripts/bundle.mjs. */
 declare const __POLYSPAWN_BUNDLE_ID__: string;
@@ -23,16 +21,33 @@ type Bundle = (
   filename: string,
   dirname: string,
   importModule: (specifier: string) => Promise<unknown>,
-) => { runCli: (argv: string[]) => void };
+) => void;
 
 const bundle = fileURLToPath(new URL('./cli.bundle.cjs', import.meta.url));
 /** Other installs' caches untouched this long are removed when this one writes its own. */
 const STALE_MS = 24 * 3600 * 1000;
 
+/** FNV-1a: a short, stable name for a path (a collision costs a cache miss, nothing more). */
+function fnv(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16).padStart(8, '0');
+}
+
 /** One file per installed bundle, Node version and CPU; POLYSPAWN_CODE_CACHE moves the folder, or (0) turns it off. */
 function cacheFile(env: NodeJS.ProcessEnv): string | undefined {
-  const dir = cacheDir(env, 'POLYSPAWN_CODE_CACHE');
-  return dir && join(dir, `cli-${fnv(bundle)}-${process.version}-${process.arch}.v8cache`);
+  const setting = env.POLYSPAWN_CODE_CACHE;
+  if (setting === '0') return undefined;
+  let dir = setting;
+  try {
+    dir ||= join(
+      env.XDG_CACHE_HOME || (process.platform === 'win32' && env.LOCALAPPDATA) || join(homedir(), '.cache'),
+      'polyspawn',
+    );
+  } catch {
+    return undefined; // no home folder: no cache (never a shared folder such as /tmp)
+  }
+  return join(dir, `cli-${fnv(bundle)}-${process.version}-${process.arch}.v8cache`);
 }
 
 /**
@@ -75,12 +90,7 @@ try {
   cachedData = undefined; // a Node whose V8 flags cannot change: no cache (a real error recurs below)
 }
 script ??= new Script(source, { filename: bundle });
-(script.runInThisContext() as Bundle)(
-  createRequire(bundle),
-  bundle,
-  dirname(bundle),
-  (specifier) => import(specifier),
-).runCli(process.argv.slice(2));
+(script.runInThisContext() as Bundle)(createRequire(bundle), bundle, dirname(bundle), (specifier) => import(specifier));
 
 function writeCache(file: string, compiled: Script): void {
   try {
@@ -105,24 +115,21 @@ function writeCache(file: string, compiled: Script): void {
 // Only `serve` writes the cache: it is what clients start, and a cache made by a one-off command
 // would hold little of what serving runs. It writes one when it found none, or none V8 accepts,
 // once its start is over (a second in, or at exit if sooner), so that the cache holds what
-// start-up and the first requests ran. Then, detached, it has the start-up snapshot made if this
-// installation has none for this node (src/lib/start-snapshot.ts): the next start is faster.
+// start-up and the first requests ran.
 const [command = 'serve', ...rest] = process.argv.slice(2);
-if (command === 'serve' && !rest.includes('--help') && !rest.includes('-h')) {
+if (
+  file &&
+  (!cachedData || script.cachedDataRejected) &&
+  command === 'serve' &&
+  !rest.includes('--help') &&
+  !rest.includes('-h')
+) {
   const compiled = script;
-  const writeCodeCache = !cachedData || script.cachedDataRejected;
-  let done = false;
-  const afterStart = () => {
-    if (done) return;
-    done = true;
-    if (writeCodeCache && file) writeCache(file, compiled);
-    makeSnapshotInBackground(process.env, {
-      node: process.execPath,
-      cli: fileURLToPath(import.meta.url),
-      bundle,
-      entry: join(dirname(bundle), 'snapshot.cjs'),
-    });
+  let written = false;
+  const write = () => {
+    if (!written) writeCache(file, compiled);
+    written = true;
   };
-  setTimeout(afterStart, 1000).unref();
-  process.once('exit', afterStart);
+  setTimeout(write, 1000).unref();
+  process.once('exit', write);
 }

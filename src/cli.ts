@@ -1,7 +1,6 @@
+#!/usr/bin/env node
 // The `polyspawn` command: its arguments, then `serve` (the default: MCP on stdio, src/mcp/serve.ts)
-// or a terminal command (src/commands/). Evaluating this module does nothing but define: what
-// runs it (src/boot.ts, or a start-up snapshot's main, src/snapshot.ts) calls `runCli`, so that a
-// snapshot can hold the evaluated modules without anything read from the process that made it.
+// or a terminal command (src/commands/).
 import { commandUsageLines, commands, runNamedCommand } from './commands/index.js';
 import { commandFailure } from './lib/errors.js';
 import { VERSION } from './lib/version.js';
@@ -48,11 +47,8 @@ async function main(argv: string[]): Promise<void> {
   process.exitCode = 2;
 }
 
-/** Runs the command `argv` names (process.argv without node and the script); exits on failure. */
-export function runCli(argv: string[]): void {
-  main(argv).catch((error: unknown) => {
-    const failure = commandFailure(error);
-    log(failure?.message ?? String((error as Error)?.stack ?? error));
-    process.exit(failure?.exitCode ?? 1);
-  });
-}
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const failure = commandFailure(error);
+  log(failure?.message ?? String((error as Error)?.stack ?? error));
+  process.exit(failure?.exitCode ?? 1);
+});

@@ -17,8 +17,6 @@ import { InputError } from '../lib/errors.js';
 import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
 import { loadConfig, projectDaemonOf } from '../config/config.js';
-import { makeSnapshot, snapshotState, SNAPSHOT_VARIABLE } from '../lib/start-snapshot.js';
-import { VERSION } from '../lib/version.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
 export const SERVER_KEY = 'agents';
@@ -514,30 +512,6 @@ function daemonUrl(port: string | undefined, dir: string, io: CommandIo): string
   return daemon.endpoint;
 }
 
-/**
- * How a client starts this installation: the start-up snapshot's launcher when there is one for
- * this node or one can be made now (src/lib/start-snapshot.ts), else node and cli.js. Either way,
- * it says which on stderr.
- */
-function startCommand(cli: string, io: CommandIo): ServerCommand {
-  const folder = dirname(cli);
-  const install = {
-    node: process.execPath,
-    cli,
-    bundle: join(folder, 'cli.bundle.cjs'),
-    entry: join(folder, 'snapshot.cjs'),
-  };
-  if (!existsSync(install.entry) || !existsSync(install.bundle)) return { command: process.execPath, args: [cli] };
-  const found = snapshotState(io.env, install);
-  const made = found.state === 'current' ? { launcher: found.places.launcher } : makeSnapshot(io.env, install, VERSION);
-  if ('launcher' in made) {
-    io.stderr.write(`polyspawn: start-up snapshot ready (${made.launcher})\n`);
-    return { command: '/bin/sh', args: [made.launcher] };
-  }
-  io.stderr.write(`polyspawn: no start-up snapshot (${made.reason}): clients start through the code cache\n`);
-  return { command: process.execPath, args: [cli] };
-}
-
 /** dist/src/cli.js of this installation, beside this file's folder. */
 export const installedCli = (): string => fileURLToPath(new URL('../cli.js', import.meta.url));
 
@@ -553,10 +527,7 @@ merged into the files that are already there:
 
 With none of these, all three. dir defaults to the current folder.
 The command written is this node and this installation's cli.js, by absolute path, so it works
-without anything on PATH; where a V8 start-up snapshot can be made (not on Windows), it is made
-first (about 10 MB in the user cache folder) and the command is its launcher, /bin/sh running a
-script that starts node from the snapshot while node, polyspawn and the snapshot are unchanged
-and without it otherwise (${SNAPSHOT_VARIABLE}=0 turns the snapshot off); --npx writes \`npx -y polyspawn\` instead (portable, needs the package
+without anything on PATH; --npx writes \`npx -y polyspawn\` instead (portable, needs the package
 to be installable by npx). --http writes the project's shared server instead (polyspawn daemon
 start --port N): Claude Code and Codex read its token from $${TOKEN_VARIABLE}, VS Code asks for it
 (it is in .polyspawn/http-token). Other servers and settings are kept; a file that cannot be parsed is
@@ -587,7 +558,7 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     ? { url: daemonUrl(values.port, dir, io) }
     : values.npx
       ? { command: 'npx', args: ['-y', 'polyspawn'] }
-      : startCommand(cli, io);
+      : { command: process.execPath, args: [cli] };
   const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
   const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });
   io.stdout.write(formatInitReport(dir, server, reports));

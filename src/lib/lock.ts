@@ -1,6 +1,7 @@
 // proper-lockfile's `lock`, with the package loaded at the first lock rather than with this
-// module: when it loads, its graceful-fs replaces process.cwd with one that remembers the first
-// answer, which a start-up snapshot (src/snapshot.ts) would keep as every start's working folder.
+// module: loading it (and the graceful-fs it brings, which patches fs and process.cwd) takes
+// 10-20 ms here, which a start that has not locked yet (most commands; a stdio server until its
+// first job is recorded) does not pay.
 import { createRequire } from 'node:module';
 import type { LockOptions } from 'proper-lockfile';
 

@@ -1,8 +1,5 @@
 import { readFileSync } from 'node:fs';
 
-/** Set by scripts/bundle.mjs to package.json's version: the bundle, and a start-up snapshot of it, read no file for it. */
-declare const __POLYSPAWN_VERSION__: string | undefined;
-
 /** package.json: two folders up from src/lib/version.ts, three from dist/src/lib/version.js. */
 function findVersion(): string {
   for (const up of ['../../package.json', '../../../package.json']) {
@@ -16,4 +13,4 @@ function findVersion(): string {
   return '0.0.0';
 }
 
-export const VERSION = typeof __POLYSPAWN_VERSION__ === 'string' ? __POLYSPAWN_VERSION__ : findVersion();
+export const VERSION = findVersion();

@@ -26,7 +26,7 @@ for (const [k, v] of Object.entries(process.env))
 delete env.CLAUDECODE;
 Object.assign(env, {
   XDG_CONFIG_HOME: join(root, 'xdg'),
-  XDG_CACHE_HOME: join(root, 'xdg-cache'), // the code cache and the start-up snapshot it makes
+  XDG_CACHE_HOME: join(root, 'xdg-cache'), // the code cache it writes
   npm_config_update_notifier: 'false',
   npm_config_fund: 'false',
   npm_config_audit: 'false',

@@ -30,8 +30,6 @@ export async function startServer(
     /** clientInfo.name sent in initialize */ clientName?: string;
     /** A command the server is started through (node and cli.js are appended as its arguments). */
     launcher?: string[];
-    /** The command that starts the server instead of node and cli.js (a start-up snapshot's launcher). */
-    command?: string[];
   } = {},
 ): Promise<TestServer> {
   const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
@@ -41,17 +39,10 @@ export async function startServer(
   delete env.CLAUDECODE;
   Object.assign(
     env,
-    // No start-up snapshot made in the background in the user's cache folder by every test's
-    // server (test/e2e/snapshot.test.ts turns it on in folders of its own).
-    {
-      PATH: path,
-      POLYSPAWN_KILL_GRACE_S: '1',
-      XDG_CONFIG_HOME: join(projectDir, '.xdg-config'),
-      POLYSPAWN_SNAPSHOT: '0',
-    },
+    { PATH: path, POLYSPAWN_KILL_GRACE_S: '1', XDG_CONFIG_HOME: join(projectDir, '.xdg-config') },
     options.env,
   );
-  const command = options.command ?? [...(options.launcher ?? []), process.execPath, serverEntry];
+  const command = [...(options.launcher ?? []), process.execPath, serverEntry];
   const transport = new StdioClientTransport({
     command: command[0]!,
     args: command.slice(1),

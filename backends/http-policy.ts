@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { ApiCallContext, Outcome, Usage } from './types.js';
 
-export const FAILURE_KINDS = [
+const FAILURE_KINDS = [
   'auth',
   'rate_limited',
   'server',
@@ -14,7 +14,7 @@ export const FAILURE_KINDS = [
   'bad_request',
   'cancelled',
 ] as const;
-export type FailureKind = (typeof FAILURE_KINDS)[number];
+type FailureKind = (typeof FAILURE_KINDS)[number];
 
 export type PolicyKnobs = {
   /** Attempts in all, the first included (never more than 3). */
@@ -447,7 +447,7 @@ export function makeUsage(input: unknown, output: unknown, cached: unknown): Usa
   };
 }
 
-export type FailureRecord = { kind: FailureKind; status?: number; attempts: number };
+type FailureRecord = { kind: FailureKind; status?: number; attempts: number };
 
 export function failureOutcome(
   failure: ApiFailure,

@@ -1,6 +1,6 @@
 // CLI output helpers shared by the backends' parsers.
 
-export type JsonRecord = Record<string, unknown>;
+type JsonRecord = Record<string, unknown>;
 
 /** Each line of `text` that parses as a JSON object; other lines are counted, not thrown on. */
 export function jsonLines(text: string): { records: JsonRecord[]; unparsed: number } {

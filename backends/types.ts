@@ -43,7 +43,7 @@ export type BudgetKind = 'turns' | 'cost';
 
 export type Budget = { maxTurns?: number; maxBudgetUsd?: number };
 
-export type ModelPrice = {
+type ModelPrice = {
   /** USD per million tokens. */
   input: number;
   output: number;
@@ -90,7 +90,7 @@ export type BackendSettings = {
   bin?: string;
 };
 
-export type CommandSpec = {
+type CommandSpec = {
   file: string;
   args: string[];
   /** Variables to set (string) or remove (undefined) in the child's environment. */

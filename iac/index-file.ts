@@ -69,7 +69,7 @@ const HEADER_MAX = 64 * 1024;
 export const rank = (state: JobState): number => (isFinished(state) ? 2 : state === 'running' ? 1 : 0);
 
 /** A line's run and state, and the line itself (without a torn line glued before it), or undefined for what is not a run's line. */
-export type LineKey = (raw: string) => { id: string; st: JobState; raw: string } | undefined;
+type LineKey = (raw: string) => { id: string; st: JobState; raw: string } | undefined;
 
 /**
  * The header of the open live file and its length in bytes (0: none). A first line that is

@@ -5,13 +5,13 @@ import { z } from 'zod';
 import { JOB_ID, JOB_STATES, type JobState } from '../src/jobs/table.js';
 
 /** Past this a line is damaged unread: the store's own lines are a few hundred bytes (the task is 80 characters). */
-export const MAX_INDEX_LINE_CHARS = 16 * 1024;
+const MAX_INDEX_LINE_CHARS = 16 * 1024;
 const LINE_START = '{"id":';
 const time = () => z.string().max(64);
 const count = () => z.number().int().nonnegative();
 
 /** One line of index.jsonl. Keys are short: the index holds a line per state change. */
-export const indexLineSchema = z.object({
+const indexLineSchema = z.object({
   id: z.string().regex(JOB_ID),
   st: z.enum(JOB_STATES),
   /** backend, model, task (first line of the prompt, shortened, redacted) */

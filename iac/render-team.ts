@@ -14,7 +14,7 @@ const TEAM_STATUS: Record<TeamState, string> = {
 };
 
 /** The anchor of an agent's entry, so a team's entry can link its members. */
-export const agentAnchor = (id: string) => `agent-${id}`;
+const agentAnchor = (id: string) => `agent-${id}`;
 
 const EVENTS_SHOWN = 100;
 

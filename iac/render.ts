@@ -18,9 +18,9 @@ export const END_MARK = '<!-- end of IAC.md -->';
 export const RESULT_CHARS = 4000;
 /** Prompts longer than this are cut in IAC.md (the whole is in the run's prompt.txt). */
 export const PROMPT_CHARS = 20_000;
-export const ERROR_CHARS = 2000;
+const ERROR_CHARS = 2000;
 /** A question, answer or progress line longer than this is cut in IAC.md (the whole: `result`). */
-export const MESSAGE_CHARS = 1000;
+const MESSAGE_CHARS = 1000;
 
 /** Foreign text on one line, cut at `max`. */
 const said = (text: string, max = MESSAGE_CHARS) => {
@@ -119,7 +119,7 @@ function worktreeLines(w: JobWorktree): string[] {
   return out;
 }
 
-export type EntryContext = {
+type EntryContext = {
   /** How to point at the run's folder from IAC.md, e.g. ".polyspawn/runs/abc123". */
   runPath: (id: string) => string;
 };
@@ -202,7 +202,7 @@ export type ActiveRow = Pick<IndexRow, 'id' | 'state' | 'backend' | 'model' | 't
   progress?: { text: string; at: string };
 };
 
-export type DocumentParts = {
+type DocumentParts = {
   now: number;
   active: ActiveRow[];
   /** Rendered entries, newest first. */

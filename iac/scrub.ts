@@ -28,7 +28,7 @@ const OVERLAP = 1024;
 /** Written redacted by the store itself. */
 const STORE_FILES = new Set([RECORD_FILE, PROMPT_FILE]);
 
-export function redactOutcome(redactor: Redactor, outcome: Outcome): Outcome {
+function redactOutcome(redactor: Redactor, outcome: Outcome): Outcome {
   return redactor.deep(outcome);
 }
 

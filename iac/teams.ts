@@ -12,7 +12,7 @@ import type { Redactor } from '../src/lib/redact.js';
 
 const TEAM_FILE = /^team-[a-z2-9]{6}\.json$/;
 
-export const teamRunsDir = (stateDir: string) => join(stateDir, 'team-runs');
+const teamRunsDir = (stateDir: string) => join(stateDir, 'team-runs');
 
 export class TeamFiles implements TeamStore {
   readonly dir: string;

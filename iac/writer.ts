@@ -68,7 +68,7 @@ export function iacTarget(configured: string): { file: string; problem?: string 
   };
 }
 
-export type IacWriterOptions = {
+type IacWriterOptions = {
   /** IAC.md's path. */
   file: string;
   /** How many finished interactions it shows. */

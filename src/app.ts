@@ -44,7 +44,7 @@ export type App = Context & {
   parentChannel?: ParentChannel;
 };
 
-export type AppOptions = {
+type AppOptions = {
   /**
    * Builds the channel to the orchestrator over the finished app (the MCP server does: it serves
    * the channel's tools); `channel: false` in the config turns it off.

@@ -26,11 +26,11 @@ import { Redactor } from '../lib/redact.js';
 import { keptWorktrees, worktreeLines, type KeptWorktree } from './status.js';
 import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from './io.js';
 
-export const VERSION_TIMEOUT_MS = 5000;
+const VERSION_TIMEOUT_MS = 5000;
 
-export type VersionCheck = { ok: true; version: string } | { ok: false; timedOut: boolean; problem: string };
+type VersionCheck = { ok: true; version: string } | { ok: false; timedOut: boolean; problem: string };
 
-export type BackendCheck = {
+type BackendCheck = {
   name: string;
   kind: 'cli' | 'api';
   enabled: boolean;
@@ -46,7 +46,7 @@ export type BackendCheck = {
   detail: string;
 };
 
-export type DoctorReport = {
+type DoctorReport = {
   version: string;
   node: string;
   projectDir: string;
@@ -79,7 +79,7 @@ export type DoctorReport = {
   sandboxes: SandboxCheck[];
 };
 
-export type SandboxCheck = {
+type SandboxCheck = {
   mode: Exclude<SandboxMode, 'none'>;
   ok: boolean;
   /** One sentence: that it works, or why not and how to fix it. */
@@ -89,16 +89,16 @@ export type SandboxCheck = {
 };
 
 /** A sandbox started for nothing but `echo`: bubblewrap gets a second at most. */
-export const BWRAP_PROBE_MS = 1000;
+const BWRAP_PROBE_MS = 1000;
 /** Whether a container engine answers: a client without a daemon may wait that long to say so. */
-export const ENGINE_PROBE_MS = 3000;
+const ENGINE_PROBE_MS = 3000;
 
 /**
  * Runs `<file> --version` (or `probe`'s arguments) in its own process group, stdin closed, without
  * the variables named in `removeEnv` (as a job would run it); kills the group on time-out. It
  * answered when it exited 0 and printed a line.
  */
-export function checkVersion(
+function checkVersion(
   file: string,
   env: NodeJS.ProcessEnv,
   timeoutMs = VERSION_TIMEOUT_MS,

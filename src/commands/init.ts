@@ -19,26 +19,26 @@ import { makeDirs } from '../lib/fs.js';
 import { loadConfig, projectDaemonOf } from '../config/config.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
-export const SERVER_KEY = 'agents';
+const SERVER_KEY = 'agents';
 
-export const CLIENTS = ['claude', 'vscode', 'codex'] as const;
+const CLIENTS = ['claude', 'vscode', 'codex'] as const;
 export type Client = (typeof CLIENTS)[number];
 const CLIENT_NAMES: Record<Client, string> = { claude: 'Claude Code', vscode: 'VS Code', codex: 'Codex' };
 
 export type ServerCommand = { command: string; args: string[] };
 /** The project's shared server (`polyspawn daemon`), reached over HTTP with the token in a variable. */
-export type HttpEndpoint = { url: string };
+type HttpEndpoint = { url: string };
 export type ServerTarget = ServerCommand | HttpEndpoint;
 const isHttp = (server: ServerTarget): server is HttpEndpoint => 'url' in server;
 
 /** The variable the clients read the shared server's token from (\`polyspawn daemon\`'s, .polyspawn/http-token). */
-export const TOKEN_VARIABLE = 'POLYSPAWN_TOKEN';
+const TOKEN_VARIABLE = 'POLYSPAWN_TOKEN';
 const VSCODE_TOKEN_INPUT = 'polyspawn-token';
 
 /** Codex cuts a tool call at tool_timeout_sec (default 60 s): well above wait_for_agents' default wait. */
 export const CODEX_TOOL_TIMEOUT_S = 300;
 /** Codex gives a server 10 s to start by default; `npx` fetching the package can take longer. */
-export const CODEX_STARTUP_TIMEOUT_S = 30;
+const CODEX_STARTUP_TIMEOUT_S = 30;
 /**
  * polyspawn's own folders (its config: user config.json, models.json, api_keys.json; its code
  * cache) and the nesting marker, so a codex agent's polyspawn knows how deep it runs.
@@ -76,7 +76,7 @@ function vscodeKeyInputs(backends: readonly Backend[]): VscodeKeyInput[] {
   });
 }
 
-export type FileAction = 'created' | 'updated' | 'unchanged' | 'kept' | 'refused';
+type FileAction = 'created' | 'updated' | 'unchanged' | 'kept' | 'refused';
 
 export type FileReport = {
   client: Client;
@@ -221,7 +221,7 @@ function mergeServer(
   return { text: out, details: [...new Set(details)] };
 }
 
-export function mergeClaudeMcpJson(text: string, server: ServerTarget, file = '.mcp.json'): Merge {
+function mergeClaudeMcpJson(text: string, server: ServerTarget, file = '.mcp.json'): Merge {
   const entry = isHttp(server)
     ? // Claude Code expands \${VAR} in .mcp.json: the token stays in the environment.
       { type: 'http', url: server.url, headers: { Authorization: `Bearer \${${TOKEN_VARIABLE}}` } }
@@ -229,7 +229,7 @@ export function mergeClaudeMcpJson(text: string, server: ServerTarget, file = '.
   return mergeServer(text, file, 'mcpServers', entry, false);
 }
 
-export function mergeClaudeSettings(text: string, file = '.claude/settings.local.json'): Merge {
+function mergeClaudeSettings(text: string, file = '.claude/settings.local.json'): Merge {
   const root = parseJsonObject(text, file, false);
   let out = text;
   const details: string[] = [];
@@ -253,7 +253,7 @@ export function mergeClaudeSettings(text: string, file = '.claude/settings.local
   return { text: out, details };
 }
 
-export function mergeVscodeMcpJson(
+function mergeVscodeMcpJson(
   text: string,
   server: ServerTarget,
   backends: readonly Backend[],
@@ -310,7 +310,7 @@ export function mergeVscodeMcpJson(
 
 // --- TOML ------------------------------------------------------------------------------------
 
-export function codexTable(server: ServerTarget, backends: readonly Backend[]): string {
+function codexTable(server: ServerTarget, backends: readonly Backend[]): string {
   const how = isHttp(server)
     ? { url: server.url, bearer_token_env_var: TOKEN_VARIABLE }
     : { command: server.command, args: server.args, env_vars: codexEnvVars(backends) };
@@ -328,7 +328,7 @@ export function codexTable(server: ServerTarget, backends: readonly Backend[]): 
 }
 
 /** Appends [mcp_servers.agents] to a Codex config, or says why it does not. Never rewrites a byte. */
-export function mergeCodexToml(
+function mergeCodexToml(
   text: string,
   server: ServerTarget,
   backends: readonly Backend[],
@@ -381,7 +381,7 @@ export function mergeCodexToml(
 
 // --- the command -----------------------------------------------------------------------------
 
-export type InitOptions = {
+type InitOptions = {
   /** The project folder (.mcp.json, .vscode/ and .claude/ go here). */
   dir: string;
   clients: readonly Client[];
@@ -474,7 +474,7 @@ function displayPath(file: string, dir: string): string {
   return file.startsWith(home + sep) ? `~${file.slice(home.length)}` : file;
 }
 
-export function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[]): string {
+function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[]): string {
   const out = [
     `polyspawn init in ${dir}`,
     isHttp(server)

@@ -20,7 +20,7 @@ import { parseCommandArgs, type CommandIo, type OutStream } from './io.js';
 const FRAMES = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const TICK_MS = 100;
 
-export const EXIT_CODES: Record<string, number> = {
+const EXIT_CODES: Record<string, number> = {
   succeeded: 0,
   failed: 1,
   interrupted: 1,
@@ -29,7 +29,7 @@ export const EXIT_CODES: Record<string, number> = {
 };
 
 /** The live line: drawn only on a terminal, cleared before anything else is printed. */
-export class ProgressLine {
+class ProgressLine {
   private timer: NodeJS.Timeout | undefined;
   private frame = 0;
   private shown = false;
@@ -71,13 +71,13 @@ export class ProgressLine {
 }
 
 /** "running 12.3 s", "queued 0.4 s": the live line's state and elapsed time. */
-export function progressText(job: JobRecord, now: number): string {
+function progressText(job: JobRecord, now: number): string {
   const since = Date.parse(job.startedAt ?? job.createdAt);
   return `${job.id} ${job.backend}/${job.model} ${job.state} ${duration(now - since)}`;
 }
 
 /** One line for stderr once the job has ended. */
-export function summaryLine(app: App, job: JobRecord): string {
+function summaryLine(app: App, job: JobRecord): string {
   const result = fullResult(app, job);
   const parts = [
     `agent ${job.id} (${job.backend}, ${job.model}) ${job.state.replace('_', ' ')} after ${duration(result.elapsed_s * 1000)}`,

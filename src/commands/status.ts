@@ -14,9 +14,9 @@ import { leftoverWorktrees, type LeftoverWorktree } from '../jobs/worktree/workt
 import { InputError } from '../lib/errors.js';
 import { cell, parseCommandArgs, textTable, type CommandIo } from './io.js';
 
-export const DEFAULT_STATUS_LIMIT = 10;
+const DEFAULT_STATUS_LIMIT = 10;
 
-export type StatusRow = IndexRow & {
+type StatusRow = IndexRow & {
   /** A queued or running job whose server is no longer running (the next server marks it interrupted). */
   orphaned?: boolean;
 };
@@ -74,7 +74,7 @@ export function worktreeLines(worktrees: readonly KeptWorktree[]): string[] {
   );
 }
 
-export function collectStatus(store: RunStore, limit: number, teams?: TeamFiles): Status {
+function collectStatus(store: RunStore, limit: number, teams?: TeamFiles): Status {
   store.refresh();
   const active = store
     .active()
@@ -106,7 +106,7 @@ const cost = (r: StatusRow) =>
     : `$${r.costUsd.toFixed(r.costUsd < 0.01 ? 6 : 4)}${r.costSource === 'estimated' ? '~' : ''}`;
 const tokens = (r: StatusRow) => (r.inputTokens === undefined ? '—' : `${r.inputTokens}/${r.outputTokens ?? 0}`);
 
-export function formatStatus(s: Status, now: number): string {
+function formatStatus(s: Status, now: number): string {
   const out: string[] = [];
   out.push(`Active agents (${s.active.length})`);
   if (s.active.length === 0) out.push('  none running or queued');

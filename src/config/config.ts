@@ -93,11 +93,11 @@ export const ISOLATION_MODES = ['none', 'worktree'] as const;
 export type Isolation = (typeof ISOLATION_MODES)[number];
 
 /** The agents one team (its tree of teams) may start: the default, and the most the config may allow. */
-export const DEFAULT_TEAM_MAX_AGENTS = 50;
+const DEFAULT_TEAM_MAX_AGENTS = 50;
 const TEAM_MAX_AGENTS_LIMIT = 1000;
 
 /** The longest a job may run: a week. */
-export const MAX_TIMEOUT_S = 7 * 86400;
+const MAX_TIMEOUT_S = 7 * 86400;
 /** A job's time-out in whole seconds, wherever one is given (config, tool, agent definition). */
 export const timeoutSeconds = () => z.number().int().min(1).max(MAX_TIMEOUT_S);
 
@@ -205,7 +205,7 @@ function sandboxMode(env: NodeJS.ProcessEnv, name: string): SandboxMode | undefi
 }
 
 /** The user's project: POLYSPAWN_PROJECT_DIR, else the working directory. */
-export function projectDirFrom(env: NodeJS.ProcessEnv, cwd: string): string {
+function projectDirFrom(env: NodeJS.ProcessEnv, cwd: string): string {
   return resolve(cwd, env.POLYSPAWN_PROJECT_DIR || '.');
 }
 
@@ -380,7 +380,7 @@ const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backen
  * The state folder of another live process of this user, as it loaded its config (from the
  * environment and working folder it was started with): whose project a daemon serves.
  */
-export function processStateDir(backends: readonly Backend[], pid: number): string | undefined {
+function processStateDir(backends: readonly Backend[], pid: number): string | undefined {
   const launch = processLaunch(pid);
   try {
     return launch && loadConfig(backends, launch.env, launch.cwd).stateDir;

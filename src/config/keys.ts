@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import type { ApiBackend, Backend } from '../../backends/types.js';
 import type { Redactor } from '../lib/redact.js';
 
-export const KEYS_FILE = 'api_keys.json';
+const KEYS_FILE = 'api_keys.json';
 
 export function keyFiles(dirs: { projectDir: string; userConfigDir: string }): string[] {
   return [join(dirs.projectDir, KEYS_FILE), join(dirs.userConfigDir, KEYS_FILE)];
 }
 
-export type KeyLookup =
+type KeyLookup =
   | {
       found: true;
       key: string;

@@ -11,7 +11,7 @@ export type SandboxMode = (typeof SANDBOX_MODES)[number];
 export const CONTAINER_MODES: readonly SandboxMode[] = ['docker', 'podman'];
 
 /** An extra path the agent sees at the same place: read-only unless `write`. */
-export type SandboxMount = { path: string; write: boolean };
+type SandboxMount = { path: string; write: boolean };
 
 export type SandboxSettings = {
   mode: SandboxMode;
@@ -52,7 +52,7 @@ export const sandboxSchema = z.union([
     })
     .strict(),
 ]);
-export type SandboxInput = z.infer<typeof sandboxSchema>;
+type SandboxInput = z.infer<typeof sandboxSchema>;
 
 /** A config's or a definition's `sandbox`, with its defaults filled in. */
 export function sandboxSettings(input: SandboxInput): SandboxSettings {

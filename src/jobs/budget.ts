@@ -10,8 +10,8 @@ import { InputError } from '../lib/errors.js';
 import type { JobRequest } from './table.js';
 
 /** The limits a budget takes, wherever it is given (spawn tools, agent.md, `polyspawn run`). */
-export const MAX_TURNS_LIMIT = 1000;
-export const MAX_BUDGET_USD_LIMIT = 10_000;
+const MAX_TURNS_LIMIT = 1000;
+const MAX_BUDGET_USD_LIMIT = 10_000;
 export const maxTurnsSchema = () => z.number().int().min(1).max(MAX_TURNS_LIMIT);
 export const maxBudgetUsdSchema = () => z.number().positive().max(MAX_BUDGET_USD_LIMIT);
 

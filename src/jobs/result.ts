@@ -43,7 +43,7 @@ export const jobSummarySchema = z.object({
     .describe('Isolated in a worktree: how many files its branch changes (`result` lists them)'),
 });
 
-export const worktreeSchema = z.object({
+const worktreeSchema = z.object({
   path: z.string(),
   branch: z.string(),
   base: z.string().describe('The commit it started from'),
@@ -98,8 +98,8 @@ export const jobResultSchema = jobSummarySchema.extend({
   raw: z.unknown().optional(),
 });
 
-export type JobSummary = z.infer<typeof jobSummarySchema>;
-export type QuestionView = z.infer<typeof questionSchema>;
+type JobSummary = z.infer<typeof jobSummarySchema>;
+type QuestionView = z.infer<typeof questionSchema>;
 export type JobResult = z.infer<typeof jobResultSchema>;
 
 const TAIL_CHARS = 2000;

@@ -127,7 +127,7 @@ export function schemaProblem(schema: unknown, backend?: Backend): string | unde
   return undefined;
 }
 
-export function formatErrors(errors: ErrorObject[] | null | undefined): string {
+function formatErrors(errors: ErrorObject[] | null | undefined): string {
   if (!errors?.length) return 'it does not match the schema';
   const lines = errors.slice(0, MAX_ERRORS).map((e) => {
     const where = e.instancePath || '(the whole answer)';
@@ -187,7 +187,7 @@ export function checkAnswer(
 }
 
 /** What every backend is told, after the task. No backticks: an echoed prompt must not look like an answer. */
-export function schemaInstruction(schema: JsonSchema): string {
+function schemaInstruction(schema: JsonSchema): string {
   return (
     '\n\n---\nWhen you are done, answer with one JSON value that matches the JSON Schema below, and nothing else: ' +
     `no prose before or after it (a Markdown code block around it is fine).\nJSON Schema: ${JSON.stringify(schema)}\n`

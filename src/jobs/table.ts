@@ -32,7 +32,7 @@ export const JOB_STATES = [
   'interrupted',
 ] as const;
 export type JobState = (typeof JOB_STATES)[number];
-export type FinalState = Exclude<JobState, 'queued' | 'running'>;
+type FinalState = Exclude<JobState, 'queued' | 'running'>;
 
 export const isFinished = (state: JobState): state is FinalState => state !== 'queued' && state !== 'running';
 
@@ -83,7 +83,7 @@ export type JobRequest = {
 };
 
 /** How a job waits for others before it may start (a session's turns run one at a time). */
-export type SubmitOptions = {
+type SubmitOptions = {
   /** The job stays queued, outside the concurrency limit, until this settles. */
   after?: Promise<unknown>;
   /** Called just before it runs, to fill in what earlier jobs decide (the session to resume). */
@@ -149,12 +149,12 @@ type Entry = {
  * the job was submitted: it may have waited behind the concurrency limit): a reason refuses the
  * start, and the job ends `cancelled` with it. A team's budget and agent bound are held here.
  */
-export type StartGuard = (record: Readonly<JobRecord>) => string | undefined;
+type StartGuard = (record: Readonly<JobRecord>) => string | undefined;
 
 /** `questioned`: the wait returned questions no wait had returned before (they woke it, or came with it). */
 export type WaitResult = { finished: JobRecord[]; pending: JobRecord[]; questioned?: boolean };
 
-export type AnswerWait = { status: 'answered'; answer: string } | { status: 'pending' };
+type AnswerWait = { status: 'answered'; answer: string } | { status: 'pending' };
 
 /**
  * How long one wait for jobs lasts unless the caller says: below the strictest common MCP client

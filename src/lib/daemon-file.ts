@@ -141,7 +141,7 @@ const sameFolder = (a: string, b: string) => {
 };
 
 /** daemon.json as written, alive or not, unchecked: only for saying where a daemon that holds the lock listens. */
-export function readDaemonFile(stateDir: string): DaemonInfo | undefined {
+function readDaemonFile(stateDir: string): DaemonInfo | undefined {
   const read = readPrivateFile(daemonFile(stateDir), MAX_DAEMON_FILE_BYTES);
   const info = read && 'text' in read ? parseDaemonFile(read.text) : undefined;
   return typeof info === 'object' ? info : undefined;

@@ -19,7 +19,7 @@ export class SetupError extends Error {}
 /** A configuration file or variable of polyspawn's that it cannot use. */
 export class ConfigError extends Error {}
 
-export type CommandFailure = { message: string; exitCode: number; withUsage: boolean };
+type CommandFailure = { message: string; exitCode: number; withUsage: boolean };
 
 /**
  * How a command (or the server at start-up) that ended with `error` reports it: the sentence

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 export const RECORD_FILE = 'record.json';
 export const PROMPT_FILE = 'prompt.txt';
 
-export type RunFolder = { dir: string; record: string; prompt: string; stdout: string; stderr: string };
+type RunFolder = { dir: string; record: string; prompt: string; stdout: string; stderr: string };
 
 export const runsDir = (stateDir: string): string => join(stateDir, 'runs');
 

@@ -3,9 +3,9 @@
 // that the process daemon.json names listens on its port before it sends it anything.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
-export type AddressKind = 'loopback' | 'any' | 'other';
+type AddressKind = 'loopback' | 'any' | 'other';
 
-export type TcpSocket = {
+type TcpSocket = {
   family: 4 | 6;
   localKind: AddressKind;
   localPort: number;

@@ -1,6 +1,6 @@
 // The one way to wait for something that only an event can change (no polling anywhere).
 
-export type WaitUntil<T> = {
+type WaitUntil<T> = {
   /** Adds a listener for the events that may make `ready` true; returns what removes it. */
   subscribe: (wake: () => void) => () => void;
   /** The value to settle with once the wait is over, or undefined while it is not. */

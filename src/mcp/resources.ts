@@ -19,12 +19,12 @@ import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
 import { DEFAULT_LOG_BYTES, readLogPage } from './tools/logs.js';
 import { fullResult, redactedTask } from '../jobs/result.js';
 
-export const IAC_URI = 'polyspawn://IAC.md';
-export const agentUri = (id: string) => `polyspawn://agents/${id}`;
-export const agentLogUri = (id: string) => `polyspawn://agents/${id}/log`;
+const IAC_URI = 'polyspawn://IAC.md';
+const agentUri = (id: string) => `polyspawn://agents/${id}`;
+const agentLogUri = (id: string) => `polyspawn://agents/${id}/log`;
 
 /** How many finished agents the resource list shows (all of them can be read by URI). */
-export const LISTED_FINISHED = 50;
+const LISTED_FINISHED = 50;
 /** list_changed is coalesced over this window, so a burst of spawns sends one. */
 const LIST_CHANGED_MS = 50;
 const IAC_CHANGED_MS = 50;

@@ -18,7 +18,7 @@ import { agentPeer } from './http/peer.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
 import { createServer } from './server.js';
 
-export type HttpServeOptions = {
+type HttpServeOptions = {
   /** Default: a free port. */
   port?: number;
   /** Default 127.0.0.1. */
@@ -43,7 +43,7 @@ const IDLE_SESSION_MS = 30 * 60_000;
 
 const isLoopback = (host: string) => host === 'localhost' || host === '::1' || /^127\./.test(host);
 
-export async function serveHttp(log: (message: string) => void, options: HttpServeOptions): Promise<void> {
+async function serveHttp(log: (message: string) => void, options: HttpServeOptions): Promise<void> {
   keepConsoleOffStdout();
   const host = options.host ?? '127.0.0.1';
   if (!isIP(host) && host !== 'localhost') throw new InputError(`--host "${host}" is not an IP address`);

@@ -270,6 +270,47 @@ function productFiles(root: string): Map<string, string> {
   return files;
 }
 
+/** Every file that may use a product file's export: the product, its tests, benchmarks and scripts. */
+function readers(root: string): Map<string, string> {
+  const files = productFiles(root);
+  for (const folder of ['test', 'bench', 'scripts']) {
+    for (const entry of readdirSync(posix.join(root, folder), { recursive: true, encoding: 'utf8' })) {
+      const file = posix.join(folder, entry.split('\\').join('/'));
+      if (/\.(ts|mjs)$/.test(file)) files.set(file, readFileSync(posix.join(root, file), 'utf8'));
+    }
+  }
+  return files;
+}
+
+/**
+ * The exported declarations no other file names: an export is a promise to other files, so one
+ * only its own file uses is unexported (and one nothing uses, removed). Names are matched as words.
+ */
+function exportedButUnused(product: Map<string, string>, readers: Map<string, string>): string[] {
+  const unused: string[] = [];
+  for (const [file, text] of product) {
+    if (file.endsWith('.d.ts')) continue;
+    const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+    for (const statement of source.statements) {
+      const exported = ts.canHaveModifiers(statement)
+        ? ts.getModifiers(statement)?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword)
+        : false;
+      if (!exported) continue;
+      const names = ts.isVariableStatement(statement)
+        ? statement.declarationList.declarations.map((d) => d.name.getText(source))
+        : 'name' in statement && statement.name && ts.isIdentifier(statement.name as ts.Node)
+          ? [(statement.name as ts.Identifier).text]
+          : [];
+      for (const name of names) {
+        const word = new RegExp(`\\b${name}\\b`);
+        if (![...readers].some(([other, otherText]) => other !== file && word.test(otherText)))
+          unused.push(`${file}:${lineOf(source, statement)} exports ${name}, which no other file uses: unexport it`);
+      }
+    }
+  }
+  return unused;
+}
+
 // --- the tests --------------------------------------------------------------------------------
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -297,6 +338,10 @@ describe('the product code keeps the house rules', () => {
 
   test('no import cycles, type imports included', () => {
     expect(messages('cycle')).toEqual([]);
+  });
+
+  test('nothing is exported that no other file uses (tests, benchmarks and scripts count)', () => {
+    expect(exportedButUnused(productFiles(root), readers(root))).toEqual([]);
   });
 });
 

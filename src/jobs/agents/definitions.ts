@@ -62,8 +62,8 @@ export type AgentContext = {
 };
 
 export const AGENT_FILE = 'agent.md';
-export const NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
-export const MAX_NAME = 48;
+const NAME_PATTERN = /^[a-z][a-z0-9_-]*$/;
+const MAX_NAME = 48;
 /** Each makes a tool that sits in the orchestrator's context all session: tools/list stays bounded. */
 export const MAX_AGENTS = 100;
 const MAX_FILE_BYTES = 1024 * 1024;
@@ -98,7 +98,7 @@ const mcpServerSchema = z.union([
 ]);
 
 /** The frontmatter keys: snake_case, as written in agent.md and as define_agent takes them. */
-export const frontmatterSchema = z
+const frontmatterSchema = z
   .object({
     name: z.string().optional(),
     description: z
@@ -344,7 +344,7 @@ export function loadAgentFile(
   return checked;
 }
 
-export type AgentFolder = { scope: AgentScope; dir: string };
+type AgentFolder = { scope: AgentScope; dir: string };
 
 /** The project's folder (agents_dir, default `.polyspawn/agents/`), then the user's `<config>/agents/`. */
 export function agentFolders(config: Config): AgentFolder[] {

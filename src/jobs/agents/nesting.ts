@@ -10,7 +10,7 @@
 // servers) does not clear it: the app also reads the marker of the nearest ancestor process that
 // was started with one (src/lib/proc.ts, ancestorVariables), and the deeper of the two counts.
 export const DEPTH_ENV = 'POLYSPAWN_DEPTH';
-export const ALLOW_DEPTH_ENV = 'POLYSPAWN_ALLOW_DEPTH';
+const ALLOW_DEPTH_ENV = 'POLYSPAWN_ALLOW_DEPTH';
 /** Agents run at most this many levels below the outermost polyspawn. */
 export const MAX_DEPTH = 3;
 

@@ -3,7 +3,7 @@
 // writes a temp file and renames it over agent.md is seen), debounced, and robust to a folder
 // that does not exist yet: its nearest existing parent is watched until it appears.
 import { existsSync, statSync, watch, type FSWatcher } from 'node:fs';
-import { basename, dirname, join, relative, sep } from 'node:path';
+import { basename, dirname, relative, sep } from 'node:path';
 import type { Redactor } from '../../lib/redact.js';
 import {
   agentFolders,
@@ -15,7 +15,7 @@ import {
   type LoadedAgents,
 } from './definitions.js';
 
-export const DEFAULT_DEBOUNCE_MS = 150;
+const DEFAULT_DEBOUNCE_MS = 150;
 
 export class AgentRegistry {
   private loaded: LoadedAgents = { agents: new Map(), shadowed: [], problems: [] };
@@ -203,5 +203,3 @@ function inodeOf(path: string): number | undefined {
     return undefined;
   }
 }
-
-export const agentFile = (dir: string, name: string) => join(dir, name, 'agent.md');

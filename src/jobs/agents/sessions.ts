@@ -11,7 +11,7 @@ import type { Usage } from '../../../backends/types.js';
 import { isFinished, type JobRecord, type JobRequest, type JobTable } from '../table.js';
 import { makeDirs, readRegularFile, writeAtomic } from '../../lib/fs.js';
 
-export type SessionState = {
+type SessionState = {
   agent: string;
   backend: string;
   sessionId: string;

@@ -39,7 +39,7 @@ export type RunSpec = {
   passFds?: number[];
 };
 
-export type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
+type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
 
 export type RunResult = {
   end: RunEnd;
@@ -53,7 +53,7 @@ export type RunResult = {
   spawnErrorCode?: string;
 };
 
-export type RunningProcess = {
+type RunningProcess = {
   pid: number | undefined;
   /** The newest output, for showing progress while the job runs. */
   tail(maxChars: number): string;

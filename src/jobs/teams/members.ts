@@ -14,7 +14,7 @@ import {
 import type { MemberRequest, TeamHost } from './table.js';
 import { parseMember } from './spec.js';
 
-export type MemberContext = SpawnContext & {
+type MemberContext = SpawnContext & {
   backends: readonly Backend[];
   agents: { readonly agents: ReadonlyMap<string, AgentDefinition> };
   /** Whether CLI agents get the channel (the config's `channel`). */

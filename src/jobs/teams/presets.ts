@@ -9,7 +9,7 @@ import { InputError } from '../../lib/errors.js';
 import { parseAgentFile } from '../agents/definitions.js';
 import { TEAM_LIMITS, teamOptionsSchema, type TeamOptions } from './spec.js';
 
-export type TeamPreset = {
+type TeamPreset = {
   name: string;
   file: string;
   options: TeamOptions;
@@ -27,7 +27,7 @@ const presetSchema = teamOptionsSchema.extend({ description: z.string().max(1000
 export const presetsDir = (agentsDir: string) => join(dirname(agentsDir), 'teams');
 
 /** One preset, or a problem that names the file and says what is wrong. */
-export function loadPreset(dir: string, name: string): TeamPreset | PresetProblem {
+function loadPreset(dir: string, name: string): TeamPreset | PresetProblem {
   const file = join(dir, `${name}.md`);
   const problem = (text: string): PresetProblem => ({ file, problem: text });
   if (!PRESET_NAME.test(name)) return problem(`"${name}" is not a preset name (lowercase letters, digits, - and _)`);

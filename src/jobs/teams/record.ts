@@ -7,7 +7,7 @@ export const TEAM_STATES = ['running', 'succeeded', 'failed', 'cancelled', 'inte
 export type TeamState = (typeof TEAM_STATES)[number];
 
 /** One member job of the team, as of its last change. */
-export type TeamMember = {
+type TeamMember = {
   jobId: string;
   /** The member as the caller named it: `codex`, `reviewer`, `claude:opus`. */
   member: string;

@@ -36,8 +36,8 @@ export const teamResultSchema = teamSummarySchema.extend({
     .describe('Files that more than one member changed in its worktree (isolation "worktree")'),
 });
 
-export type TeamSummary = z.infer<typeof teamSummarySchema>;
-export type TeamResult = z.infer<typeof teamResultSchema>;
+type TeamSummary = z.infer<typeof teamSummarySchema>;
+type TeamResult = z.infer<typeof teamResultSchema>;
 
 export function summarizeTeam(ctx: Pick<ResultContext, 'secrets'>, team: TeamRecord, now = Date.now()): TeamSummary {
   const totals = teamTotals(team);

@@ -71,7 +71,7 @@ const TOPOLOGY_RUNNERS: Record<Topology, (run: TeamRun) => Promise<TopologyOutco
 };
 
 /** Which topologies talk over the channel, and so need CLI members. */
-export const CHANNEL_TOPOLOGIES: readonly Topology[] = ['leader_teammate', 'blackboard', 'supervisor_tree'];
+const CHANNEL_TOPOLOGIES: readonly Topology[] = ['leader_teammate', 'blackboard', 'supervisor_tree'];
 
 export const TEAM_ID = /^team-[a-z2-9]{6}$/;
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';

@@ -7,9 +7,9 @@ import { waitUntil } from '../../lib/wait.js';
 import { checkLength } from '../conversation.js';
 import type { TeamEvent } from './record.js';
 
-export type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
+type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
 
-export type TeamTask = {
+type TeamTask = {
   id: string;
   subject: string;
   description?: string;
@@ -22,7 +22,7 @@ export type TeamTask = {
   updatedAt: string;
 };
 
-export type TeamMessage = { id: number; from: string; to?: string; text: string; at: string };
+type TeamMessage = { id: number; from: string; to?: string; text: string; at: string };
 
 export type BoardEntry = { key: string; value: string; author: string; at: string };
 

@@ -30,7 +30,7 @@ import { resolve } from 'node:path';
 import { SetupError } from '../../lib/errors.js';
 import { isInside } from '../../lib/fs.js';
 
-export type GitRun = { code: number; stdout: string; stderr: string };
+type GitRun = { code: number; stdout: string; stderr: string };
 
 /**
  * Where a git command runs, every folder of it computed by polyspawn: the git folder (a linked

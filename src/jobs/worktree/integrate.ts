@@ -58,7 +58,7 @@ export type Integration = {
 /** A patch returned whole up to this size; a longer one is cut, with the git command for it. */
 const MAX_PATCH_CHARS = 200_000;
 
-export type IntegrateContext = WorktreeContext & { jobs: Pick<JobTable, 'get'> };
+type IntegrateContext = WorktreeContext & { jobs: Pick<JobTable, 'get'> };
 
 export async function integrate(ctx: IntegrateContext, id: string, how: IntegrateMode): Promise<Integration> {
   const job = ctx.jobs.get(id);

@@ -31,7 +31,7 @@ export type JobWorktree = {
 };
 
 export const WORKTREES_DIR = 'worktrees';
-export const BRANCH_PREFIX = 'polyspawn/';
+const BRANCH_PREFIX = 'polyspawn/';
 
 /** The worktree and branch of the job `owner` (the job itself, or the one a resumed job continues). */
 export function worktreePlace(stateDir: string, owner: string): { path: string; branch: string } {
@@ -41,7 +41,7 @@ export function worktreePlace(stateDir: string, owner: string): { path: string; 
 /** What overlaps needs of a job: its id, its run's times, its worktree's changes. */
 export type OverlapJob = { id: string; startedAt?: string; endedAt?: string; worktree?: JobWorktree };
 
-export type Overlap = { file: string; agentIds: string[] };
+type Overlap = { file: string; agentIds: string[] };
 
 /** The files that more than one of `jobs` changed in its worktree, each with the jobs that did, by path. */
 export function overlapsAmong(jobs: readonly OverlapJob[]): Overlap[] {

@@ -155,7 +155,7 @@ const listed = (files: readonly string[], max = 5) =>
   files.slice(0, max).join(', ') + (files.length > max ? ` and ${files.length - max} more` : '');
 
 /** Makes (or, for a resumed job, finds again) the job's worktree; an InputError says why it cannot. */
-export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord>): Promise<OpenWorktree> {
+async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord>): Promise<OpenWorktree> {
   const { config } = ctx;
   const owner = job.worktreeOf ?? job.id;
   const { path, branch } = worktreePlace(config.stateDir, owner);
@@ -231,7 +231,7 @@ export async function openWorktree(ctx: WorktreeContext, job: Readonly<JobRecord
  * Commits what the agent left uncommitted on its branch and reports the changes from the base; a
  * worktree with none is removed with its branch.
  */
-export async function closeWorktree(
+async function closeWorktree(
   ctx: WorktreeContext,
   job: Readonly<JobRecord>,
   wt: OpenWorktree,
@@ -281,7 +281,7 @@ export const changedFiles = async (place: GitPlace, from: string, to: string) =>
   nameList(await gitOk(place, ['diff', ...NO_DIFF_PROGRAMS, '--name-only', '-z', from, to]));
 
 /** Removes a worktree and its branch (what is in them is lost). */
-export async function removeWorktree(repo: GitPlace, path: string, branch: string): Promise<void> {
+async function removeWorktree(repo: GitPlace, path: string, branch: string): Promise<void> {
   await exclusively(repo, () => removeWorktreeNow(repo, path, branch));
 }
 

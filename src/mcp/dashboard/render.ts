@@ -16,7 +16,7 @@ export const esc = (text: unknown): string =>
     (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
   );
 
-export type HistoryFilter = { backend?: string; state?: string; text?: string };
+type HistoryFilter = { backend?: string; state?: string; text?: string };
 
 /** How many finished agents the history shows. */
 const HISTORY_ROWS = 100;

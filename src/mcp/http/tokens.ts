@@ -8,7 +8,7 @@ import { TOKEN_PREFIX } from '../../lib/redact.js';
 /** 256 random bits: 43 base64url characters after the prefix. */
 const TOKEN_BYTES = 32;
 
-export type TokenTable<P> = {
+type TokenTable<P> = {
   /** A new token for the principal; a principal may hold several. */
   issue(principal: P): string;
   /** Every token of the principal stops working at once. */

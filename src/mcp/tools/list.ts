@@ -14,7 +14,7 @@ const TEAMS_LISTED = 10;
 const DEFAULT_RECENT = 20;
 
 /** One schema for every server of the process: tools/list converts it once (src/mcp/tool-list.ts). */
-export const listOutputSchema = z.object({
+const listOutputSchema = z.object({
   agents: z.array(jobSummarySchema),
   running: z.number(),
   queued: z.number(),

@@ -13,7 +13,7 @@ import { findJob, toolResult } from '../views.js';
 import { InputError } from '../../lib/errors.js';
 
 export const DEFAULT_LOG_BYTES = 64 * 1024;
-export const MAX_LOG_BYTES = 1024 * 1024;
+const MAX_LOG_BYTES = 1024 * 1024;
 /** Bytes read on each side of a page to find secrets its edges cut. */
 const CONTEXT = 1024;
 
@@ -38,7 +38,7 @@ function wholeChars(buffer: Buffer): number {
   return lead + need > buffer.length ? lead : buffer.length;
 }
 
-export type LogPage = z.infer<typeof outputSchema>;
+type LogPage = z.infer<typeof outputSchema>;
 
 /** secrets: the app's; without it only the generic key shapes are masked. */
 export function readLogPage(

@@ -78,7 +78,7 @@ export const resumeField = () => z.string().min(1).max(200).optional();
  * A CLI agent's own git worktree (src/jobs/worktree/) and the ref it starts from: listed as plain
  * strings, the server's instructions say what the values do.
  */
-export const isolationField = () =>
+const isolationField = () =>
   brief(
     z
       .enum(ISOLATION_MODES)
@@ -86,7 +86,7 @@ export const isolationField = () =>
       .describe('worktree: it works in a git worktree of its own, on branch polyspawn/<agent_id>; see integrate'),
     { type: 'string' },
   );
-export const baseField = () =>
+const baseField = () =>
   brief(
     z.string().min(1).max(200).optional().describe('With isolation "worktree": the ref it starts from (default HEAD)'),
     '',
@@ -102,7 +102,7 @@ export const askParentField = (app: App, backend: Backend): z.ZodRawShape =>
  * Offered only where the user's config lets callers choose the sandbox (allow_caller_sandbox), and
  * listed by name and type: the server's instructions say what it does.
  */
-export const sandboxField = (app: App, backend: Backend): z.ZodRawShape =>
+const sandboxField = (app: App, backend: Backend): z.ZodRawShape =>
   app.config.allowCallerSandbox && backend.kind === 'cli'
     ? {
         sandbox: brief(z.enum(SANDBOX_MODES).optional().describe('Where the agent runs; your config keeps its floor'), {

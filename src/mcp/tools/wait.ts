@@ -71,7 +71,7 @@ export async function waitWithProgress(
 }
 
 /** One schema for every server of the process: tools/list converts it once (src/mcp/tool-list.ts). */
-export const waitOutputSchema = z.object({
+const waitOutputSchema = z.object({
   finished: z.array(jobResultSchema),
   pending: z.array(jobSummarySchema),
   teams: z.array(teamResultSchema).optional().describe('The teams asked for: answer and members once finished'),

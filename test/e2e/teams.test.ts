@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import { initRepo, userGit } from '../helpers/git.js';
+import { backendList, literal } from '../helpers/backends.js';
 import { serverEntry, startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 
@@ -295,7 +296,7 @@ describe('run_team', () => {
     };
     expect(await refusal({ topology: 'star', members: ['codex'], task: 't' })).toMatch(/topology/);
     expect(await refusal({ topology: 'map_reduce', members: ['nobody'], task: 't' })).toMatch(
-      /neither a backend \(claude, codex, copilot, grok, gemini, mistral\) nor a named agent/,
+      new RegExp(literal(`neither a backend (${backendList}) nor a named agent`)),
     );
     expect(await refusal({ topology: 'map_reduce', members: [], task: 't' })).toMatch(/members/);
     expect(

@@ -11,13 +11,13 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { modelVisibleBytes } from '../../src/mcp/tool-list.js';
 import { waitFor, type FakeCliRecord } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = {
   agent_id: string;
@@ -33,7 +33,7 @@ type Job = {
 };
 type Waited = { finished: Job[]; pending: Job[] };
 
-const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-records-'));
+const recordDir = tempDir('agents-records');
 const records = (): (FakeCliRecord & { file: string })[] =>
   readdirSync(recordDir)
     .filter((f) => f.endsWith('.json'))
@@ -286,7 +286,7 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
 
   test('a link in the agents folder (a repository can ship one) is refused: nothing outside is written or deleted', async () => {
-    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const outside = tempDir('outside');
     const victim = join(outside, 'agent.md');
     const victimText = agentText({ description: 'Not yours to delete.', backend: 'codex' });
     const dir = agentsDir(s.projectDir);
@@ -318,8 +318,8 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
 
   test('the agents folder itself a link out of the project: refused too', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-linked-agents-'));
-    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const project = tempDir('linked-agents');
+    const outside = tempDir('outside');
     mkdirSync(join(project, '.polyspawn'));
     symlinkSync(outside, agentsDir(project));
     const other = await startServer({ env: baseEnv, projectDir: project });
@@ -404,7 +404,7 @@ describe('sessions', () => {
   let s: TestServer;
   let project: string;
   beforeAll(async () => {
-    project = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'));
+    project = tempDir('sessions');
     writeAgent(
       agentsDir(project),
       'chat',
@@ -621,7 +621,7 @@ describe('structured output', () => {
 
 describe('caller rules', () => {
   test('only the named MCP clients may use an agent, through every door', { timeout: 90_000 }, async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-callers-'));
+    const project = tempDir('callers');
     writeAgent(
       agentsDir(project),
       'private',
@@ -680,7 +680,7 @@ describe('caller rules', () => {
 
 describe('nesting', () => {
   test('every child gets the depth marker; an agent that allows nesting passes an allowance', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-nesting-'));
+    const project = tempDir('nesting');
     writeAgent(
       agentsDir(project),
       'planner',
@@ -700,7 +700,7 @@ describe('nesting', () => {
   });
 
   test('a polyspawn started inside an agent serves no spawn tools, says why, and refuses spawn calls', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-nested-'));
+    const project = tempDir('nested');
     writeAgent(agentsDir(project), 'helper', agentText({ description: 'Helps.', backend: 'claude' }));
     const s = await startServer({ env: { ...baseEnv, POLYSPAWN_DEPTH: '1' }, projectDir: project });
     try {

@@ -1,12 +1,12 @@
 // Budgets through the built server with the fake CLIs: claude is given its own flags; codex and
 // copilot are followed live and stopped, their whole process group ended, once a turn past
 // max_turns begins; a cost known only at the end is reported; a named agent's budget is a ceiling.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { groupMembers, waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 vi.setConfig({ testTimeout: 150_000 });
 
@@ -20,7 +20,7 @@ type Job = {
   budget?: { max_turns?: number; max_budget_usd?: number; exceeded?: string };
 };
 
-const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-budget-'));
+const recordDir = tempDir('e2e-budget');
 const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
   for (const f of readdirSync(recordDir).filter((name) => /^\d+\.json$/.test(name))) {
     const record = JSON.parse(readFileSync(join(recordDir, f), 'utf8')) as FakeCliRecord;
@@ -31,7 +31,7 @@ const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
 
 let s: TestServer;
 beforeAll(async () => {
-  const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
+  const projectDir = tempDir('project');
   const agentDir = join(projectDir, '.polyspawn', 'agents', 'capped');
   mkdirSync(agentDir, { recursive: true });
   writeFileSync(

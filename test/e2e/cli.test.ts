@@ -1,18 +1,18 @@
 // The built `polyspawn` command as a user runs it: help, doctor's exit code, init's paths,
 // `run` piped and in a pseudo-terminal, Ctrl-C, and `status` reading what `run` stored.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { startFakeModelApi } from '../fakes/model-api.js';
 import { backendList, literal, usableLine } from '../helpers/backends.js';
 import { fakeBinDir, serverEntry } from '../helpers/mcp.js';
 import { waitFor, waitGone } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 function project(extraEnv: Record<string, string> = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-cli-'));
+  const dir = tempDir('cli');
   const records = join(dir, '.records');
   mkdirSync(records);
   const env: Record<string, string> = {};

@@ -1,19 +1,19 @@
 // `polyspawn doctor`: with and without each CLI and key; the table, the exit code, and never a
 // key's value.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, test } from 'vitest';
 import { collectDoctor, doctorCommand, formatDoctor } from '../../src/commands/doctor.js';
 import { usableLine } from '../helpers/backends.js';
 import { fakeBinDir } from '../helpers/mcp.js';
+import { tempDir } from '../helpers/temp.js';
 
 const XAI_KEY = 'xai-abcdefghijklmnopqrstuvwxyz0123456789';
 const MISTRAL_KEY = 'mistral-0123456789abcdefghij';
 
 function project() {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-doctor-'));
+  const root = tempDir('doctor');
   const dir = join(root, 'project');
   const empty = join(root, 'empty-bin');
   mkdirSync(dir);
@@ -199,7 +199,7 @@ describe('doctor', () => {
     const env = {
       ...p.withClis,
       PATH: `${engines}${delimiter}${p.withClis.PATH}`,
-      FAKE_ENGINE_DIR: mkdtempSync(join(tmpdir(), 'polyspawn-doctor-engine-')),
+      FAKE_ENGINE_DIR: tempDir('doctor-engine'),
     };
     const down = await collectDoctor(env, p.dir);
     expect(down.sandboxes).toEqual([

@@ -1,6 +1,5 @@
 // `polyspawn init`: merging into every kind of file a user may already have.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import * as jsonc from 'jsonc-parser';
@@ -15,11 +14,12 @@ import {
   type ServerTarget,
 } from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
+import { tempDir } from '../helpers/temp.js';
 
 const server: ServerCommand = { command: '/opt/node/bin/node', args: ['/opt/polyspawn/dist/src/cli.js'] };
 
 function setup() {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-init-'));
+  const root = tempDir('init');
   const dir = join(root, 'project');
   const codexHome = join(root, 'codex-home');
   mkdirSync(dir);

@@ -4,10 +4,10 @@
 // (invalid UTF-8); and the server can be ended in ways a client library would not.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fakeBinDir, serverEntry } from './mcp.js';
+import { tempDir } from './temp.js';
 
 export type RpcResponse = {
   jsonrpc: '2.0';
@@ -77,7 +77,7 @@ export async function startRpcServer(
     wrap?: (argv: string[]) => string[];
   } = {},
 ): Promise<RpcServer> {
-  const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-reliability-'));
+  const projectDir = options.projectDir ?? tempDir('reliability');
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('POLYSPAWN_')) env[k] = v;
   delete env.CLAUDECODE;

@@ -2,10 +2,10 @@
 // key's value.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { describe, expect, test } from 'vitest';
 import { collectDoctor, doctorCommand, formatDoctor } from '../../src/commands/doctor.js';
 import { usableLine } from '../helpers/backends.js';
+import { memoryIo } from '../helpers/command-io.js';
 import { fakeBinDir } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -32,17 +32,9 @@ function project() {
 }
 
 async function doctor(argv: string[], env: NodeJS.ProcessEnv, cwd: string) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    stdin: new PassThrough(),
-    env,
-    cwd,
-  };
+  const { io, printed } = memoryIo(env, cwd);
   const code = await doctorCommand(argv, io);
-  return { code, stdout, stderr };
+  return { code, ...printed() };
 }
 
 const row = (table: string, name: string) => table.split('\n').find((l) => l.startsWith(`${name} `)) ?? '';

@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fakeBinDir, serverEntry } from './mcp.js';
+import { isGone, waitFor } from './processes.js';
 import { tempDir } from './temp.js';
 
 export type RpcResponse = {
@@ -231,6 +232,16 @@ export function reaperOf(serverPid: number): number | undefined {
       return false;
     }
   });
+}
+
+/** SIGKILLs a server's reaper sidecar, then the server: nothing of theirs can end its jobs now. */
+export async function killReaperThenServer(server: RpcServer): Promise<void> {
+  const reaper = reaperOf(server.pid);
+  if (reaper === undefined) throw new Error(`server ${server.pid} has no reaper sidecar`);
+  process.kill(reaper, 'SIGKILL');
+  await waitFor('the reaper to die', () => isGone(reaper));
+  process.kill(server.pid, 'SIGKILL');
+  await server.exited;
 }
 
 /** Open file descriptors of a process (Linux). */

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { parseIac } from '../helpers/iac.js';
 import { markedProcesses } from '../helpers/process-groups.js';
 import { isGone, waitFor } from '../helpers/processes.js';
-import { fakeCliPids, reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { fakeCliPids, killReaperThenServer, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string };
@@ -82,13 +82,7 @@ describe('SIGKILL with jobs running, then a restart', () => {
       for (const pid of [...groups.map((g) => g.pgid), ...grandchildren])
         expect(marked, `${pid} unmarked`).toContain(pid);
 
-      // SIGKILL the reaper, then the server: nothing of theirs can end the jobs now.
-      const reaper = reaperOf(first.pid);
-      expect(reaper, 'the reaper sidecar').toBeTypeOf('number');
-      process.kill(reaper!, 'SIGKILL');
-      await waitFor('the reaper to die', () => isGone(reaper!));
-      process.kill(first.pid, 'SIGKILL');
-      await first.exited;
+      await killReaperThenServer(first);
       const processes = [...groups.map((g) => g.pgid), ...grandchildren];
       await new Promise((r) => setTimeout(r, 500));
       for (const pid of processes) expect(isGone(pid), `${pid} outlived the server`).toBe(false);

@@ -10,15 +10,11 @@ import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/lib/errors.js';
 import { policyKnobs } from '../../src/jobs/execute-api.js';
 import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/config/models.js';
-import { tempDir } from '../helpers/temp.js';
+import { tempProject } from '../helpers/temp.js';
 
 const API = ['grok', 'gemini', 'mistral'] as const;
 
-const project = (file?: unknown) => {
-  const dir = tempDir('apiconfig');
-  if (file !== undefined) writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify(file));
-  return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
-};
+const project = (file?: unknown) => tempProject('apiconfig', file);
 
 describe('base_url', () => {
   test('none by default (each backend uses its vendor URL)', () => {

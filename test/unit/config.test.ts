@@ -5,12 +5,9 @@ import { backends } from '../../backends/registry.js';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/config.js';
 import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/config/models.js';
-import { tempDir } from '../helpers/temp.js';
+import { tempDir, tempProject } from '../helpers/temp.js';
 
-const project = () => {
-  const dir = tempDir('config');
-  return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
-};
+const project = () => tempProject('config');
 
 describe('config', () => {
   test('defaults with no file', () => {

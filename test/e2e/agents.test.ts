@@ -11,13 +11,13 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { modelVisibleBytes } from '../../src/mcp/tool-list.js';
-import { waitFor, type FakeCliRecord } from '../helpers/processes.js';
+import { fakeCliRecords, recordOf, waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = {
   agent_id: string;
@@ -33,17 +33,8 @@ type Job = {
 };
 type Waited = { finished: Job[]; pending: Job[] };
 
-const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-records-'));
-const records = (): (FakeCliRecord & { file: string })[] =>
-  readdirSync(recordDir)
-    .filter((f) => f.endsWith('.json'))
-    .map((f) => ({ ...(JSON.parse(readFileSync(join(recordDir, f), 'utf8')) as FakeCliRecord), file: f }));
-/** The one fake CLI run whose prompt contains `marker` (several: the list, in no order). */
-const recordOf = (marker: string) => {
-  const found = records().filter((r) => r.prompt.includes(marker));
-  if (found.length !== 1) throw new Error(`${found.length} fake CLI runs saw ${marker}`);
-  return found[0]!;
-};
+const recordDir = tempDir('agents-records');
+const records = () => fakeCliRecords(recordDir);
 /** The value of `flag` in argv, given as `flag value` or `flag=value`. */
 const argAfter = (argv: string[], flag: string) => {
   const joined = argv.find((a) => a.startsWith(`${flag}=`));
@@ -73,11 +64,6 @@ const agentText = (fields: Record<string, string>, prompt = 'You are a test agen
     .map(([k, v]) => `${k}: ${v}`)
     .join('\n')}\n---\n${prompt}\n`;
 
-const errorText = async (s: TestServer, name: string, args: Record<string, unknown>) => {
-  const result = await s.call(name, args);
-  expect(result.isError, `${name} should fail`).toBe(true);
-  return (result.content as { text: string }[])[0]!.text;
-};
 const finish = async (s: TestServer, ids: string[]) =>
   (await s.callOk<Waited>('wait_for_agents', { agent_ids: ids, timeout_s: 30 })).finished;
 const toolNames = async (s: TestServer) => (await s.client.listTools()).tools.map((t) => t.name);
@@ -173,7 +159,7 @@ describe('definitions on disk become tools, and the list follows the files', () 
     const marker = `fixed-${Date.now()}`;
     const job = await s.callOk<Job>('spawn_fixed', { prompt: marker, wait_s: 30 });
     expect(job).toMatchObject({ state: 'succeeded', agent: 'fixed' });
-    const { argv, files } = recordOf(marker);
+    const { argv, files } = recordOf(recordDir, marker);
     expect(argAfter(argv, '--model')).toBe('opus');
     // The definition's prompt, then the line about the channel to the orchestrator, in a file.
     expect(files[argAfter(argv, '--append-system-prompt-file')!]).toMatch(
@@ -202,7 +188,7 @@ describe('definitions on disk become tools, and the list follows the files', () 
     const stored = readFileSync(join(s.projectDir, '.polyspawn', 'runs', job.agent_id, 'record.json'), 'utf8');
     expect(stored).toContain('"name": "fixed"');
     expect(stored).not.toContain('tok-1234567890abcdef');
-    expect(await errorText(s, 'spawn_fixed', { prompt: 'x', model: 'sonnet' })).toMatch(/Unrecognized key.*model/);
+    expect(await s.callError('spawn_fixed', { prompt: 'x', model: 'sonnet' })).toMatch(/Unrecognized key.*model/);
   });
 });
 
@@ -233,7 +219,7 @@ describe('define_agent, remove_agent and list_agents', () => {
     [{ ...good, model: '-nope' }, /unknown model "-nope" for codex, and not a plain model name/],
     [{ ...good, scope: 'team' }, /scope/],
   ])('refused before writing: %#', async (args, message) => {
-    expect(await errorText(s, 'define_agent', args)).toMatch(message);
+    expect(await s.callError('define_agent', args)).toMatch(message);
     expect(existsSync(join(agentsDir(s.projectDir), String(args.name)))).toBe(false);
   });
 
@@ -255,7 +241,7 @@ describe('define_agent, remove_agent and list_agents', () => {
     expect(readdirSync(join(agentsDir(s.projectDir), 'writer'))).toEqual(['agent.md']); // no temp file left
     expect(await toolNames(s)).toContain('spawn_writer'); // at once, not after the watcher's delay
 
-    expect(await errorText(s, 'define_agent', good)).toMatch(/already exists .* pass replace: true/);
+    expect(await s.callError('define_agent', good)).toMatch(/already exists .* pass replace: true/);
     const replaced = await s.callOk<{ replaced: boolean }>('define_agent', {
       ...good,
       description: 'Writes better docs.',
@@ -282,33 +268,33 @@ describe('define_agent, remove_agent and list_agents', () => {
     expect(removed.removed).toBe(defined.file);
     expect(existsSync(join(agentsDir(s.projectDir), 'writer'))).toBe(false);
     expect(await toolNames(s)).not.toContain('spawn_writer');
-    expect(await errorText(s, 'remove_agent', { name: 'writer' })).toMatch(/no agent "writer"/);
+    expect(await s.callError('remove_agent', { name: 'writer' })).toMatch(/no agent "writer"/);
   });
 
   test('a link in the agents folder (a repository can ship one) is refused: nothing outside is written or deleted', async () => {
-    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const outside = tempDir('outside');
     const victim = join(outside, 'agent.md');
     const victimText = agentText({ description: 'Not yours to delete.', backend: 'codex' });
     const dir = agentsDir(s.projectDir);
     mkdirSync(dir, { recursive: true });
     // A linked agent folder: define_agent would write into it, remove_agent delete from it.
     symlinkSync(outside, join(dir, 'linked'));
-    expect(await errorText(s, 'define_agent', { ...good, name: 'linked' })).toBe(
+    expect(await s.callError('define_agent', { ...good, name: 'linked' })).toBe(
       `agent "linked" not defined: ${join(dir, 'linked')} is a symbolic link, and polyspawn neither writes nor ` +
         'deletes through links in an agents folder (they can lead out of it): remove the link, or choose another name',
     );
     expect(readdirSync(outside)).toEqual([]);
     writeFileSync(victim, victimText);
-    expect(await errorText(s, 'remove_agent', { name: 'linked' })).toMatch(
+    expect(await s.callError('remove_agent', { name: 'linked' })).toMatch(
       new RegExp(`^agent "linked" not removed: ${join(dir, 'linked')} is a symbolic link`),
     );
     // A linked agent.md.
     mkdirSync(join(dir, 'filelink'));
     symlinkSync(victim, join(dir, 'filelink', 'agent.md'));
-    expect(await errorText(s, 'remove_agent', { name: 'filelink' })).toMatch(
+    expect(await s.callError('remove_agent', { name: 'filelink' })).toMatch(
       new RegExp(`^agent "filelink" not removed: ${join(dir, 'filelink', 'agent.md')} is a symbolic link`),
     );
-    expect(await errorText(s, 'define_agent', { ...good, name: 'filelink', replace: true })).toMatch(
+    expect(await s.callError('define_agent', { ...good, name: 'filelink', replace: true })).toMatch(
       /^agent "filelink" not defined: .* is a symbolic link/,
     );
     expect(readFileSync(victim, 'utf8')).toBe(victimText);
@@ -318,13 +304,13 @@ describe('define_agent, remove_agent and list_agents', () => {
   });
 
   test('the agents folder itself a link out of the project: refused too', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-linked-agents-'));
-    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const project = tempDir('linked-agents');
+    const outside = tempDir('outside');
     mkdirSync(join(project, '.polyspawn'));
     symlinkSync(outside, agentsDir(project));
     const other = await startServer({ env: baseEnv, projectDir: project });
     try {
-      expect(await errorText(other, 'define_agent', good)).toMatch(
+      expect(await other.callError('define_agent', good)).toMatch(
         new RegExp(`^agent "writer" not defined: ${agentsDir(project)} is a symbolic link`),
       );
       expect(readdirSync(outside)).toEqual([]);
@@ -347,7 +333,7 @@ describe('define_agent, remove_agent and list_agents', () => {
       expect(agentTools[0]!.description).toMatch(/ … \(list_agents has the rest\)\n\n\(a named agent on codex/);
       const listed = await full.callOk<{ agents: { name: string; description: string }[] }>('list_agents');
       expect(listed.agents.find((a) => a.name === 'w000')!.description).toBe(description);
-      expect(await errorText(full, 'define_agent', { ...good, name: 'one-more' })).toMatch(
+      expect(await full.callError('define_agent', { ...good, name: 'one-more' })).toMatch(
         /^agent "one-more" not defined: there are 100 named agents already, the most polyspawn serves: remove one with remove_agent first/,
       );
       expect(existsSync(join(agentsDir(full.projectDir), 'one-more'))).toBe(false);
@@ -393,7 +379,7 @@ describe('define_agent, remove_agent and list_agents', () => {
       replace: true,
     });
     expect(again.note).toMatch(/project definition of the same name .* takes precedence/);
-    expect(await errorText(s, 'remove_agent', { name: 'both', scope: 'user', extra: 1 })).toMatch(/Unrecognized key/);
+    expect(await s.callError('remove_agent', { name: 'both', scope: 'user', extra: 1 })).toMatch(/Unrecognized key/);
     const removed = await s.callOk<{ now_in_effect?: string }>('remove_agent', { name: 'both' });
     expect(removed.now_in_effect).toBe(user.file);
     expect((await s.client.listTools()).tools.find((t) => t.name === 'spawn_both')!.description).toMatch(/^user two/);
@@ -404,7 +390,7 @@ describe('sessions', () => {
   let s: TestServer;
   let project: string;
   beforeAll(async () => {
-    project = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'));
+    project = tempDir('sessions');
     writeAgent(
       agentsDir(project),
       'chat',
@@ -428,14 +414,14 @@ describe('sessions', () => {
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('resume');
     const first = await s.callOk<Job>('spawn_chat', { prompt: 'chat one', wait_s: 30 });
     expect(first.state).toBe('succeeded');
-    expect(argAfter(recordOf('chat one').argv, '--resume')).toBeUndefined();
+    expect(argAfter(recordOf(recordDir, 'chat one').argv, '--resume')).toBeUndefined();
     const second = await s.callOk<Job>('spawn_chat', { prompt: 'chat two', wait_s: 30 });
     expect(second.session_id).toBe(first.session_id);
-    expect(argAfter(recordOf('chat two').argv, '--resume')).toBe(first.session_id);
+    expect(argAfter(recordOf(recordDir, 'chat two').argv, '--resume')).toBe(first.session_id);
 
     const c1 = await s.callOk<Job>('spawn_coder', { prompt: 'coder one', wait_s: 30 });
     await s.callOk<Job>('spawn_coder', { prompt: 'coder two', wait_s: 30 });
-    const argv = recordOf('coder two').argv;
+    const argv = recordOf(recordDir, 'coder two').argv;
     expect(argv.slice(0, 2)).toEqual(['exec', 'resume']);
     expect(argv.at(-2)).toBe(c1.session_id);
   });
@@ -453,7 +439,7 @@ describe('sessions', () => {
     const [earlier, later] = [...done].sort((x, y) => Date.parse(x.started_at!) - Date.parse(y.started_at!));
     expect(Date.parse(later!.started_at!)).toBeGreaterThanOrEqual(Date.parse(earlier!.ended_at!));
     const laterPrompt = later!.agent_id === a.agent_id ? 'together A' : 'together B';
-    expect(argAfter(recordOf(laterPrompt).argv, '--resume')).toBe(earlier!.session_id);
+    expect(argAfter(recordOf(recordDir, laterPrompt).argv, '--resume')).toBe(earlier!.session_id);
     expect(later!.session_id).toBe(earlier!.session_id);
   });
 
@@ -461,10 +447,10 @@ describe('sessions', () => {
     const before = await s.callOk<{ agents: { name: string; session_id?: string }[] }>('list_agents');
     const old = before.agents.find((x) => x.name === 'chat')!.session_id!;
     const fresh = await s.callOk<Job>('spawn_chat', { prompt: 'chat fresh', new_session: true, wait_s: 30 });
-    expect(argAfter(recordOf('chat fresh').argv, '--resume')).toBeUndefined();
+    expect(argAfter(recordOf(recordDir, 'chat fresh').argv, '--resume')).toBeUndefined();
     expect(fresh.session_id).not.toBe(old);
     await s.callOk<Job>('spawn_chat', { prompt: 'chat after fresh', wait_s: 30 });
-    expect(argAfter(recordOf('chat after fresh').argv, '--resume')).toBe(fresh.session_id);
+    expect(argAfter(recordOf(recordDir, 'chat after fresh').argv, '--resume')).toBe(fresh.session_id);
   });
 
   test('the session survives a restart of the server', async () => {
@@ -479,7 +465,7 @@ describe('sessions', () => {
     s = await startServer({ env: baseEnv, projectDir: project });
     const job = await s.callOk<Job>('spawn_chat', { prompt: 'chat after restart', wait_s: 30 });
     expect(job.session_id).toBe(last);
-    expect(argAfter(recordOf('chat after restart').argv, '--resume')).toBe(last);
+    expect(argAfter(recordOf(recordDir, 'chat after restart').argv, '--resume')).toBe(last);
   });
 });
 
@@ -505,7 +491,7 @@ describe('structured output', () => {
     expect(job.state).toBe('failed');
     expect(job.error).toMatch(/did not match the output schema, also after one retry .*the answer is not JSON/);
     expect(job.structured).toBeUndefined();
-    const first = recordOf('so-claude-mismatch');
+    const first = recordOf(recordDir, 'so-claude-mismatch');
     expect(JSON.parse(argAfter(first.argv, '--json-schema')!)).toEqual(schema);
     expect(first.prompt).toContain(`JSON Schema: ${JSON.stringify(schema)}`);
     const retry = records().find(
@@ -541,7 +527,7 @@ describe('structured output', () => {
     });
     const job = result.structuredContent as Job;
     expect(job).toMatchObject({ state: 'succeeded', structured: { name: 'polyspawn' } });
-    const seen = recordOf('so-codex-ok');
+    const seen = recordOf(recordDir, 'so-codex-ok');
     const file = argAfter(seen.argv, '--output-schema')!;
     expect(JSON.parse(seen.files[file]!)).toEqual(schema);
     // Given to the CLI for the run only.
@@ -586,11 +572,11 @@ describe('structured output', () => {
 
   test('a pattern with a backreference is refused on a spawn and in a definition, naming the engine', async () => {
     const schemaWith = { type: 'string', pattern: '^(a)\\1$' };
-    expect(await errorText(s, 'spawn_codex', { prompt: 'so-backref', output_schema: schemaWith })).toMatch(
+    expect(await s.callError('spawn_codex', { prompt: 'so-backref', output_schema: schemaWith })).toMatch(
       /output_schema: the output schema's pattern "\^\(a\)\\1\$" cannot be used: .*RE2/,
     );
     expect(
-      await errorText(s, 'define_agent', {
+      await s.callError('define_agent', {
         name: 'backref',
         description: 'Refused.',
         backend: 'codex',
@@ -598,7 +584,7 @@ describe('structured output', () => {
         output_schema: schemaWith,
       }),
     ).toMatch(/pattern "\^\(a\)\\1\$" cannot be used/);
-    expect(() => recordOf('so-backref')).toThrow();
+    expect(() => recordOf(recordDir, 'so-backref')).toThrow();
   });
 
   test('an agent carries its schema; a bad schema on a spawn is refused', async () => {
@@ -613,7 +599,7 @@ describe('structured output', () => {
     expect(Object.keys(tool.inputSchema.properties!)).not.toContain('output_schema');
     const job = await s.callOk<Job>('spawn_namer', { prompt: 'so-agent ```json\n{"name": "n"}\n```', wait_s: 30 });
     expect(job).toMatchObject({ state: 'succeeded', agent: 'namer', structured: { name: 'n' } });
-    expect(await errorText(s, 'spawn_claude', { prompt: 'x', output_schema: { type: 'nope' } })).toMatch(
+    expect(await s.callError('spawn_claude', { prompt: 'x', output_schema: { type: 'nope' } })).toMatch(
       /output_schema: the output schema is not a valid JSON Schema/,
     );
   });
@@ -621,7 +607,7 @@ describe('structured output', () => {
 
 describe('caller rules', () => {
   test('only the named MCP clients may use an agent, through every door', { timeout: 90_000 }, async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-callers-'));
+    const project = tempDir('callers');
     writeAgent(
       agentsDir(project),
       'private',
@@ -632,22 +618,22 @@ describe('caller rules', () => {
     try {
       const ok = await allowed.callOk<Job>('spawn_private', { prompt: 'caller allowed', wait_s: 30 });
       expect(ok.state).toBe('succeeded');
-      const refusal = await errorText(other, 'spawn_private', { prompt: 'caller refused' });
+      const refusal = await other.callError('spawn_private', { prompt: 'caller refused' });
       expect(refusal).toMatch(
         /^spawn_private refused: agent "private" may be used only by the MCP clients "claude-code", and this client is "Visual Studio Code"/,
       );
-      expect(() => recordOf('caller refused')).toThrow();
+      expect(() => recordOf(recordDir, 'caller refused')).toThrow();
       const listed = await other.callOk<{ agents: { usable_by_this_client: boolean }[] }>('list_agents');
       expect(listed.agents[0]!.usable_by_this_client).toBe(false);
 
       // Every door: as a team's member, the same refusal, before any member starts.
-      const asMember = await errorText(other, 'run_team', {
+      const asMember = await other.callError('run_team', {
         topology: 'map_reduce',
         members: ['codex', 'private'],
         task: 'member refused',
       });
       expect(asMember).toMatch(/^team member "private" refused: agent "private" may be used only by/);
-      expect(() => recordOf('member refused')).toThrow();
+      expect(() => recordOf(recordDir, 'member refused')).toThrow();
       // A supervisor's child team asks in the name of the client its team runs for.
       const sub = JSON.stringify({ topology: 'map_reduce', members: ['private'], task: 'child member refused' });
       const supervised = async (s: TestServer) => {
@@ -680,7 +666,7 @@ describe('caller rules', () => {
 
 describe('nesting', () => {
   test('every child gets the depth marker; an agent that allows nesting passes an allowance', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-nesting-'));
+    const project = tempDir('nesting');
     writeAgent(
       agentsDir(project),
       'planner',
@@ -690,9 +676,15 @@ describe('nesting', () => {
     const s = await startServer({ env: { ...baseEnv, POLYSPAWN_ALLOW_DEPTH: '2' }, projectDir: project });
     try {
       await s.callOk<Job>('spawn_claude', { prompt: 'nest plain', wait_s: 30 });
-      expect(recordOf('nest plain').env).toMatchObject({ POLYSPAWN_DEPTH: '1', POLYSPAWN_ALLOW_DEPTH: null });
+      expect(recordOf(recordDir, 'nest plain').env).toMatchObject({
+        POLYSPAWN_DEPTH: '1',
+        POLYSPAWN_ALLOW_DEPTH: null,
+      });
       await s.callOk<Job>('spawn_planner', { prompt: 'nest planner', wait_s: 30 });
-      expect(recordOf('nest planner').env).toMatchObject({ POLYSPAWN_DEPTH: '1', POLYSPAWN_ALLOW_DEPTH: '1' });
+      expect(recordOf(recordDir, 'nest planner').env).toMatchObject({
+        POLYSPAWN_DEPTH: '1',
+        POLYSPAWN_ALLOW_DEPTH: '1',
+      });
     } finally {
       await s.close();
       rmSync(project, { recursive: true, force: true });
@@ -700,7 +692,7 @@ describe('nesting', () => {
   });
 
   test('a polyspawn started inside an agent serves no spawn tools, says why, and refuses spawn calls', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'polyspawn-nested-'));
+    const project = tempDir('nested');
     writeAgent(agentsDir(project), 'helper', agentText({ description: 'Helps.', backend: 'claude' }));
     const s = await startServer({ env: { ...baseEnv, POLYSPAWN_DEPTH: '1' }, projectDir: project });
     try {
@@ -711,11 +703,11 @@ describe('nesting', () => {
         /serves no spawn tools: it was started inside an agent that polyspawn runs \(POLYSPAWN_DEPTH=1\).*allow_nesting/,
       );
       for (const tool of ['spawn_claude', 'spawn_helper']) {
-        expect(await errorText(s, tool, { prompt: 'nested call' })).toMatch(
+        expect(await s.callError(tool, { prompt: 'nested call' })).toMatch(
           new RegExp(`^${tool} refused: this polyspawn starts no agents, because it was started inside an agent`),
         );
       }
-      expect(() => recordOf('nested call')).toThrow();
+      expect(() => recordOf(recordDir, 'nested call')).toThrow();
       expect((await s.callOk<{ agents: unknown[] }>('list')).agents).toEqual([]);
     } finally {
       await s.close();
@@ -744,7 +736,10 @@ describe('nesting', () => {
     try {
       expect(await toolNames(allowed)).toContain('spawn_claude');
       await allowed.callOk<Job>('spawn_claude', { prompt: 'nest allowed child', wait_s: 30 });
-      expect(recordOf('nest allowed child').env).toMatchObject({ POLYSPAWN_DEPTH: '2', POLYSPAWN_ALLOW_DEPTH: null });
+      expect(recordOf(recordDir, 'nest allowed child').env).toMatchObject({
+        POLYSPAWN_DEPTH: '2',
+        POLYSPAWN_ALLOW_DEPTH: null,
+      });
     } finally {
       await allowed.close();
     }

@@ -2,13 +2,13 @@
 // orchestrator (this test) is woken by wait_for_agents, answers with reply_subagent, and the
 // agent carries on in the same run; the conversation in result and IAC.md; the channel's guards
 // (tokens per run and only while it runs, bounded questions); and the token nowhere it must not be.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Question = { agent_id: string; message_id: string; question: string; options?: string[]; asked_at: string };
 type Entry = { kind: string; at: string; message_id?: string; text: string; options?: string[] };
@@ -28,7 +28,7 @@ const TOKEN_SHAPE = /psp_[A-Za-z0-9_-]{20,}/;
 
 let server: TestServer;
 let records: string;
-const scratch = mkdtempSync(join(tmpdir(), 'polyspawn-ask-'));
+const scratch = tempDir('ask');
 
 /** Every file under dir, recursively. */
 function filesUnder(dir: string): string[] {
@@ -71,7 +71,7 @@ async function finished(id: string, on: TestServer = server): Promise<Job> {
 }
 
 beforeAll(async () => {
-  records = mkdtempSync(join(tmpdir(), 'polyspawn-ask-argv-'));
+  records = tempDir('ask-argv');
   server = await startServer({ env: { FAKE_CLI_RECORD: records, FAKE_CLI_RECORD_ENV: 'POLYSPAWN_PARENT_TOKEN' } });
 });
 afterAll(() => server.close());
@@ -309,7 +309,7 @@ describe('the channel admits each run alone, while it runs', () => {
 
 describe('after a restart', () => {
   test('a question of an interrupted run shows never answered, and answering it is a clear error', async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-ask-restart-'));
+    const projectDir = tempDir('ask-restart');
     const first = await startServer({ projectDir });
     const id = (await first.callOk<Job>('spawn_codex', { prompt: '[[cli:ask:Still there?]]' })).agent_id;
     const waited = await first.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });

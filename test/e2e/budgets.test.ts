@@ -1,12 +1,12 @@
 // Budgets through the built server with the fake CLIs: claude is given its own flags; codex and
 // copilot are followed live and stopped, their whole process group ended, once a turn past
 // max_turns begins; a cost known only at the end is reported; a named agent's budget is a ceiling.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
-import { groupMembers, waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+import { groupMembers, recordOf, waitFor, waitGone } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 vi.setConfig({ testTimeout: 150_000 });
 
@@ -20,18 +20,11 @@ type Job = {
   budget?: { max_turns?: number; max_budget_usd?: number; exceeded?: string };
 };
 
-const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-budget-'));
-const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
-  for (const f of readdirSync(recordDir).filter((name) => /^\d+\.json$/.test(name))) {
-    const record = JSON.parse(readFileSync(join(recordDir, f), 'utf8')) as FakeCliRecord;
-    if (record.prompt.includes(marker)) return { ...record, pid: Number(f.slice(0, -5)) };
-  }
-  throw new Error(`no fake CLI run saw ${marker}`);
-};
+const recordDir = tempDir('e2e-budget');
 
 let s: TestServer;
 beforeAll(async () => {
-  const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-project-'));
+  const projectDir = tempDir('project');
   const agentDir = join(projectDir, '.polyspawn', 'agents', 'capped');
   mkdirSync(agentDir, { recursive: true });
   writeFileSync(
@@ -71,7 +64,7 @@ test.each(['codex', 'copilot'])(
     expect(log).toContain('turn 2');
     expect(log).not.toContain('turn 40');
     expect(job.text).not.toContain(marker);
-    const { pid } = recordOf(marker);
+    const { pid } = recordOf(recordDir, marker);
     await waitGone(pid);
     expect(groupMembers(pid)).toEqual([]);
   },
@@ -117,7 +110,7 @@ test('claude gets its own flags and stops itself: polyspawn does not follow its 
   });
   // The fake claude does not enforce the flags: the run it reports is left as it is.
   expect(job).toMatchObject({ state: 'succeeded', budget: { max_turns: 1, max_budget_usd: 0.25 } });
-  const { argv } = recordOf(marker);
+  const { argv } = recordOf(recordDir, marker);
   expect(argv.join(' ')).toContain('--max-turns 1 --max-budget-usd 0.25');
 });
 

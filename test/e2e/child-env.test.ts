@@ -1,21 +1,14 @@
 // What a CLI agent's environment holds: what its own CLI signs in with, nothing else whose name
 // marks a secret (the API backends' keys, any *_TOKEN), unless the user's config or the agent's
 // definition passes it on by name; the channel's token, set by polyspawn itself.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
-import type { FakeCliRecord } from '../helpers/processes.js';
+import { recordOf } from '../helpers/processes.js';
 
 const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-child-env-records-'));
-const recordOf = (marker: string): FakeCliRecord => {
-  const found = readdirSync(recordDir)
-    .map((f) => JSON.parse(readFileSync(join(recordDir, f), 'utf8')) as FakeCliRecord)
-    .filter((r) => r.prompt.includes(marker));
-  if (found.length !== 1) throw new Error(`${found.length} fake CLI runs saw ${marker}`);
-  return found[0]!;
-};
 
 const server: Record<string, string> = {
   XAI_API_KEY: 'xai-server-key',
@@ -70,7 +63,7 @@ afterAll(async () => {
 const run = async (tool: string, marker: string) => {
   const job = await s.callOk<{ state: string }>(tool, { prompt: marker, wait_s: 30 });
   expect(job.state).toBe('succeeded');
-  return recordOf(marker).env;
+  return recordOf(recordDir, marker).env;
 };
 
 describe("a CLI agent's environment", () => {
@@ -108,7 +101,7 @@ describe("a CLI agent's environment", () => {
   test("a codex agent's MCP server tokens: in its environment, not in its argv; the channel's server unchanged", async () => {
     const job = await s.callOk<{ state: string }>('spawn_gh-reader', { prompt: 'env gh-reader', wait_s: 30 });
     expect(job.state).toBe('succeeded');
-    const { env, argv } = recordOf('env gh-reader');
+    const { env, argv } = recordOf(recordDir, 'env gh-reader');
     expect(env).toMatchObject({
       GITHUB_TOKEN: 'ghp-mcp-value-0123456789',
       POLYSPAWN_MCP_WEB_SECRET_1: 'Bearer web-mcp-value-0123456789',

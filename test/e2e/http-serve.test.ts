@@ -2,11 +2,11 @@
 // with the fake CLIs on PATH. One job table, one concurrency limit for all of them; refusals
 // that leave it serving; a client that goes away mid-wait.
 import { createServer } from 'node:net';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { runPolyspawn, serverEnv, startHttpServer, type HttpTestServer } from '../helpers/http.js';
+import { tempDir } from '../helpers/temp.js';
 
 vi.setConfig({ testTimeout: 150_000 });
 
@@ -154,15 +154,7 @@ describe('refusals leave the server serving', () => {
 });
 
 describe('starting', () => {
-  const projects: string[] = [];
-  const project = () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-http-start-'));
-    projects.push(dir);
-    return dir;
-  };
-  afterAll(() => {
-    for (const dir of projects) rmSync(dir, { recursive: true, force: true });
-  });
+  const project = () => tempDir('http-start');
 
   test('a port in use: refused with what to do', async () => {
     const blocker = createServer();

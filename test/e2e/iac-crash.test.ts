@@ -1,12 +1,12 @@
 // A server killed with SIGKILL in the middle of a burst: IAC.md is never half-written, the
 // next server marks what was running or queued `interrupted`, and every finished job is kept.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { startServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string };
 
@@ -15,7 +15,7 @@ describe('a server killed in the middle of a burst', () => {
     'IAC.md stays whole, running and queued jobs become interrupted, finished ones stay',
     { timeout: 120_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-crash-'));
+      const projectDir = tempDir('crash');
       const iacPath = join(projectDir, 'IAC.md');
 
       // Read IAC.md over and over while everything happens: every read must parse.

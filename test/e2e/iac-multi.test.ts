@@ -2,14 +2,14 @@
 // while another holds its lock; each running 100 fake-CLI jobs at once (finishing in a stream),
 // every read of IAC.md meanwhile is a whole document, and afterwards IAC.md and the store hold
 // all 200, each once.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lock } from 'proper-lockfile';
 import { describe, expect, onTestFinished, test } from 'vitest';
 import { startServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string };
 
@@ -18,7 +18,7 @@ describe('two servers on one project', () => {
     'neither writes IAC.md while another holds its lock, and both do once it is released',
     { timeout: 120_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-multi-lock-'));
+      const projectDir = tempDir('multi-lock');
       const iacPath = join(projectDir, 'IAC.md');
       const stateDir = join(projectDir, '.polyspawn');
       const servers = await Promise.all([startServer({ projectDir }), startServer({ projectDir })]);
@@ -63,7 +63,7 @@ describe('two servers on one project', () => {
     'each runs 100 jobs at once: every read of IAC.md meanwhile is whole, and afterwards IAC.md and the store hold all 200, each once',
     { timeout: 180_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-multi-'));
+      const projectDir = tempDir('multi');
       const iacPath = join(projectDir, 'IAC.md');
       const env = { POLYSPAWN_CONCURRENCY: '100' };
 

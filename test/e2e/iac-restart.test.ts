@@ -1,11 +1,11 @@
 // Jobs persist: a new server on the same project answers for the jobs of the one before it.
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = {
   agent_id: string;
@@ -20,7 +20,7 @@ type Job = {
 };
 type Page = { text: string; size: number; offset: number; next_offset: number; eof: boolean; path: string };
 
-const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-restart-'));
+const projectDir = tempDir('restart');
 const servers: TestServer[] = [];
 const start = async () => {
   const s = await startServer({ projectDir, env: { POLYSPAWN_CONCURRENCY: '4' } });

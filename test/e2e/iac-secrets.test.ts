@@ -1,12 +1,12 @@
 // No secret reaches a file polyspawn writes or a tool result, even when an agent prints the API
 // key it was given.
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { startFakeModelApi } from '../fakes/model-api.js';
 import { startServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
+import { tempDir } from '../helpers/temp.js';
 
 const KEYS = {
   // Shaped like real keys: recognized by their pattern (and by value: they are configured).
@@ -31,7 +31,7 @@ const leaks = (text: string) =>
 
 describe('secrets', () => {
   test('an agent that prints its API key leaves it in no file and no tool result', async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-secrets-'));
+    const projectDir = tempDir('secrets');
     writeFileSync(join(projectDir, 'api_keys.json'), JSON.stringify({ GEMINI_API_KEY: KEYS.GEMINI_API_KEY_IN_FILE }));
     const s = await startServer({
       projectDir,
@@ -91,7 +91,7 @@ describe('secrets', () => {
 
   test('keys written to api_keys.json after the start are redacted from the first job that could print them', async () => {
     const api = await startFakeModelApi();
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-late-keys-'));
+    const projectDir = tempDir('late-keys');
     const s = await startServer({ projectDir, env: { POLYSPAWN_MISTRAL_BASE_URL: api.url } });
     try {
       // No shape a redactor could recognise: only their being configured gives them away.

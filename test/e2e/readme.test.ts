@@ -2,11 +2,11 @@
 // when a tool definition changed and README.md was not regenerated. And what it must say about
 // the limits of what polyspawn guards (the Security model).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { repoRoot } from '../helpers/mcp.js';
+import { tempDir } from '../helpers/temp.js';
 
 const script = join(repoRoot, 'scripts', 'gen-tool-docs.mjs');
 const check = (...args: string[]) =>
@@ -30,7 +30,7 @@ describe('README.md', () => {
   test('the check catches a stale reference', () => {
     const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
     expect(readme).toContain('### `spawn_codex`');
-    const stale = join(mkdtempSync(join(tmpdir(), 'polyspawn-readme-')), 'README.md');
+    const stale = join(tempDir('readme'), 'README.md');
     writeFileSync(stale, readme.replace('How many finished agents to include', 'How many agents'));
     const r = check('--readme', stale);
     expect(r.status).toBe(1);

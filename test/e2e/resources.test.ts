@@ -1,7 +1,6 @@
 // Resources and notifications through the SDK's own Client: IAC.md and each agent's record and
 // log, the template, list_changed and updated, and job state changes as logging messages.
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -11,6 +10,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string };
 type Log = {
@@ -195,7 +195,7 @@ describe('resources', () => {
 
 describe('an IAC.md polyspawn did not write', () => {
   test('is left alone; the instructions say where the record goes instead, and the resource serves that', async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-foreign-iac-'));
+    const projectDir = tempDir('foreign-iac');
     const foreign = '# Infrastructure as Code notes\n\nOur Terraform conventions.\n';
     writeFileSync(join(projectDir, 'IAC.md'), foreign);
     const other = await startServer({ projectDir });

@@ -6,7 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, 
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vitest';
 import { fakeBinDir, repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 import { markedProcesses } from '../helpers/process-groups.js';
 import { waitFor, waitGone } from '../helpers/processes.js';
@@ -103,6 +103,7 @@ const attempts = async (tool: string, directives: string[], extra: Record<string
 describe('bwrap', () => {
   test('the agent writes its folder, and cannot read the home folder, write outside its folder, or see the host /tmp', async () => {
     writeFileSync(join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker'), 'host\n');
+    onTestFinished(() => rmSync(join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker'), { force: true }));
     const runStore = join(project, '.polyspawn', 'index.jsonl');
     const { job, tried } = await attempts('spawn_codex', [
       `[[cli:try-write:${join(project, 'made-inside.txt')}]]`,

@@ -1,10 +1,10 @@
 // The built server, driven by the SDK's own Client over stdio, with the fake CLIs on PATH.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
-import { groupMembers, waitFor, waitGone, type FakeCliRecord } from '../helpers/processes.js';
+import { groupMembers, recordOf, recordsOf, waitFor, waitGone } from '../helpers/processes.js';
 
 // A wait that is never woken runs until its timeout_s: the waiting tests below fail then, with
 // an assertion rather than vitest's own time-out.
@@ -33,18 +33,6 @@ type Job = {
 type Waited = { finished: Job[]; pending: Job[]; timed_out: boolean };
 
 const recordDir = mkdtempSync(join(tmpdir(), 'polyspawn-e2e-records-'));
-/** The fake CLI's records of the runs whose prompt contains `marker`. */
-const recordsOf = (marker: string, dir = recordDir): (FakeCliRecord & { pid: number })[] =>
-  readdirSync(dir)
-    .filter((f) => /^\d+\.json$/.test(f))
-    .map((f) => ({ ...(JSON.parse(readFileSync(join(dir, f), 'utf8')) as FakeCliRecord), pid: Number(f.slice(0, -5)) }))
-    .filter((record) => record.prompt.includes(marker));
-/** The fake CLI's record of the run whose prompt contains `marker`. */
-const recordOf = (marker: string): FakeCliRecord & { pid: number } => {
-  const [record] = recordsOf(marker);
-  if (!record) throw new Error(`no fake CLI run saw ${marker}`);
-  return record;
-};
 
 const tempDirs = [recordDir];
 let s: TestServer;
@@ -83,11 +71,6 @@ const waitAll = async (ids: string[]) => {
   expectWoken(startedAt, 'wait_for_agents');
   expect(waited).toMatchObject({ pending: [], timed_out: false });
   return waited;
-};
-const errorText = async (name: string, args: unknown) => {
-  const result = await s.client.callTool({ name, arguments: args as Record<string, unknown> });
-  expect(result.isError, `${name} ${JSON.stringify(args).slice(0, 100)} should fail`).toBe(true);
-  return (result.content as { text: string }[])[0]!.text;
 };
 
 describe('the tool list', () => {
@@ -204,7 +187,7 @@ describe('running agents', () => {
     const prompt = `--dangerous ${marker} Grüße 日本語 🎉 ` + 'x'.repeat(1_000_000);
     const job = await spawnAndWait('codex', { prompt });
     expect(job.state).toBe('succeeded');
-    const record = recordOf(marker);
+    const record = recordOf(recordDir, marker);
     expect(record.prompt).toBe(prompt);
     expect(record.argv.join(' ')).not.toContain(marker);
   });
@@ -214,7 +197,7 @@ describe('running agents', () => {
     const cwd = mkdtempSync(join(s.projectDir, 'cwd-'));
     const job = await spawnAndWait('claude', { prompt: marker, model: 'opus', system_prompt: 'Be brief.', cwd });
     expect(job).toMatchObject({ state: 'succeeded', model: 'opus' });
-    const record = recordOf(marker);
+    const record = recordOf(recordDir, marker);
     expect(record.argv).toEqual(expect.arrayContaining(['--model', 'opus']));
     // The caller's system prompt, then the line about the channel to the orchestrator.
     const systemPrompt = record.files[record.argv[record.argv.indexOf('--append-system-prompt-file') + 1]!];
@@ -232,7 +215,7 @@ describe('running agents', () => {
     expect(job.cost_note).toMatch(
       /^model "gpt-6-preview" is not in polyspawn's models table: it is passed to codex as named, and its cost is unknown.*models\.json/,
     );
-    expect(recordOf(marker).argv).toEqual(expect.arrayContaining(['--model', 'gpt-6-preview']));
+    expect(recordOf(recordDir, marker).argv).toEqual(expect.arrayContaining(['--model', 'gpt-6-preview']));
     const known = await spawnAndWait('codex', { prompt: `known ${marker}`, model: 'fast' });
     expect(known.cost_source).toBe('estimated');
     expect(known.cost_note).toBeUndefined();
@@ -245,14 +228,16 @@ describe('running agents', () => {
       resume: first.agent_id,
     });
     expect(second.session_id).toBe(first.session_id);
-    expect(recordOf(`second turn ${first.agent_id}`).argv).toEqual(
+    expect(recordOf(recordDir, `second turn ${first.agent_id}`).argv).toEqual(
       expect.arrayContaining([`--resume=${first.session_id}`]),
     );
     const codexFirst = await spawnAndWait('codex', { prompt: 'codex first' });
     const codexSecond = await spawnAndWait('codex', { prompt: 'codex second', resume: codexFirst.session_id });
     expect(codexSecond.session_id).toBe(codexFirst.session_id);
-    expect(recordOf('codex second').argv.slice(0, 2)).toEqual(['exec', 'resume']);
-    expect(await errorText('spawn_codex', { prompt: 'x', resume: first.agent_id })).toMatch(/ran on claude, not codex/);
+    expect(recordOf(recordDir, 'codex second').argv.slice(0, 2)).toEqual(['exec', 'resume']);
+    expect(await s.callError('spawn_codex', { prompt: 'x', resume: first.agent_id })).toMatch(
+      /ran on claude, not codex/,
+    );
   });
 
   test('failures: a CLI error, malformed output and a time-out end as failed or timed_out with a reason', async () => {
@@ -266,7 +251,7 @@ describe('running agents', () => {
     const slow = await spawnAndWait('claude', { prompt: 'slow [[cli:hang]]', timeout_s: 1 });
     expect(slow).toMatchObject({ state: 'timed_out', error: expect.stringMatching(/timed out after 1 s/) });
     // On a busy machine the CLI may be ended before it wrote its record.
-    for (const { pid } of recordsOf('slow [[cli:hang]]')) await waitGone(pid);
+    for (const { pid } of recordsOf(recordDir, 'slow [[cli:hang]]')) await waitGone(pid);
   });
 
   test('a time-out ends the whole process group: a CLI that ignores SIGTERM, and its grandchild', async () => {
@@ -278,7 +263,7 @@ describe('running agents', () => {
       timeout_s: 8,
     });
     await waitFor('the grandchild', () => existsSync(gcFile), 20_000);
-    const leader = recordOf(marker).pid;
+    const leader = recordOf(recordDir, marker).pid;
     const grandchild = Number(readFileSync(gcFile, 'utf8'));
     expect(groupMembers(leader)).toEqual(expect.arrayContaining([leader, grandchild]));
     const [timedOut] = (await waitAll([job.agent_id])).finished;
@@ -340,7 +325,7 @@ describe('the job table through the tools', () => {
       const cancel = async (id: string) =>
         expect((await own.callOk<Job>('cancel', { agent_id: id })).state).toBe('cancelled');
       /** The CLIs started for job i (its prompt is `queue i ...`). */
-      const clis = (i: number) => recordsOf(`queue ${i} `, dir);
+      const clis = (i: number) => recordsOf(dir, `queue ${i} `);
 
       const jobs = await Promise.all(
         Array.from({ length: 5 }, (_, i) => own.callOk<Job>('spawn_claude', { prompt: `queue ${i} [[cli:hang]]` })),
@@ -389,8 +374,8 @@ describe('the job table through the tools', () => {
     const short = await s.callOk<Waited>('wait_for_agents', { agent_ids: [slow.agent_id], timeout_s: 0.2 });
     expect(short).toMatchObject({ finished: [], timed_out: true });
     expect(short.pending.map((j) => j.agent_id)).toEqual([slow.agent_id]);
-    await waitFor('the slow CLI to start', () => recordsOf('slow one [[cli:hang]]').length === 1);
-    const slowCli = recordOf('slow one [[cli:hang]]').pid;
+    await waitFor('the slow CLI to start', () => recordsOf(recordDir, 'slow one [[cli:hang]]').length === 1);
+    const slowCli = recordOf(recordDir, 'slow one [[cli:hang]]').pid;
     expect((await s.callOk<Job>('cancel', { agent_id: slow.agent_id })).state).toBe('cancelled');
     await waitGone(slowCli);
   });
@@ -405,14 +390,14 @@ describe('the job table through the tools', () => {
     expect((await s.callOk<Job>('cancel', { agent_id: queued.agent_id })).state).toBe('cancelled');
     await waitFor('the grandchild', () => existsSync(gcFile));
     const grandchild = Number(readFileSync(gcFile, 'utf8'));
-    const leader = recordOf('cancel me').pid;
+    const leader = recordOf(recordDir, 'cancel me').pid;
     const cancelled = await s.callOk<Job>('cancel', { agent_id: hung.agent_id });
     expect(cancelled.state).toBe('cancelled');
     await waitGone(leader);
     await waitGone(grandchild);
     expect(groupMembers(leader)).toEqual([]);
     for (const b of blockers) expect((await s.callOk<Job>('cancel', { agent_id: b.agent_id })).state).toBe('cancelled');
-    expect(() => recordOf('never runs')).toThrow();
+    expect(() => recordOf(recordDir, 'never runs')).toThrow();
   });
 
   test('progress notifications arrive while wait_for_agents waits', async () => {
@@ -481,7 +466,7 @@ describe('bad input gets an error that says what to change, and the server keeps
     ['list', { recent: 'many' }, /recent/],
     ['spawn_gpt', { prompt: 'x' }, /Tool spawn_gpt not found/],
   ])('%s %#', async (name, args, message) => {
-    expect(await errorText(name, args)).toMatch(message);
+    expect(await s.callError(name, args)).toMatch(message);
   });
 
   test('the server still answers after all of them', async () => {

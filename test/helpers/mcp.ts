@@ -19,6 +19,8 @@ export type TestServer = {
   call: (name: string, args?: Record<string, unknown>) => Promise<CallToolResult>;
   /** structuredContent of a successful call; throws with the text of an error result. */
   callOk: <T = Record<string, unknown>>(name: string, args?: Record<string, unknown>) => Promise<T>;
+  /** The text of an error result; throws when the call succeeds. */
+  callError: (name: string, args?: Record<string, unknown>) => Promise<string>;
   close: () => Promise<void>;
 };
 
@@ -69,6 +71,11 @@ export async function startServer(
       const result = await call(name, args);
       if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result.content)}`);
       return result.structuredContent as T;
+    },
+    callError: async (name: string, args: Record<string, unknown> = {}) => {
+      const result = await call(name, args);
+      if (!result.isError) throw new Error(`${name} ${JSON.stringify(args).slice(0, 100)} should fail`);
+      return (result.content as { text: string }[])[0]!.text;
     },
     close: async () => {
       await client.close();

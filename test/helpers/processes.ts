@@ -52,6 +52,26 @@ export type FakeCliRecord = {
   files: { [path: string]: string };
 };
 
+/** The fake CLI's records in `dir` (its FAKE_CLI_RECORD), each with its process id (the file's name). */
+export function fakeCliRecords(dir: string): (FakeCliRecord & { pid: number })[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d+\.json$/.test(f))
+    .map((f) => ({
+      ...(JSON.parse(readFileSync(join(dir, f), 'utf8')) as FakeCliRecord),
+      pid: Number(f.slice(0, -5)),
+    }));
+}
+
+/** The fake CLI's records in `dir` of the runs whose prompt contains `marker`. */
+export const recordsOf = (dir: string, marker: string) => fakeCliRecords(dir).filter((r) => r.prompt.includes(marker));
+
+/** The record of the one run whose prompt contains `marker`: throws when none or several did. */
+export function recordOf(dir: string, marker: string): FakeCliRecord & { pid: number } {
+  const found = recordsOf(dir, marker);
+  if (found.length !== 1) throw new Error(`${found.length} fake CLI runs saw ${marker}`);
+  return found[0]!;
+}
+
 export function readRecord(dir: string, pid: number | undefined): FakeCliRecord {
   return JSON.parse(readFileSync(join(dir, `${pid}.json`), 'utf8')) as FakeCliRecord;
 }

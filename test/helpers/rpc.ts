@@ -4,10 +4,11 @@
 // (invalid UTF-8); and the server can be ended in ways a client library would not.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fakeBinDir, serverEntry } from './mcp.js';
+import { isGone, waitFor } from './processes.js';
+import { tempDir } from './temp.js';
 
 export type RpcResponse = {
   jsonrpc: '2.0';
@@ -77,7 +78,7 @@ export async function startRpcServer(
     wrap?: (argv: string[]) => string[];
   } = {},
 ): Promise<RpcServer> {
-  const projectDir = options.projectDir ?? mkdtempSync(join(tmpdir(), 'polyspawn-reliability-'));
+  const projectDir = options.projectDir ?? tempDir('reliability');
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('POLYSPAWN_')) env[k] = v;
   delete env.CLAUDECODE;
@@ -231,6 +232,16 @@ export function reaperOf(serverPid: number): number | undefined {
       return false;
     }
   });
+}
+
+/** SIGKILLs a server's reaper sidecar, then the server: nothing of theirs can end its jobs now. */
+export async function killReaperThenServer(server: RpcServer): Promise<void> {
+  const reaper = reaperOf(server.pid);
+  if (reaper === undefined) throw new Error(`server ${server.pid} has no reaper sidecar`);
+  process.kill(reaper, 'SIGKILL');
+  await waitFor('the reaper to die', () => isGone(reaper));
+  process.kill(server.pid, 'SIGKILL');
+  await server.exited;
 }
 
 /** Open file descriptors of a process (Linux). */

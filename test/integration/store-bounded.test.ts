@@ -2,13 +2,13 @@
 // `keepFinished` finished jobs (the JobTable, the newest 100 of its own), and any older job is
 // still answered from its record.json.
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { RunStore } from '../../iac/store.js';
 import { JobTable, type Executor, type JobRecord } from '../../src/jobs/table.js';
+import { tempDir } from '../helpers/temp.js';
 
 const openStore = (stateDir: string, keepFinished?: number) =>
   new RunStore({
@@ -38,7 +38,7 @@ function finishedJob(i: number): JobRecord {
 
 describe('bounded memory', () => {
   test('a store keeps the newest keepFinished finished jobs; counts and record files cover all of them', () => {
-    const state = join(mkdtempSync(join(tmpdir(), 'polyspawn-bounded-')), '.polyspawn');
+    const state = join(tempDir('bounded'), '.polyspawn');
     const writer = openStore(state);
     const jobs = Array.from({ length: 25 }, (_, i) => finishedJob(i));
     for (const j of jobs) {
@@ -62,7 +62,7 @@ describe('bounded memory', () => {
   });
 
   test('a job table leaves its older finished jobs to the store, which answers for them', async () => {
-    const state = join(mkdtempSync(join(tmpdir(), 'polyspawn-bounded-')), '.polyspawn');
+    const state = join(tempDir('bounded'), '.polyspawn');
     const store = openStore(state);
     const execute: Executor = async () => ({
       state: 'succeeded',

@@ -2,8 +2,7 @@
 // followed the old file notices the new one even when it is as long or longer, a crashed
 // compaction's leftovers are ignored, and a line copied late never moves a run back.
 // (test/reliability/index-compaction.test.ts races appends in other processes against it.)
-import { appendFileSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
@@ -11,10 +10,11 @@ import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
 import type { JobRecord, JobState } from '../../src/jobs/table.js';
+import { tempDir } from '../helpers/temp.js';
 
 const me = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
 const setup = () => {
-  const stateDir = join(mkdtempSync(join(tmpdir(), 'polyspawn-store-compact-')), '.polyspawn');
+  const stateDir = join(tempDir('store-compact'), '.polyspawn');
   const open = (keepFinished?: number) =>
     new RunStore({ stateDir, redactor: new Redactor(), identity: me, ...(keepFinished ? { keepFinished } : {}) });
   return { stateDir, open, index: join(stateDir, 'index.jsonl'), base: join(stateDir, 'index.base.jsonl') };

@@ -14,7 +14,6 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
@@ -24,10 +23,11 @@ import { processStart } from '../../src/lib/proc.js';
 import type { JobRecord, JobState, JobTable } from '../../src/jobs/table.js';
 import { AgentSessions } from '../../src/jobs/agents/sessions.js';
 import { TeamFiles } from '../../iac/teams.js';
+import { tempDir } from '../helpers/temp.js';
 
 const me = { pid: process.pid, start: processStart(process.pid) ?? 'x' };
 const setup = () => {
-  const stateDir = join(mkdtempSync(join(tmpdir(), 'polyspawn-store-damaged-')), '.polyspawn');
+  const stateDir = join(tempDir('store-damaged'), '.polyspawn');
   const logged: string[] = [];
   const open = (options: { keepFinished?: number } = {}) =>
     new RunStore({ stateDir, redactor: new Redactor(), identity: me, onDamage: (m) => logged.push(m), ...options });
@@ -178,7 +178,7 @@ describe('a damaged record.json', () => {
       'a link to a file of the user’s',
       (p) => {
         rmSync(p);
-        const secret = join(tmpdir(), `polyspawn-secret-${process.pid}`);
+        const secret = join(tempDir('user-files'), 'secret');
         writeFileSync(secret, '{"v":1}');
         symlinkSync(secret, p);
       },
@@ -235,7 +235,7 @@ describe("a team's file and an agent's session file", () => {
     const sessions = join(stateDir, 'sessions');
     mkdirSync(teams, { recursive: true });
     mkdirSync(sessions, { recursive: true });
-    const secret = join(tmpdir(), `polyspawn-secret-session-${process.pid}`);
+    const secret = join(tempDir('user-files'), 'secret-session');
     writeFileSync(secret, JSON.stringify({ sessionId: 'stolen', backend: 'codex' }));
     symlinkSync(secret, join(sessions, 'linked.json'));
     execFileSync('mkfifo', [join(sessions, 'fifo.json'), join(teams, 'team-abcdef.json')]);
@@ -251,7 +251,7 @@ describe('a link where the store writes', () => {
     const { open, stateDir } = setup();
     const store = open();
     const job = finishedJob(store);
-    const target = join(tmpdir(), `polyspawn-user-file-${process.pid}-${counter}`);
+    const target = join(tempDir('user-files'), `user-file-${counter}`);
     writeFileSync(target, 'the user’s own file\n');
     const record = join(stateDir, 'runs', job.id, 'record.json');
     symlinkSync(target, `${record}.${process.pid}.tmp`);

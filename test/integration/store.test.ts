@@ -13,7 +13,6 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
@@ -29,9 +28,10 @@ import { JobTable, type Executor, type JobRecord, type JobState } from '../../sr
 import { parseIac } from '../helpers/iac.js';
 import { markedProcesses } from '../helpers/process-groups.js';
 import { waitFor, waitGone } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
 
 const project = () => {
-  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-store-'));
+  const dir = tempDir('store');
   return { dir, state: join(dir, '.polyspawn'), iac: join(dir, 'IAC.md') };
 };
 const me: ProcessIdentity = { pid: process.pid, start: processStart(process.pid) ?? 'x' };

@@ -1,18 +1,18 @@
 // Children that misbehave, each through the whole server (test/fakes/odd-cli.mjs plays codex):
 // one that closes its stdout but keeps running, ones that fork and exit, one whose output is
 // not UTF-8. Each ends in the state that says what happened, and no process of it is left.
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parseIac } from '../helpers/iac.js';
 import { repoRoot } from '../helpers/mcp.js';
 import { isGone, waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems, type RpcServer } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string; log?: string; output_tail?: string };
 
-const dir = mkdtempSync(join(tmpdir(), 'polyspawn-children-'));
+const dir = tempDir('children');
 let server: RpcServer;
 beforeAll(async () => {
   server = await startRpcServer({

@@ -1,12 +1,12 @@
 // The client goes away with 10 jobs running: the server exits by itself, no process of any job
 // (leaders, the grandchildren they started, one that ignores SIGTERM) is left, and the jobs are
 // on record as cancelled. (test/e2e/shutdown.test.ts covers SIGTERM and SIGKILL with fewer.)
-import { mkdtempSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { isGone, waitFor, waitGone } from '../helpers/processes.js';
 import { fakeCliPids, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; error?: string };
 
@@ -19,8 +19,8 @@ describe('the client disconnects with 10 jobs running', () => {
     'the server exits, no process of any job is left, and every job is recorded cancelled',
     { timeout: 90_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-'));
-      const records = mkdtempSync(join(tmpdir(), 'polyspawn-disconnect-records-'));
+      const projectDir = tempDir('disconnect');
+      const records = tempDir('disconnect-records');
       const server = await startRpcServer({
         projectDir,
         env: { POLYSPAWN_CONCURRENCY: '10', FAKE_CLI_RECORD: records, POLYSPAWN_KILL_GRACE_S: '1' },
@@ -73,7 +73,7 @@ describe('the client disconnects with 10 jobs running', () => {
 describe('the transport closes for any reason', () => {
   /** A server with one agent running (it hangs), and that agent's pid. */
   async function serverWithAgent() {
-    const records = mkdtempSync(join(tmpdir(), 'polyspawn-transport-records-'));
+    const records = tempDir('transport-records');
     const server = await startRpcServer({ env: { FAKE_CLI_RECORD: records } });
     const job = await server.callOk<Job>('spawn_codex', { prompt: '[[cli:hang]]' });
     await waitFor('the agent to run', () => fakeCliPids(records).leaders.length === 1, 30_000);

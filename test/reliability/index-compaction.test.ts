@@ -6,8 +6,7 @@
 // Runs the built store (dist/), like the other reliability tests.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, test } from 'vitest';
@@ -15,6 +14,7 @@ import type { RunStore as Store } from '../../iac/store.js';
 import type { Redactor as Redact } from '../../src/lib/redact.js';
 import { jobId } from '../helpers/ids.js';
 import { repoRoot } from '../helpers/mcp.js';
+import { tempDir } from '../helpers/temp.js';
 
 const dist = (path: string) => pathToFileURL(join(repoRoot, 'dist', path)).href;
 const JOBS = 600;
@@ -41,7 +41,7 @@ describe('compacting the index while others append', () => {
   test('no line lost, no run twice, every reader converges', { timeout: 120_000 }, async () => {
     const { RunStore } = (await import(dist('iac/store.js'))) as { RunStore: typeof Store };
     const { Redactor } = (await import(dist('src/lib/redact.js'))) as { Redactor: typeof Redact };
-    const stateDir = join(mkdtempSync(join(tmpdir(), 'polyspawn-compact-')), '.polyspawn');
+    const stateDir = join(tempDir('compact'), '.polyspawn');
     const open = (keepFinished?: number) =>
       new RunStore({
         stateDir,

@@ -14,12 +14,12 @@
 // The bound is on growth per job between the two measures, not a share of the heap: measured
 // here, the held heap moves by about 0.1 MiB either way between snapshots (some 30 bytes a job
 // over the 3,500 jobs between them), while a job record kept by mistake costs several KB a job.
-import { mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { repoRoot } from '../helpers/mcp.js';
 import { openFds, startRpcServer, stopAllAndCollectStdoutProblems, type RpcServer } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string };
 
@@ -87,7 +87,7 @@ describe('5,000 jobs through one server', () => {
     `file descriptors and memory stop growing once past the first ${STEADY} jobs`,
     { timeout: 900_000 },
     async () => {
-      const diagnostics = mkdtempSync(join(tmpdir(), 'polyspawn-heap-'));
+      const diagnostics = tempDir('heap');
       const server = await startRpcServer({
         env: {
           POLYSPAWN_CONCURRENCY: '50',

@@ -3,13 +3,13 @@
 // report both jobs `interrupted`, before the recovery (which writes that under the IAC.md lock)
 // has run. The test holds that lock meanwhile, so the recovery cannot have run yet; once it is
 // let go, the recovery writes the same end time the first answers gave.
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lock } from 'proper-lockfile';
 import { afterAll, describe, expect, test } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; error?: string; ended_at?: string };
 
@@ -19,7 +19,7 @@ afterAll(async () => {
 
 describe('a dead server’s jobs after a restart', () => {
   test('interrupted in the first answers, before the recovery has written it', { timeout: 120_000 }, async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-restart-interrupted-'));
+    const projectDir = tempDir('restart-interrupted');
     const stateDir = join(projectDir, '.polyspawn');
     const first = await startRpcServer({ projectDir, env: { POLYSPAWN_CONCURRENCY: '1' } });
     const running = await first.callOk<Job>('spawn_claude', { prompt: 'never ends [[cli:hang]]' });
@@ -109,7 +109,7 @@ describe('a damaged run store after a restart', () => {
     'list works and shows no phantom run, result says a record is damaged, the log says so once, logs refuse a linked file',
     { timeout: 120_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-damaged-store-'));
+      const projectDir = tempDir('damaged-store');
       const first = await startRpcServer({ projectDir });
       const kept = await first.callOk<Job>('spawn_codex', { prompt: 'kept', wait_s: 30 });
       const broken = await first.callOk<Job>('spawn_codex', { prompt: 'broken', wait_s: 30 });

@@ -5,14 +5,14 @@
 // and every job that had finished is intact. (test/e2e/iac-crash.test.ts covers IAC.md during
 // a crash; there the reaper ends the processes.)
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parseIac } from '../helpers/iac.js';
 import { markedProcesses } from '../helpers/process-groups.js';
 import { isGone, waitFor } from '../helpers/processes.js';
-import { fakeCliPids, reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { fakeCliPids, killReaperThenServer, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string };
 
@@ -28,8 +28,8 @@ describe('SIGKILL with jobs running, then a restart', () => {
     'interrupted, not running; leftover processes ended by group unless the pid was reused; finished jobs intact',
     { timeout: 120_000 },
     async () => {
-      const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-sigkill-'));
-      const records = mkdtempSync(join(tmpdir(), 'polyspawn-sigkill-records-'));
+      const projectDir = tempDir('sigkill');
+      const records = tempDir('sigkill-records');
       const first = await startRpcServer({ projectDir, env: { POLYSPAWN_CONCURRENCY: '4', FAKE_CLI_RECORD: records } });
 
       // Jobs that finish before the crash, each ending differently.
@@ -82,13 +82,7 @@ describe('SIGKILL with jobs running, then a restart', () => {
       for (const pid of [...groups.map((g) => g.pgid), ...grandchildren])
         expect(marked, `${pid} unmarked`).toContain(pid);
 
-      // SIGKILL the reaper, then the server: nothing of theirs can end the jobs now.
-      const reaper = reaperOf(first.pid);
-      expect(reaper, 'the reaper sidecar').toBeTypeOf('number');
-      process.kill(reaper!, 'SIGKILL');
-      await waitFor('the reaper to die', () => isGone(reaper!));
-      process.kill(first.pid, 'SIGKILL');
-      await first.exited;
+      await killReaperThenServer(first);
       const processes = [...groups.map((g) => g.pgid), ...grandchildren];
       await new Promise((r) => setTimeout(r, 500));
       for (const pid of processes) expect(isGone(pid), `${pid} outlived the server`).toBe(false);

@@ -4,14 +4,14 @@
 // stderr, a flood, failures, time-outs, cancels, logging notifications, resources, requests
 // that are not JSON, unknown methods, a configuration error, the shutdown on SIGTERM, and a
 // library that logs with console.log, .info or .debug once the server is serving.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string };
 
@@ -77,7 +77,7 @@ describe('stdout carries JSON-RPC only', () => {
   });
 
   test('a configuration error ends the server with nothing on stdout', async () => {
-    const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-bad-config-'));
+    const projectDir = tempDir('bad-config');
     writeFileSync(join(projectDir, 'polyspawn.config.json'), '{ "concurrency": "many" }');
     const server = await startRpcServer({ projectDir, initialize: false });
     expect(await server.exited).toBe(1);

@@ -7,19 +7,19 @@
 // server runs in its own user and mount namespace (`unshare -Urm`), where it may mount one; the
 // test skips (saying why) only where neither is allowed.
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems, type RpcServer } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 type Job = { agent_id: string; state: string; text?: string; log?: string };
 type Kind = 'read-only' | 'full';
 
 const isRoot = process.getuid?.() === 0;
 const sh = (cmd: string, args: string[]) => spawnSync(cmd, args, { encoding: 'utf8' });
-const probe = mkdtempSync(join(tmpdir(), 'polyspawn-mount-probe-'));
+const probe = tempDir('mount-probe');
 const canMountHere =
   isRoot &&
   sh('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe]).status === 0 &&
@@ -51,8 +51,10 @@ function fill(dir: string): void {
 }
 
 /** A server whose folder `dir` is a tmpfs of the given kind, with `env` pointing into it. */
-async function serverOn(kind: Kind, env: (dir: string) => Record<string, string>): Promise<RpcServer> {
-  const dir = mkdtempSync(join(tmpdir(), `polyspawn-${kind}-`));
+async function serverOn(kind: Kind, envIn: (dir: string) => Record<string, string>): Promise<RpcServer> {
+  const dir = tempDir(kind);
+  // The server's OS temp folder, where it puts a run's files when the store cannot take them: removed with the test's folders.
+  const env = (d: string) => ({ TMPDIR: tempDir(`${kind}-os-temp`), ...envIn(d) });
   if (how === 'mount') {
     expect(sh('mount', ['-t', 'tmpfs', '-o', OPTIONS[kind], 'tmpfs', dir]).status).toBe(0);
     mounted.push(dir);
@@ -158,7 +160,7 @@ describe.skipIf(!how)(
       "only IAC.md's folder is full: the store keeps every job (a new server answers for them)",
       { timeout: 90_000 },
       async () => {
-        const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-iac-full-'));
+        const projectDir = tempDir('iac-full');
         const server = await serverOn('full', (dir) => ({
           POLYSPAWN_PROJECT_DIR: projectDir,
           POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'),
@@ -192,6 +194,8 @@ test.skipIf(process.platform !== 'linux')(
         POLYSPAWN_STATE_DIR: join(dir, 'state'),
         POLYSPAWN_IAC_FILE: join(dir, 'IAC.md'),
         POLYSPAWN_CONCURRENCY: '4',
+        // Where the runs' files go instead: removed with the test's folders.
+        TMPDIR: tempDir('proc-os-temp'),
       },
     });
     expect(server.stderr()).toMatch(/The run store \(\/proc\/.*state\) cannot be written/);

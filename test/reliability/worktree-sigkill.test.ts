@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { userGit as git } from '../helpers/git.js';
 import { serverEntry } from '../helpers/mcp.js';
-import { isGone, waitFor } from '../helpers/processes.js';
-import { reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
+import { waitFor } from '../helpers/processes.js';
+import { killReaperThenServer, reaperOf, startRpcServer, stopAllAndCollectStdoutProblems } from '../helpers/rpc.js';
 
 type Job = { agent_id: string; state: string; error?: string; worktree?: { path: string; kept: boolean } };
 
@@ -42,12 +42,7 @@ describe('SIGKILL while an isolated agent writes, then a restart', () => {
 
       // The agent writes first thing, which can be before the server has started its reaper.
       await waitFor('the reaper sidecar', () => reaperOf(first.pid) !== undefined, 30_000);
-      const reaper = reaperOf(first.pid);
-      expect(reaper, 'the reaper sidecar').toBeTypeOf('number');
-      process.kill(reaper!, 'SIGKILL');
-      await waitFor('the reaper to die', () => isGone(reaper!));
-      process.kill(first.pid, 'SIGKILL');
-      await first.exited;
+      await killReaperThenServer(first);
 
       const second = await startRpcServer({ projectDir: project });
       let after: Job;

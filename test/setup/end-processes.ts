@@ -1,7 +1,9 @@
 // Loaded before every test file (vitest setupFiles): whatever a test or a file's shared setup
-// spawned is ended after it, so a failing test leaves no process behind (test/helpers/process-groups.ts).
+// spawned is ended after it, so a failing test leaves no process behind (test/helpers/process-groups.ts);
+// then the folders it made with tempDir are removed (test/helpers/temp.ts).
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { killMarked, markSpawnsAs } from '../helpers/process-groups.js';
+import { removeTempDirs } from '../helpers/temp.js';
 
 let tests = 0;
 const FILE = 'file';
@@ -15,4 +17,5 @@ afterEach(() => {
 });
 afterAll(() => {
   killMarked();
+  removeTempDirs();
 });

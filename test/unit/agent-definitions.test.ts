@@ -1,7 +1,6 @@
 // Agent definitions: agents/<name>/agent.md parsed and checked, project over user, bad files
 // skipped with a reason.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
@@ -15,9 +14,10 @@ import {
 } from '../../src/jobs/agents/definitions.js';
 import { loadConfig } from '../../src/config/config.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
+import { tempDir } from '../helpers/temp.js';
 
 function setup(env: NodeJS.ProcessEnv = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-agents-'));
+  const dir = tempDir('agents');
   const fullEnv = { XDG_CONFIG_HOME: join(dir, 'xdg'), ...env } as NodeJS.ProcessEnv;
   const config = loadConfig(backends, fullEnv, dir);
   const ctx: AgentContext = {

@@ -1,13 +1,13 @@
 // Session agents over the job table: turns one at a time, each resuming the session the turn
 // before it left, kept in a file that outlives the table.
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { AgentSessions, whenFinished } from '../../src/jobs/agents/sessions.js';
 import { JobTable, type Executor, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
+import { tempDir } from '../helpers/temp.js';
 
-function setup(stateDir = mkdtempSync(join(tmpdir(), 'polyspawn-sessions-'))) {
+function setup(stateDir = tempDir('sessions')) {
   const started: JobRecord[] = [];
   const running = new Set<string>();
   let overlap = false;

@@ -1,7 +1,6 @@
 // The API backends' settings and declarations: base URLs from config and env, the policy
 // knobs, the models table entries, and the tool inputs the backends declare.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
@@ -11,14 +10,11 @@ import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/lib/errors.js';
 import { policyKnobs } from '../../src/jobs/execute-api.js';
 import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/config/models.js';
+import { tempProject } from '../helpers/temp.js';
 
 const API = ['grok', 'gemini', 'mistral'] as const;
 
-const project = (file?: unknown) => {
-  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-apiconfig-'));
-  if (file !== undefined) writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify(file));
-  return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
-};
+const project = (file?: unknown) => tempProject('apiconfig', file);
 
 describe('base_url', () => {
   test('none by default (each backend uses its vendor URL)', () => {

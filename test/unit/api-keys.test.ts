@@ -1,5 +1,5 @@
 // API key lookup (src/config/keys.ts) and what availability says about API backends.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -9,9 +9,10 @@ import { mistral } from '../../backends/mistral.js';
 import { createApp } from '../../src/app.js';
 import { checkBackend } from '../../src/config/availability.js';
 import { findApiKey } from '../../src/config/keys.js';
+import { tempDir } from '../helpers/temp.js';
 
 function dirs(files: { project?: unknown; user?: unknown } = {}) {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
+  const root = tempDir('keys');
   const d = { projectDir: join(root, 'project'), userConfigDir: join(root, 'xdg', 'polyspawn') };
   mkdirSync(d.projectDir, { recursive: true });
   mkdirSync(d.userConfigDir, { recursive: true });

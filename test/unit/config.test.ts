@@ -1,16 +1,13 @@
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/config.js';
 import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/config/models.js';
+import { tempDir, tempProject } from '../helpers/temp.js';
 
-const project = () => {
-  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-config-'));
-  return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
-};
+const project = () => tempProject('config');
 
 describe('config', () => {
   test('defaults with no file', () => {
@@ -152,7 +149,7 @@ describe('config', () => {
   });
 
   test("a project's file keeps its paths inside the project: one outside, or through a link out of it, is refused", () => {
-    const outside = mkdtempSync(join(tmpdir(), 'polyspawn-outside-'));
+    const outside = tempDir('outside');
     for (const [key, value] of [
       ['iac_file', '../victim.txt'],
       ['iac_file', '/etc/victim.txt'],

@@ -1,18 +1,19 @@
 // `polyspawn doctor`: with and without each CLI and key; the table, the exit code, and never a
 // key's value.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { describe, expect, test } from 'vitest';
 import { collectDoctor, doctorCommand, formatDoctor } from '../../src/commands/doctor.js';
+import { usableLine } from '../helpers/backends.js';
+import { memoryIo } from '../helpers/command-io.js';
 import { fakeBinDir } from '../helpers/mcp.js';
+import { tempDir } from '../helpers/temp.js';
 
 const XAI_KEY = 'xai-abcdefghijklmnopqrstuvwxyz0123456789';
 const MISTRAL_KEY = 'mistral-0123456789abcdefghij';
 
 function project() {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-doctor-'));
+  const root = tempDir('doctor');
   const dir = join(root, 'project');
   const empty = join(root, 'empty-bin');
   mkdirSync(dir);
@@ -31,17 +32,9 @@ function project() {
 }
 
 async function doctor(argv: string[], env: NodeJS.ProcessEnv, cwd: string) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    stdin: new PassThrough(),
-    env,
-    cwd,
-  };
+  const { io, printed } = memoryIo(env, cwd);
   const code = await doctorCommand(argv, io);
-  return { code, stdout, stderr };
+  return { code, ...printed() };
 }
 
 const row = (table: string, name: string) => table.split('\n').find((l) => l.startsWith(`${name} `)) ?? '';
@@ -66,7 +59,7 @@ describe('doctor', () => {
     expect(stdout).toContain(`run store   ${join(p.dir, '.polyspawn')} (0 runs)`);
     expect(stdout).toContain('config      none: defaults');
     expect(stdout).toContain(`API keys    ${join(p.dir, 'api_keys.json')} (none), then`);
-    expect(stdout).toContain('3 of 6 backends usable.');
+    expect(stdout).toContain(usableLine(3));
   });
 
   test('nothing usable: exit 1, and it says what to do', async () => {
@@ -104,7 +97,7 @@ describe('doctor', () => {
         // An empty value is no key.
         expect(row(stdout, 'gemini')).toContain('NOT USABLE');
         expect(stdout).toContain(`${join(p.dir, 'api_keys.json')} (found)`);
-        expect(stdout).toContain('2 of 6 backends usable.');
+        expect(stdout).toContain(usableLine(2));
       } else {
         const report = JSON.parse(stdout);
         expect(report.backends.find((b: { name: string }) => b.name === 'grok')).toMatchObject({
@@ -198,7 +191,7 @@ describe('doctor', () => {
     const env = {
       ...p.withClis,
       PATH: `${engines}${delimiter}${p.withClis.PATH}`,
-      FAKE_ENGINE_DIR: mkdtempSync(join(tmpdir(), 'polyspawn-doctor-engine-')),
+      FAKE_ENGINE_DIR: tempDir('doctor-engine'),
     };
     const down = await collectDoctor(env, p.dir);
     expect(down.sandboxes).toEqual([

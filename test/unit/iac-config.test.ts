@@ -1,12 +1,12 @@
 // Where IAC.md goes and how many entries it keeps: defaults, config file, environment.
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
+import { tempDir } from '../helpers/temp.js';
 
-const dir = () => mkdtempSync(join(tmpdir(), 'polyspawn-iac-config-'));
+const dir = () => tempDir('iac-config');
 const base = (d: string) => ({ XDG_CONFIG_HOME: join(d, 'xdg'), PATH: process.env.PATH });
 
 describe('IAC.md settings', () => {

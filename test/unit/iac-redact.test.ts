@@ -1,7 +1,6 @@
 // Secrets: configured key values and common key shapes, in text, in JSON, in files and in pages
 // of a log whose edges cut a key.
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
@@ -13,6 +12,7 @@ import { configuredSecrets } from '../../src/config/keys.js';
 import { guardExecutor, redactPage, scrubDir, scrubFile } from '../../iac/scrub.js';
 import type { Executor } from '../../src/jobs/table.js';
 import { readLogPage } from '../../src/mcp/tools/logs.js';
+import { tempDir } from '../helpers/temp.js';
 
 const SHAPED = {
   openai: 'sk-proj-AbCdEf0123456789GhIjKl',
@@ -54,7 +54,7 @@ describe('Redactor', () => {
   });
 
   test('configuredSecrets: backend keys from env and api_keys.json, and env names that say key or token', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-keys-'));
+    const dir = tempDir('keys');
     writeFileSync(
       join(dir, 'api_keys.json'),
       JSON.stringify({ XAI_API_KEY: 'xai-file-value-123456', SOMETHING_ELSE: 'another-file-secret' }),
@@ -77,7 +77,7 @@ describe('files and log pages', () => {
   const r = new Redactor([MISTRAL], keyShapes);
 
   test('scrubFile rewrites a file with a secret, even one across its 1 MB read chunks; a clean file is not touched', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-scrub-'));
+    const dir = tempDir('scrub');
     const pad = 'x'.repeat((1 << 20) - 10);
     const dirty = join(dir, 'stdout.log');
     const text = `${pad} ${MISTRAL} middle ${SHAPED.github}\nend ${'é'.repeat(1000)} ${SHAPED.openai}`;
@@ -96,7 +96,7 @@ describe('files and log pages', () => {
   });
 
   test('scrubFile never writes through a link left at its temp files (an agent can write its own run folder)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-scrub-'));
+    const dir = tempDir('scrub');
     const target = join(dir, 'the-users-file');
     writeFileSync(target, 'mine\n');
     for (const [name, text, tmp] of [
@@ -124,7 +124,7 @@ describe('files and log pages', () => {
   });
 
   test('readLogPage: byte pages that end at line ends, reassemble to the file, and a tail', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-page-'));
+    const dir = tempDir('page');
     const path = join(dir, 'stdout.log');
     const lines = Array.from({ length: 500 }, (_, i) => `line ${i} ${'ü'.repeat(i % 7)} 🎉`);
     writeFileSync(path, `${lines.join('\n')}\n`);
@@ -154,7 +154,7 @@ describe('files and log pages', () => {
   });
 
   test('guardExecutor: redacted outcome, output tail and thrown error; scrubbed run folder', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-guard-'));
+    const dir = tempDir('guard');
     const inner: Executor = async (job, control) => {
       writeFileSync(join(dir, 'stdout.log'), `printed ${MISTRAL}\n`);
       control.onOutputTail(() => `tail ${SHAPED.xai}`);

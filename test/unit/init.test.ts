@@ -1,8 +1,6 @@
 // `polyspawn init`: merging into every kind of file a user may already have.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
 import { describe, expect, test } from 'vitest';
@@ -15,11 +13,13 @@ import {
   type ServerTarget,
 } from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
+import { memoryIo } from '../helpers/command-io.js';
+import { tempDir } from '../helpers/temp.js';
 
 const server: ServerCommand = { command: '/opt/node/bin/node', args: ['/opt/polyspawn/dist/src/cli.js'] };
 
 function setup() {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-init-'));
+  const root = tempDir('init');
   const dir = join(root, 'project');
   const codexHome = join(root, 'codex-home');
   mkdirSync(dir);
@@ -45,19 +45,11 @@ const actions = (reports: FileReport[]) =>
 
 /** Runs the command with in-memory streams; returns its exit code and what it printed. */
 async function command(argv: string[], cwd: string, env: NodeJS.ProcessEnv) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-    stdin: new PassThrough(),
-    env,
-    cwd,
-  };
+  const { io, printed } = memoryIo(env, cwd);
   const cli = join(cwd, 'installed-cli.js');
   writeFileSync(cli, '');
   const code = await initCommand(argv, io, { cli });
-  return { code, stdout, stderr };
+  return { code, ...printed() };
 }
 
 describe('init in an empty project', () => {
@@ -337,13 +329,7 @@ describe('the init command', () => {
   test('wrong usage is a UsageError that says what to do', async () => {
     const t = setup();
     await expect(command([join(t.dir, 'missing')], t.root, {})).rejects.toThrow(/is not a folder: create it first/);
-    const io = {
-      stdout: { write: () => true },
-      stderr: { write: () => true },
-      stdin: new PassThrough(),
-      env: {},
-      cwd: t.dir,
-    };
+    const { io } = memoryIo({}, t.dir);
     await expect(initCommand([], io, { cli: join(t.root, 'nowhere.js') })).rejects.toThrow(
       /nowhere\.js is missing: build polyspawn first/,
     );

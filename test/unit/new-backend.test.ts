@@ -154,9 +154,11 @@ describe('a backend added beside the registry', () => {
     const client = await connect(createApp({ ...p.env, POLYSPAWN_TOOL_SCHEMAS: 'full' }, p.dir, () => true, all));
     const define = (await client.listTools()).tools.find((t) => t.name === 'define_agent')!;
     const props = define.inputSchema.properties as Record<string, { description?: string }>;
-    expect(props.backend!.description).toBe('claude, codex, copilot, grok, gemini, mistral, acme or anvil');
-    expect(props.allow!.description).toBe('Tools it may use (claude, copilot, anvil)');
-    expect(props.deny!.description).toBe('Tools it may not use (claude, copilot, anvil)');
+    expect(props.backend!.description).toBe(`${[...registry.map((b) => b.name), 'acme'].join(', ')} or anvil`);
+    const withToolLists = all.filter((b) => b.kind === 'cli' && b.supportsToolLists).map((b) => b.name);
+    expect(withToolLists).toEqual(expect.arrayContaining(['claude', 'copilot', 'anvil']));
+    expect(props.allow!.description).toBe(`Tools it may use (${withToolLists.join(', ')})`);
+    expect(props.deny!.description).toBe(`Tools it may not use (${withToolLists.join(', ')})`);
   });
 
   test('spawns run them: the API with its key, default model and base URL; its key, found under a name only it declares, redacted from results', async () => {
@@ -285,9 +287,7 @@ describe('a backend added beside the registry', () => {
     const where = { scope: 'project' as const, file: join(p.dir, 'agent.md') };
     const missing = checkDefinition('helper', { description: 'Helps.' }, 'You help.', where, app.agents.ctx);
     expect(missing).toEqual({
-      problems: [
-        'backend: is required: one of the backends (claude, codex, copilot, grok, gemini, mistral, acme, anvil)',
-      ],
+      problems: [`backend: is required: one of the backends (${all.map((b) => b.name).join(', ')})`],
     });
     const schema = { type: 'object', description: 'x'.repeat(200) };
     expect(schemaProblem(schema, anvil)).toBe(

@@ -2,7 +2,7 @@
 // (src/jobs/process/sandbox.ts): bwrap's arguments on this machine's filesystem, and docker's
 // and podman's, which no engine here runs (test/e2e/sandbox.test.ts runs them through a fake).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -15,12 +15,13 @@ import { checkDefinition } from '../../src/jobs/agents/definitions.js';
 import { loadModels, shippedModelsFile } from '../../src/config/models.js';
 import { containerName, SandboxError, wrapInSandbox, type SandboxRun } from '../../src/jobs/process/sandbox.js';
 import { fakeBinDir, repoRoot } from '../helpers/mcp.js';
+import { tempDir } from '../helpers/temp.js';
 
 const cli = (name: string) => backends.find((b) => b.name === name) as CliBackend;
 const TOKEN = 'psp_secret-token-value-0123456789';
 
 function layout() {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-unit-'));
+  const root = tempDir('sandbox-unit');
   const home = join(root, 'home');
   const project = join(root, 'project');
   const runDir = join(project, '.polyspawn', 'runs', 'abc234');
@@ -96,7 +97,7 @@ describe('bwrap', () => {
     const r = run({});
     const home = r.env.HOME!;
     mkdirSync(join(home, 'notes'));
-    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    const data = tempDir('sandbox-data');
     const { args } = wrapInSandbox({
       ...r,
       // A model API on the sandbox's own loopback (else network: false is refused, below).
@@ -167,7 +168,7 @@ describe('what the agent may not reach', () => {
     expect(args.indexOf(`--remount-ro`)).toBeGreaterThan(args.indexOf(r.runDir));
     expect(args.indexOf(r.runDir)).toBeGreaterThan(args.indexOf(store));
     // A mount that holds the store (an agent's or the config's) hides it the same way.
-    const elsewhereCwd = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-cwd-'));
+    const elsewhereCwd = tempDir('sandbox-cwd');
     const mounted = wrapInSandbox({
       ...r,
       cwd: elsewhereCwd,
@@ -176,7 +177,7 @@ describe('what the agent may not reach', () => {
     expect(binds(mounted, '--ro-bind')).toContain(r.cwd);
     expect(mounted.join(' ')).toContain(`--tmpfs ${store}`);
     // A folder outside every bind is not there at all: nothing to hide.
-    const elsewhere = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-store-'));
+    const elsewhere = tempDir('sandbox-store');
     expect(wrapInSandbox({ ...r, hidden: [elsewhere] }).args).not.toContain(elsewhere);
   });
 
@@ -214,7 +215,7 @@ describe('what the agent may not reach', () => {
   test("the repository's .git is read-only in a read-write folder; a folder in a git folder cannot be written", () => {
     const r = run({});
     repo(r);
-    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    const data = tempDir('sandbox-data');
     mkdirSync(join(data, '.git'));
     const { args } = wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: data, write: true }] } });
     expect(binds(args, '--ro-bind')).toEqual(expect.arrayContaining([join(r.cwd, '.git'), join(data, '.git')]));
@@ -226,13 +227,13 @@ describe('what the agent may not reach', () => {
       wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: join(r.cwd, '.git'), write: true }] } }),
     ).toThrow(inGit);
     // A bare repository is a git folder too.
-    const bare = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-bare-'));
+    const bare = tempDir('sandbox-bare');
     git(bare, 'init', '-q', '--bare');
     expect(() => wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: bare, write: true }] } })).toThrow(
       inGit,
     );
     // A .git that is a link could be repointed under the mount: refused.
-    const linked = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-linked-'));
+    const linked = tempDir('sandbox-linked');
     symlinkSync(join(r.cwd, '.git'), join(linked, '.git'));
     expect(() => wrapInSandbox({ ...r, sandbox: { ...r.sandbox, mounts: [{ path: linked, write: true }] } })).toThrow(
       /\.git is a link/,
@@ -276,7 +277,7 @@ describe('what the agent may not reach', () => {
     expect(binds(args, '--ro-bind')).not.toContain(home);
     expect(binds(args, '--ro-bind')).not.toContain(bin);
     // A CLI in /tmp/x: not /tmp.
-    const loose = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-cli-'));
+    const loose = tempDir('sandbox-cli');
     writeFileSync(join(loose, 'claude'), '#!/bin/sh\n', { mode: 0o755 });
     const fromTmp = wrapInSandbox({ ...r, env: { ...r.env, PATH: `${loose}${delimiter}${r.env.PATH}` } }).args;
     expect(binds(fromTmp, '--ro-bind')).toContain(join(loose, 'claude'));
@@ -338,7 +339,7 @@ describe('docker and podman', () => {
   });
 
   test('podman the same; network: false is --network none; read-only mounts say :ro', () => {
-    const data = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-data-'));
+    const data = tempDir('sandbox-data');
     const { file, args } = withEngine('podman', { network: false, mounts: [{ path: data, write: false }] });
     expect(file).toMatch(/engine\/podman$/);
     expect(args.slice(0, 2)).toEqual(['run', '--rm']);
@@ -355,7 +356,7 @@ describe('docker and podman', () => {
 
 describe('settings', () => {
   const project = () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-sandbox-config-'));
+    const dir = tempDir('sandbox-config');
     mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
     return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } as NodeJS.ProcessEnv };
   };

@@ -1,6 +1,6 @@
 // The spawn use case (src/jobs/spawn.ts) against a real job table and a fake run store, and the
 // errors module's mapping to exit codes (src/lib/errors.ts).
-import { mkdirSync, mkdtempSync, symlinkSync } from 'node:fs';
+import { mkdirSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -12,6 +12,7 @@ import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
 import { spawnJob, type SpawnContext, type SpawnRequest } from '../../src/jobs/spawn.js';
 import { JobTable, type JobRecord, type JobRequest } from '../../src/jobs/table.js';
 import { commandFailure, ConfigError, InputError, SetupError } from '../../src/lib/errors.js';
+import { tempDir } from '../helpers/temp.js';
 
 const backend = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
 const other = backends.find((b) => b !== backend && b.kind === 'cli')!;
@@ -48,7 +49,7 @@ function setup(
     allowCallerSandbox?: boolean;
   } = {},
 ) {
-  const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-spawn-'));
+  const projectDir = tempDir('spawn');
   const history = new Map((options.history ?? []).map((r) => [r.id, r]));
   // Each job ends at once, in the session its prompt names ("session:<id>:<in>:<out>").
   const jobs = new JobTable({

@@ -1,6 +1,5 @@
 // Structured output: finding the JSON in an answer, validating it, and the one retry.
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
@@ -15,6 +14,7 @@ import {
   schemaProblem,
   withStructuredOutput,
 } from '../../src/jobs/structured-output.js';
+import { tempDir } from '../helpers/temp.js';
 
 const schema = {
   type: 'object',
@@ -139,11 +139,7 @@ describe('validating', () => {
 });
 
 describe('the executor wrapper: one retry with the errors, then fail', () => {
-  const config = loadConfig(
-    backends,
-    { XDG_CONFIG_HOME: '/nonexistent' },
-    mkdtempSync(join(tmpdir(), 'polyspawn-so-')),
-  );
+  const config = loadConfig(backends, { XDG_CONFIG_HOME: '/nonexistent' }, tempDir('so'));
   const job = (over: Partial<JobRecord> = {}): JobRecord => ({
     id: 'abcdef',
     backend: 'claude',

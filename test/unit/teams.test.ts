@@ -1,6 +1,6 @@
 // The teams' pure pieces: the spec checks, the shared workspace (the atomic claim, blocked_by,
 // the owner's update, the reader's wake-up), and presets read from .polyspawn/teams/<name>.md.
-import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test, vi } from 'vitest';
@@ -11,6 +11,7 @@ import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
 import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
 import { waitForWork } from '../../src/jobs/wait.js';
+import { tempDir } from '../helpers/temp.js';
 
 const workspace = () => {
   const events: string[] = [];
@@ -127,7 +128,7 @@ describe('team workspace', () => {
 
 describe('team presets', () => {
   test("a preset sets topology, members and options, and its body is the members' instructions; bad files are reported by name and reason", () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-presets-'));
+    const dir = tempDir('presets');
     writeFileSync(
       join(dir, 'review.md'),
       '---\ndescription: Three reviewers\ntopology: map_reduce\nmembers: [codex, claude]\nreduce_with: claude\n---\n\nReview for security first.\n',

@@ -9,7 +9,7 @@ import { lock } from './lock.js';
 import { SetupError } from './errors.js';
 import { makeDirs, PRIVATE_FILE, readAt, writeAtomic } from './fs.js';
 import { processLaunch, processOwner, processStart, sameProcessAlive } from './proc.js';
-import { LISTENING, socketInodes, tcpSockets } from './sockets.js';
+import { isLoopbackHost, LISTENING, socketInodes, tcpSockets } from './sockets.js';
 import { TOKEN_PREFIX } from './redact.js';
 
 export type DaemonInfo = {
@@ -99,8 +99,7 @@ function loopbackUrl(url: string, port: number): string | undefined {
   } catch {
     return undefined;
   }
-  const host = parsed.hostname;
-  const loopback = host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+  const loopback = isLoopbackHost(parsed.hostname);
   const plain = !parsed.username && !parsed.password && !parsed.search && !parsed.hash && parsed.pathname === '/mcp';
   return parsed.protocol === 'http:' && loopback && plain && parsed.port === String(port) ? url : undefined;
 }

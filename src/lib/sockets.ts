@@ -116,3 +116,14 @@ export function connectionPeer(localPort: number, remotePort: number): number | 
   }
   return 'unidentified';
 }
+
+/**
+ * Whether a host name or address is this machine's loopback: `localhost`, `::1` (bracketed as in a
+ * URL, or not), 127.x.x.x, and 127.x.x.x mapped into IPv6 (how a socket reports a v4 peer on a
+ * dual-stack listener).
+ */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (!host) return false;
+  const bare = host.replace(/^\[(.*)\]$/, '$1').replace(/^::ffff:/i, '');
+  return bare === 'localhost' || bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
+}

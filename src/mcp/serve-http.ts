@@ -10,6 +10,7 @@ import { collectWhenIdle } from '../jobs/idle-gc.js';
 import { DEPTH_ENV } from '../jobs/agents/nesting.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { VERSION } from '../lib/version.js';
+import { isLoopbackHost } from '../lib/sockets.js';
 import { lazyParentChannel } from './channel/index.js';
 import { dashboard } from './dashboard/dashboard.js';
 import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFile } from '../lib/daemon-file.js';
@@ -41,13 +42,11 @@ const MAX_SESSIONS = 256;
  */
 const IDLE_SESSION_MS = 30 * 60_000;
 
-const isLoopback = (host: string) => host === 'localhost' || host === '::1' || /^127\./.test(host);
-
 async function serveHttp(log: (message: string) => void, options: HttpServeOptions): Promise<void> {
   keepConsoleOffStdout();
   const host = options.host ?? '127.0.0.1';
   if (!isIP(host) && host !== 'localhost') throw new InputError(`--host "${host}" is not an IP address`);
-  if (!isLoopback(host) && !options.allowRemote) {
+  if (!isLoopbackHost(host) && !options.allowRemote) {
     throw new InputError(
       `--host ${host} is not loopback: anyone who can reach it and holds the token can run agents in this project; add --allow-remote to mean it`,
     );

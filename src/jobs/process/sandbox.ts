@@ -11,6 +11,7 @@ import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
 import type { SandboxMode, SandboxSettings } from '../../config/sandbox.js';
 import { isInside, makeDirs } from '../../lib/fs.js';
+import { isLoopbackHost } from '../../lib/sockets.js';
 
 /** What wrapping one run needs. */
 export type SandboxRun = {
@@ -371,8 +372,7 @@ function refuseWithoutModelApi(run: SandboxRun): void {
 function isLoopbackUrl(value: string | undefined): boolean {
   if (!value) return false;
   try {
-    const host = new URL(value).hostname;
-    return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+    return isLoopbackHost(new URL(value).hostname);
   } catch {
     return false;
   }

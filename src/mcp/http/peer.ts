@@ -8,10 +8,7 @@
 import type { Socket } from 'node:net';
 import { DEPTH_ENV, MAX_DEPTH, NESTING_ENV, nestingFrom, type Nesting } from '../../jobs/agents/nesting.js';
 import { ancestorVariables, descendsFrom } from '../../lib/proc.js';
-import { connectionPeer } from '../../lib/sockets.js';
-
-const isLoopbackAddress = (address: string | undefined) =>
-  address !== undefined && (address === '::1' || /^(::ffff:)?127\./.test(address));
+import { connectionPeer, isLoopbackHost } from '../../lib/sockets.js';
 
 /**
  * How deep the process that opened this connection runs, when it runs inside an agent (or
@@ -29,7 +26,7 @@ export function agentPeer(socket: Socket): Nesting | undefined {
   const peer = connectionPeer(localPort, remotePort);
   if (peer === 'no-proc') return undefined;
   if (peer === 'unidentified') {
-    if (!isLoopbackAddress(socket.remoteAddress)) return undefined;
+    if (!isLoopbackHost(socket.remoteAddress)) return undefined;
     return asAgent(MAX_DEPTH, `a process that could not be identified as one of yours (port ${remotePort})`);
   }
   const marker = ancestorVariables(NESTING_ENV, peer);

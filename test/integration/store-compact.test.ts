@@ -6,6 +6,7 @@ import { appendFileSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
+import { jobRecord } from '../helpers/records.js';
 import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
@@ -20,20 +21,7 @@ const setup = () => {
   return { stateDir, open, index: join(stateDir, 'index.jsonl'), base: join(stateDir, 'index.base.jsonl') };
 };
 let counter = 0;
-const job = (state: JobState): JobRecord => ({
-  id: jobId('c', counter++),
-  backend: 'claude',
-  model: 'sonnet',
-  prompt: 'a task',
-  cwd: '/tmp',
-  timeoutS: 60,
-  extra: {},
-  state,
-  createdAt: new Date().toISOString(),
-  ...(state === 'succeeded'
-    ? { endedAt: new Date().toISOString(), outcome: { ok: true, text: 'ok', costSource: 'unknown' as const } }
-    : {}),
-});
+const job = (state: JobState): JobRecord => jobRecord(jobId('c', counter++), state);
 const state = (store: RunStore) => ({
   count: store.finishedCount,
   finished: store.finished().map((r) => `${r.id}:${r.state}`),

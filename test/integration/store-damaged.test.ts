@@ -17,6 +17,7 @@ import {
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
+import { jobRecord } from '../helpers/records.js';
 import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
@@ -35,17 +36,7 @@ const setup = () => {
 };
 let counter = 0;
 function finishedJob(store: RunStore, state: JobState = 'succeeded'): JobRecord {
-  const job: JobRecord = {
-    id: jobId('d', counter++),
-    backend: 'claude',
-    model: 'sonnet',
-    prompt: 'a task',
-    cwd: '/tmp',
-    timeoutS: 60,
-    extra: {},
-    state: 'queued',
-    createdAt: new Date().toISOString(),
-  };
+  const job = jobRecord(jobId('d', counter++), 'queued');
   store.claimId(job.id);
   store.save(job);
   Object.assign(job, {

@@ -16,6 +16,7 @@ import {
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
+import { jobRecord } from '../helpers/records.js';
 import { processStart, sameProcessAlive, type ProcessIdentity } from '../../src/lib/proc.js';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -48,25 +49,7 @@ const openStore = (state: string, identity = me) =>
 let counter = 0;
 function job(state: JobState, overrides: Partial<JobRecord> = {}): JobRecord {
   const id = jobId('j', counter++);
-  return {
-    id,
-    backend: 'claude',
-    model: 'sonnet',
-    prompt: `task ${id}\nmore`,
-    cwd: '/tmp',
-    timeoutS: 60,
-    extra: {},
-    state,
-    createdAt: new Date().toISOString(),
-    ...(state !== 'queued' ? { startedAt: new Date().toISOString() } : {}),
-    ...(state !== 'queued' && state !== 'running'
-      ? {
-          endedAt: new Date().toISOString(),
-          outcome: { ok: state === 'succeeded', text: `answer ${id}`, costSource: 'unknown' as const },
-        }
-      : {}),
-    ...overrides,
-  };
+  return jobRecord(id, state, { prompt: `task ${id}\nmore`, ...overrides });
 }
 
 /** Saves a job through its three states, as the job table would. */

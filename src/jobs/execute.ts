@@ -2,10 +2,11 @@
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { Backend, BackendSettings, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
+import type { Backend, CliBackend, CliResult, Outcome, ParentEndpoint } from '../../backends/types.js';
 import { makeDirs, readRegularFile, unwritableBecause, writeNoLink } from '../lib/fs.js';
 import { SECRET_NAME } from '../lib/text.js';
 import { childNestingEnv, type Nesting } from './agents/nesting.js';
+import { agentSettings } from './agents/definitions.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
@@ -97,21 +98,6 @@ function cliEnvironment(
   return Object.fromEntries(Object.entries(env).filter(([name]) => keep(name)));
 }
 
-/**
- * A named agent's permission and tool lists over the configured ones: its allow list replaces
- * the configured one, its deny list adds to it (a denial in the config always holds).
- */
-function agentSettings(settings: BackendSettings, job: Readonly<JobRecord>): BackendSettings {
-  const agent = job.agent;
-  if (!agent) return settings;
-  return {
-    ...settings,
-    ...(agent.permission ? { permission: agent.permission } : {}),
-    ...(agent.allowTools ? { allowTools: agent.allowTools } : {}),
-    ...(agent.denyTools ? { denyTools: [...new Set([...settings.denyTools, ...agent.denyTools])] } : {}),
-  };
-}
-
 /** The run's lease on the channel, when its backend can take one and nothing turned it off. */
 async function openChannel(
   backend: CliBackend,
@@ -166,7 +152,7 @@ async function runCli(
   onFilesWritten: (paths: string[]) => void,
 ): Promise<ExecutionResult> {
   const dir = scratchDirFor(runFolder(config.stateDir, job.id).dir, job.id);
-  const settings = agentSettings(config.backends[backend.name]!, job);
+  const settings = agentSettings(config.backends[backend.name]!, job.agent);
   const parent: ParentEndpoint | undefined = lease && {
     name: PARENT_SERVER,
     url: lease.url,

@@ -11,7 +11,13 @@ import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } 
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
-import { callerAllowed, namedAgentSettings, systemPromptProblem, type AgentDefinition } from './agents/definitions.js';
+import {
+  agentSettings,
+  callerAllowed,
+  namedAgentSettings,
+  systemPromptProblem,
+  type AgentDefinition,
+} from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
 import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
@@ -212,12 +218,8 @@ export function permissionProblem(
   const narrowed = supervisor.agent;
   if (!narrowed?.permission && !narrowed?.allowTools && !narrowed?.denyTools) return undefined;
   const settings = (job: Pick<JobRequest, 'backend' | 'agent'>) => {
-    const configured = config.backends[job.backend];
-    return {
-      permission: job.agent?.permission ?? configured?.permission,
-      allow: job.agent?.allowTools ?? configured?.allowTools ?? [],
-      deny: [...(configured?.denyTools ?? []), ...(job.agent?.denyTools ?? [])],
-    };
+    const { permission, allowTools, denyTools } = agentSettings(config.backends[job.backend]!, job.agent);
+    return { permission, allow: allowTools, deny: denyTools };
   };
   const theirs = settings(supervisor);
   const mine = settings(member);

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
-import type { Backend, McpServerSpec } from '../../../backends/types.js';
+import type { Backend, BackendSettings, McpServerSpec } from '../../../backends/types.js';
 import { ISOLATION_MODES, timeoutSeconds, type Config, type Isolation } from '../../config/config.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../budget.js';
 import { resolveModel, type ModelsTable } from '../../config/models.js';
@@ -476,6 +476,20 @@ export function agentProblems(ctx: AgentContext): AgentProblem[] {
  * by the spawn use case for every door (src/jobs/spawn.ts): spawn_<name>, a team's member, a session
  * agent's turn, `polyspawn run`.
  */
+/**
+ * A named agent's permission and tool lists over the configured ones: its allow list replaces
+ * the configured one, its deny list adds to it (a denial in the config always holds).
+ */
+export function agentSettings(settings: BackendSettings, agent: NamedAgentSettings | undefined): BackendSettings {
+  if (!agent) return settings;
+  return {
+    ...settings,
+    ...(agent.permission ? { permission: agent.permission } : {}),
+    ...(agent.allowTools ? { allowTools: agent.allowTools } : {}),
+    ...(agent.denyTools ? { denyTools: [...new Set([...settings.denyTools, ...agent.denyTools])] } : {}),
+  };
+}
+
 export function callerAllowed(
   definition: Pick<AgentDefinition, 'allowedCallers'>,
   caller: string | undefined,

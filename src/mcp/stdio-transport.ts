@@ -100,8 +100,8 @@ export class StdioTransport implements Transport {
     this.pendingBytes += bytes.length;
     this.pending.push(bytes);
     if (this.pendingBytes <= MAX_MESSAGE_BYTES) return;
-    const held = Buffer.concat(this.pending);
-    this.skippedStart = held.toString('utf8', 0, Math.min(held.length, ID_PREFIX_BYTES));
+    // Only the start is kept (for the id): not a copy of 32 MiB to read its first kilobyte.
+    this.skippedStart = Buffer.concat(this.pending, Math.min(this.pendingBytes, ID_PREFIX_BYTES)).toString('utf8');
     this.pending = undefined;
   }
 

@@ -56,7 +56,8 @@ test('without the token the page is refused; with it once, a cookie admits the b
 
 test('an agent appears while it runs, then finishes into the history, and its log streams', async () => {
   await page.goto(`${origin}/`);
-  const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'dashboard sees me [[cli:sleep:2500]]' });
+  // Runs long enough that a page slowed by a loaded machine still sees it running.
+  const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'dashboard sees me [[cli:sleep:10000]]' });
   await row(job.agent_id).waitFor({ timeout: APPEARS_MS });
   await expect.poll(() => row(job.agent_id).textContent(), { timeout: APPEARS_MS }).toContain('running');
   await shot('running');

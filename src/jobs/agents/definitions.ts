@@ -161,21 +161,7 @@ export function checkDefinition(
         ? `is required: one of the backends (${ctx.backends.map((b) => b.name).join(', ')})`
         : undefined,
   });
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      const key = issue.path.length ? issue.path.join('.') : 'frontmatter';
-      if (issue.code === 'unrecognized_keys') {
-        problems.push(
-          `unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')} (known: ${Object.keys(frontmatterSchema.shape).join(', ')})`,
-        );
-      } else if (issue.code === 'invalid_key' && issue.path[0] === 'mcp_servers') {
-        problems.push(
-          `mcp_servers: ${JSON.stringify(String(issue.path[1]))} is not a valid MCP server name (letters, digits, _ and - only)`,
-        );
-      } else problems.push(`${key}: ${issue.message}`);
-    }
-    return { problems };
-  }
+  if (!parsed.success) return { problems: [...problems, ...parsed.error.issues.map(frontmatterIssue)] };
   const fm = parsed.data;
   if (fm.name !== undefined && fm.name !== name)
     problems.push(`name "${fm.name}" differs from the folder's name "${name}": the folder names the agent`);
@@ -186,103 +172,131 @@ export function checkDefinition(
   const backend = ctx.backends.find((b) => b.name === fm.backend);
   if (!backend) {
     problems.push(`unknown backend "${fm.backend}" (known: ${ctx.backends.map((b) => b.name).join(', ')})`);
-  } else {
-    if (ctx.config.backends[backend.name]?.enabled === false)
-      problems.push(`backend ${backend.name} is disabled in this configuration`);
-    if (fm.model !== undefined && ctx.models[backend.name]) {
-      const model = resolveModel(ctx.models, backend.name, fm.model);
-      if ('error' in model) problems.push(`model: ${model.error}`);
-    }
-    if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
-    else {
-      const tooLarge = systemPromptProblem(body.trim(), backend);
-      if (tooLarge) problems.push(`the system prompt is ${tooLarge}`);
-    }
-    if (fm.session && !backend.supportsResume)
-      problems.push(`session: backend ${backend.name} cannot continue a conversation`);
-    if (fm.session && fm.isolation === 'worktree')
-      problems.push('isolation: a session agent keeps one conversation in one folder; worktrees are for one-off runs');
-    if (backend.kind === 'api') {
-      for (const key of [
-        'permission',
-        'allow',
-        'deny',
-        'mcp_servers',
-        'allow_nesting',
-        'ask_parent',
-        'env',
-        'isolation',
-        'sandbox',
-      ] as const) {
-        if (fm[key] !== undefined && fm[key] !== false && fm[key] !== 'none')
-          problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
-      }
-    } else {
-      if (fm.permission !== undefined && !backend.permissionModes.includes(fm.permission)) {
-        problems.push(
-          `permission "${fm.permission}" is not one of ${backend.name}'s: ${backend.permissionModes.join(', ')}`,
-        );
-      }
-      if ((fm.allow || fm.deny) && !backend.supportsToolLists)
-        problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
-      if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
-      const serversProblem =
-        fm.mcp_servers && backend.mcpServersProblem?.(fm.mcp_servers as Record<string, McpServerSpec>);
-      if (serversProblem) problems.push(serversProblem);
-      if (fm.mcp_servers?.[PARENT_SERVER])
-        problems.push(
-          `mcp_servers.${PARENT_SERVER}: the name is the channel to the orchestrator's (ask_parent): choose another`,
-        );
-    }
-  }
+  } else problems.push(...backendProblems(fm, backend, body, ctx));
   if (fm.output_schema !== undefined) {
     const problem = schemaProblem(fm.output_schema, backend);
     if (problem) problems.push(`output_schema: ${problem}`);
   }
-  // A project's definition came with the repository: it may not show its agent the rest of the machine.
-  if (where.scope === 'project' && typeof fm.sandbox === 'object') {
+  if (where.scope === 'project') problems.push(...projectAgentProblems(fm, ctx.config.projectDir));
+  if (problems.length) return { problems };
+  return { definition: definitionOf(name, fm, body, where) };
+}
+
+/** One problem of the frontmatter's shape, as the user should read it. */
+function frontmatterIssue(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys')
+    return `unknown setting${issue.keys.length > 1 ? 's' : ''} ${issue.keys.join(', ')} (known: ${Object.keys(frontmatterSchema.shape).join(', ')})`;
+  if (issue.code === 'invalid_key' && issue.path[0] === 'mcp_servers')
+    return `mcp_servers: ${JSON.stringify(String(issue.path[1]))} is not a valid MCP server name (letters, digits, _ and - only)`;
+  const key = issue.path.length ? issue.path.join('.') : 'frontmatter';
+  return `${key}: ${issue.message}`;
+}
+
+/** The settings that `backend` cannot honour as written. */
+function backendProblems(fm: Frontmatter, backend: Backend, body: string, ctx: AgentContext): string[] {
+  const problems: string[] = [];
+  if (ctx.config.backends[backend.name]?.enabled === false)
+    problems.push(`backend ${backend.name} is disabled in this configuration`);
+  if (fm.model !== undefined && ctx.models[backend.name]) {
+    const model = resolveModel(ctx.models, backend.name, fm.model);
+    if ('error' in model) problems.push(`model: ${model.error}`);
+  }
+  if (!backend.supportsSystemPrompt) problems.push(`backend ${backend.name} takes no system prompt`);
+  else {
+    const tooLarge = systemPromptProblem(body.trim(), backend);
+    if (tooLarge) problems.push(`the system prompt is ${tooLarge}`);
+  }
+  if (fm.session && !backend.supportsResume)
+    problems.push(`session: backend ${backend.name} cannot continue a conversation`);
+  if (fm.session && fm.isolation === 'worktree')
+    problems.push('isolation: a session agent keeps one conversation in one folder; worktrees are for one-off runs');
+  if (backend.kind === 'api') {
+    for (const key of [
+      'permission',
+      'allow',
+      'deny',
+      'mcp_servers',
+      'allow_nesting',
+      'ask_parent',
+      'env',
+      'isolation',
+      'sandbox',
+    ] as const) {
+      if (fm[key] !== undefined && fm[key] !== false && fm[key] !== 'none')
+        problems.push(`${key}: backend ${backend.name} is an HTTP API with no tools, so ${key} does not apply`);
+    }
+    return problems;
+  }
+  if (fm.permission !== undefined && !backend.permissionModes.includes(fm.permission)) {
+    problems.push(
+      `permission "${fm.permission}" is not one of ${backend.name}'s: ${backend.permissionModes.join(', ')}`,
+    );
+  }
+  if ((fm.allow || fm.deny) && !backend.supportsToolLists)
+    problems.push(`${backend.name} has no per-tool allow or deny lists: use permission instead`);
+  if (fm.mcp_servers && !backend.supportsMcpServers) problems.push(`${backend.name} cannot be given MCP servers`);
+  const serversProblem = fm.mcp_servers && backend.mcpServersProblem?.(fm.mcp_servers as Record<string, McpServerSpec>);
+  if (serversProblem) problems.push(serversProblem);
+  if (fm.mcp_servers?.[PARENT_SERVER])
+    problems.push(
+      `mcp_servers.${PARENT_SERVER}: the name is the channel to the orchestrator's (ask_parent): choose another`,
+    );
+  return problems;
+}
+
+/**
+ * A project's definition came with the repository: it may not show its agent the rest of the
+ * machine, nor hand it your secrets (a variable named like one is passed on by your own config or agents).
+ */
+function projectAgentProblems(fm: Frontmatter, projectDir: string): string[] {
+  const problems: string[] = [];
+  if (typeof fm.sandbox === 'object') {
     for (const mount of fm.sandbox.mounts ?? []) {
-      if (mount.path.startsWith('~/') || !isInside(ctx.config.projectDir, mount.path))
+      if (mount.path.startsWith('~/') || !isInside(projectDir, mount.path))
         problems.push(
           `sandbox.mounts: ${mount.path} is outside the project, and a project's agent (it came with the repository) mounts only folders inside it: mount it in your own config (backends.${fm.backend}.sandbox.mounts) or a user agent`,
         );
     }
   }
-  // Nor hand its agent your secrets: a variable named like one is passed on by your own config or agents.
-  if (where.scope === 'project') {
-    for (const variable of fm.env ?? []) {
-      if (SECRET_NAME.test(variable))
-        problems.push(
-          `env: ${variable} is named like a secret, and a project's agent (it came with the repository) may not be given secrets: pass it in your own config (backends.${fm.backend}.env) or a user agent`,
-        );
-    }
+  for (const variable of fm.env ?? []) {
+    if (SECRET_NAME.test(variable))
+      problems.push(
+        `env: ${variable} is named like a secret, and a project's agent (it came with the repository) may not be given secrets: pass it in your own config (backends.${fm.backend}.env) or a user agent`,
+      );
   }
-  if (problems.length) return { problems };
+  return problems;
+}
+
+/** The checked frontmatter and body as a definition. */
+function definitionOf(
+  name: string,
+  fm: Frontmatter,
+  body: string,
+  where: { scope: AgentScope; file: string },
+): AgentDefinition {
   return {
-    definition: {
-      name,
-      description: fm.description.trim(),
-      backend: fm.backend,
-      ...(fm.model !== undefined ? { model: fm.model } : {}),
-      systemPrompt: body.trim(),
-      ...(fm.timeout_s !== undefined ? { timeoutS: fm.timeout_s } : {}),
-      ...(fm.max_turns !== undefined ? { maxTurns: fm.max_turns } : {}),
-      ...(fm.max_budget_usd !== undefined ? { maxBudgetUsd: fm.max_budget_usd } : {}),
-      ...(fm.permission !== undefined ? { permission: fm.permission } : {}),
-      ...(fm.allow ? { allow: fm.allow } : {}),
-      ...(fm.deny ? { deny: fm.deny } : {}),
-      ...(fm.mcp_servers ? { mcpServers: fm.mcp_servers as Record<string, McpServerSpec> } : {}),
-      session: fm.session ?? false,
-      ...(fm.allowed_callers ? { allowedCallers: fm.allowed_callers } : {}),
-      ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
-      nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
-      ...(fm.ask_parent === false ? { askParent: false as const } : {}),
-      ...(fm.env?.length ? { env: fm.env } : {}),
-      ...(fm.isolation ? { isolation: fm.isolation } : {}),
-      ...(fm.sandbox !== undefined ? { sandbox: sandboxSettings(fm.sandbox) } : {}),
-      scope: where.scope,
-      file: where.file,
-    },
+    name,
+    description: fm.description.trim(),
+    backend: fm.backend,
+    ...(fm.model !== undefined ? { model: fm.model } : {}),
+    systemPrompt: body.trim(),
+    ...(fm.timeout_s !== undefined ? { timeoutS: fm.timeout_s } : {}),
+    ...(fm.max_turns !== undefined ? { maxTurns: fm.max_turns } : {}),
+    ...(fm.max_budget_usd !== undefined ? { maxBudgetUsd: fm.max_budget_usd } : {}),
+    ...(fm.permission !== undefined ? { permission: fm.permission } : {}),
+    ...(fm.allow ? { allow: fm.allow } : {}),
+    ...(fm.deny ? { deny: fm.deny } : {}),
+    ...(fm.mcp_servers ? { mcpServers: fm.mcp_servers as Record<string, McpServerSpec> } : {}),
+    session: fm.session ?? false,
+    ...(fm.allowed_callers ? { allowedCallers: fm.allowed_callers } : {}),
+    ...(fm.output_schema ? { outputSchema: fm.output_schema } : {}),
+    nesting: fm.allow_nesting === true ? 1 : typeof fm.allow_nesting === 'number' ? fm.allow_nesting : 0,
+    ...(fm.ask_parent === false ? { askParent: false as const } : {}),
+    ...(fm.env?.length ? { env: fm.env } : {}),
+    ...(fm.isolation ? { isolation: fm.isolation } : {}),
+    ...(fm.sandbox !== undefined ? { sandbox: sandboxSettings(fm.sandbox) } : {}),
+    scope: where.scope,
+    file: where.file,
   };
 }
 

@@ -5,11 +5,12 @@
 // group, as the server's `cancel` does) and exits 130; a second Ctrl-C kills at once.
 import { resolve } from 'node:path';
 import { backends as registry } from '../../backends/registry.js';
+import type { Backend } from '../../backends/types.js';
 import { createApp, type App } from '../app.js';
 import type { z } from 'zod';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../jobs/budget.js';
 import { ISOLATION_MODES, type Isolation } from '../config/config.js';
-import { spawnJob } from '../jobs/spawn.js';
+import { spawnJob, type SpawnRequest } from '../jobs/spawn.js';
 import { isFinished, type JobRecord } from '../jobs/table.js';
 import { killAllGroupsNow } from '../jobs/process/runner.js';
 import { InputError } from '../lib/errors.js';
@@ -134,6 +135,41 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 }
 
 export async function runCommand(argv: string[], io: CommandIo): Promise<number> {
+  const args = await runArguments(argv, io);
+  if (args === 'help') return (void io.stdout.write(RUN_USAGE), 0);
+  let progress: ProgressLine | undefined;
+  const log = (message: string): boolean => {
+    // The store's closing tally is for server logs, not for someone at a terminal.
+    if (/^IAC\.md: \d+ writes for/.test(message)) return true;
+    progress?.clear();
+    io.stderr.write(`polyspawn: ${message}\n`);
+    return true;
+  };
+  const app = createApp(io.env, io.cwd, log);
+  const backend = enabledBackend(app, args.name);
+  const job = spawnJob(app, { backend, label: backend.name, ...args.request });
+  // After the checks: a mistaken command line leaves the run store alone.
+  app.iac.start();
+
+  progress = new ProgressLine(io.stdout, () => progressText(job, Date.now()));
+  progress.start();
+  try {
+    await untilFinished(app, job, log);
+  } finally {
+    progress.stop();
+  }
+  killAllGroupsNow(); // nothing should be left; this is the guarantee
+
+  printOutcome(app, job, io, args.json);
+  await app.iac.closeBeforeExit();
+  return EXIT_CODES[job.state] ?? 1;
+}
+
+/** The command line checked: the backend's name, what the job is asked, and --json; or "help". */
+async function runArguments(
+  argv: string[],
+  io: CommandIo,
+): Promise<'help' | { name: string; request: Omit<SpawnRequest, 'backend' | 'label'>; json: boolean }> {
   const { values, positionals } = parseCommandArgs(argv, {
     model: { type: 'string', short: 'm' },
     cwd: { type: 'string' },
@@ -147,7 +183,7 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
-  if (values.help) return (void io.stdout.write(RUN_USAGE), 0);
+  if (values.help) return 'help';
   const [name, ...words] = positionals;
   if (!name) {
     const names = registry.map((b) => b.name);
@@ -172,51 +208,44 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     maxBudgetUsdSchema(),
     'an amount above 0, at most',
   );
-
-  let progress: ProgressLine | undefined;
-  const log = (message: string): boolean => {
-    // The store's closing tally is for server logs, not for someone at a terminal.
-    if (/^IAC\.md: \d+ writes for/.test(message)) return true;
-    progress?.clear();
-    io.stderr.write(`polyspawn: ${message}\n`);
-    return true;
+  return {
+    name,
+    json: values.json === true,
+    request: {
+      prompt,
+      model: values.model,
+      cwd: values.cwd === undefined ? undefined : resolve(io.cwd, values.cwd),
+      systemPrompt: values['system-prompt'],
+      resume: values.resume,
+      timeoutS,
+      maxTurns,
+      maxBudgetUsd,
+      ...(isolation ? { isolation: isolation as Isolation } : {}),
+      ...(values.base !== undefined ? { base: values.base } : {}),
+    },
   };
-  const app = createApp(io.env, io.cwd, log);
+}
+
+/** The backend named, if this configuration enables it; else an error that lists the ones it does. */
+function enabledBackend(app: App, name: string): Backend {
   const backend = app.backends.find((b) => b.name === name);
-  if (!backend) {
-    const disabled = app.config.backends[name]
-      ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)`
-      : '';
-    throw new InputError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
-  }
-  const job = spawnJob(app, {
-    backend,
-    label: backend.name,
-    prompt,
-    model: values.model,
-    cwd: values.cwd === undefined ? undefined : resolve(io.cwd, values.cwd),
-    systemPrompt: values['system-prompt'],
-    resume: values.resume,
-    timeoutS,
-    maxTurns,
-    maxBudgetUsd,
-    ...(isolation ? { isolation: isolation as Isolation } : {}),
-    ...(values.base !== undefined ? { base: values.base } : {}),
-  });
-  // After the checks: a mistaken command line leaves the run store alone.
-  app.iac.start();
+  if (backend) return backend;
+  const disabled = app.config.backends[name]
+    ? ` (${name} is disabled in the config or by POLYSPAWN_${name.toUpperCase()}_ENABLED)`
+    : '';
+  throw new InputError(`no backend "${name}"${disabled}: use one of ${app.backends.map((b) => b.name).join(', ')}`);
+}
 
-  progress = new ProgressLine(io.stdout, () => progressText(job, Date.now()));
-  progress.start();
-
-  // Ctrl-C (and SIGTERM, SIGHUP): cancel the job, which ends its process group; then the
-  // normal path below reports it. A second one kills everything at once.
+/**
+ * Waits for the job to end. Ctrl-C (and SIGTERM, SIGHUP): cancel the job, which ends its process
+ * group; then the normal path reports it. A second one kills everything at once.
+ */
+async function untilFinished(app: App, job: JobRecord, log: (message: string) => boolean): Promise<void> {
   let cancelling = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (cancelling) {
       killAllGroupsNow();
-      progress?.stop();
-      io.stderr.write(`polyspawn: ${signal} again: killed agent ${job.id}\n`);
+      log(`${signal} again: killed agent ${job.id}`);
       process.exit(130);
     }
     cancelling = true;
@@ -229,22 +258,19 @@ export async function runCommand(argv: string[], io: CommandIo): Promise<number>
     while (!isFinished(job.state)) await app.jobs.waitFor([job.id], { timeoutMs: 3_600_000, mode: 'all' });
   } finally {
     for (const s of signals) process.off(s, onSignal);
-    progress.stop();
   }
-  killAllGroupsNow(); // nothing should be left; this is the guarantee
+}
 
+/** The ended job: its whole result as JSON, or its answer on stdout and a summary on stderr. */
+function printOutcome(app: App, job: JobRecord, io: CommandIo, json: boolean): void {
   const result = fullResult(app, job);
-  if (values.json) io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  else {
-    if (job.state === 'succeeded' && result.text)
-      io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
-    if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error)
-      io.stderr.write(`polyspawn: ${result.error}\n`);
-    io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
-    const changes = job.worktree?.changes;
-    if (changes && !changes.removed)
-      io.stderr.write(`polyspawn: ${job.worktree!.branch}: ${changes.diffStat} (${job.worktree!.path})\n`);
-  }
-  await app.iac.closeBeforeExit();
-  return EXIT_CODES[job.state] ?? 1;
+  if (json) return void io.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  if (job.state === 'succeeded' && result.text)
+    io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+  if (job.state !== 'succeeded' && job.state !== 'cancelled' && result.error)
+    io.stderr.write(`polyspawn: ${result.error}\n`);
+  io.stderr.write(`polyspawn: ${summaryLine(app, job)}\n`);
+  const changes = job.worktree?.changes;
+  if (changes && !changes.removed)
+    io.stderr.write(`polyspawn: ${job.worktree!.branch}: ${changes.diffStat} (${job.worktree!.path})\n`);
 }

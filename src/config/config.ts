@@ -270,28 +270,7 @@ export function projectConfigNote(said: ProjectConfig): string | undefined {
 export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv, cwd: string): Config {
   const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
-  // POLYSPAWN_CONFIG is the user's choice, made where the server is started: trusted.
-  const userFile = env.POLYSPAWN_CONFIG ? resolve(cwd, env.POLYSPAWN_CONFIG) : join(userDir, 'config.json');
-  const projectFile = env.POLYSPAWN_CONFIG ? undefined : join(projectDir, 'polyspawn.config.json');
-  if (env.POLYSPAWN_CONFIG && !existsSync(userFile)) {
-    throw new ConfigError(`POLYSPAWN_CONFIG names ${userFile}, which does not exist`);
-  }
-  const files = [userFile, ...(projectFile ? [projectFile] : [])].filter((f) => existsSync(f));
-  let projectConfig: ProjectConfig | undefined;
-  const layers = files.map((file) => {
-    const layer = readConfigFile(file);
-    if (file !== projectFile) return layer;
-    const project = projectLayer(layer, file, projectDir, userFile);
-    projectConfig = project.said;
-    return project.layer;
-  });
-  const merged: FileConfig = {};
-  for (const layer of layers) {
-    Object.assign(merged, { ...layer, backends: { ...merged.backends } });
-    for (const [name, settings] of Object.entries(layer.backends ?? {})) {
-      merged.backends![name] = { ...merged.backends![name], ...settings };
-    }
-  }
+  const { files, merged, projectConfig } = readConfigFiles(env, cwd, projectDir, userDir);
 
   const known = new Set(backends.map((b) => b.name));
   for (const name of Object.keys(merged.backends ?? {})) {
@@ -322,56 +301,95 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
     ),
     ...(projectConfig ? { projectConfig } : {}),
   };
-
-  for (const backend of backends) {
-    const file = merged.backends?.[backend.name] ?? {};
-    const baseUrlEnv = envName(backend.name, 'BASE_URL');
-    const baseUrlRaw = env[baseUrlEnv] || file.base_url;
-    if (baseUrlRaw && backend.kind !== 'api') {
-      throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
-    }
-    const passEnv = envList(env, envName(backend.name, 'ENV')) ?? file.env ?? [];
-    if (passEnv.length && backend.kind !== 'cli') {
-      throw new ConfigError(
-        `${backend.name}: env (${envName(backend.name, 'ENV')}) applies only to CLI backends, which run as processes`,
-      );
-    }
-    const sandboxEnv = envName(backend.name, 'SANDBOX');
-    const fileSandbox = sandboxSettings(file.sandbox ?? 'none');
-    const sandbox = { ...fileSandbox, mode: sandboxMode(env, sandboxEnv) ?? fileSandbox.mode };
-    if (sandbox.mode !== 'none' && backend.kind !== 'cli') {
-      throw new ConfigError(
-        `${backend.name}: sandbox (${sandboxEnv}) applies only to CLI backends, which run as processes`,
-      );
-    }
-    const settings = {
-      enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
-      permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
-      allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
-      denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
-      bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
-      env: passEnv,
-      sandbox,
-      ...(baseUrlRaw
-        ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) }
-        : {}),
-    };
-    if (backend.kind === 'cli') {
-      if (!backend.permissionModes.includes(settings.permission)) {
-        throw new ConfigError(
-          `${backend.name}: permission "${settings.permission}" is not one of ${backend.permissionModes.join(', ')} ` +
-            `(set backends.${backend.name}.permission or ${envName(backend.name, 'PERMISSION')})`,
-        );
-      }
-      if (!backend.supportsToolLists && (settings.allowTools.length || settings.denyTools.length)) {
-        throw new ConfigError(
-          `${backend.name} has no per-tool allow or deny lists: use its permission setting instead`,
-        );
-      }
-    }
-    config.backends[backend.name] = settings;
-  }
+  for (const backend of backends)
+    config.backends[backend.name] = backendSettings(backend, merged.backends?.[backend.name] ?? {}, env);
   return config;
+}
+
+/**
+ * The user's config file, then the project's (without what only the user may set), merged: a
+ * later file's setting wins, a backend's settings merged key by key.
+ */
+function readConfigFiles(
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  projectDir: string,
+  userDir: string,
+): { files: string[]; merged: FileConfig; projectConfig: ProjectConfig | undefined } {
+  // POLYSPAWN_CONFIG is the user's choice, made where the server is started: trusted.
+  const userFile = env.POLYSPAWN_CONFIG ? resolve(cwd, env.POLYSPAWN_CONFIG) : join(userDir, 'config.json');
+  const projectFile = env.POLYSPAWN_CONFIG ? undefined : join(projectDir, 'polyspawn.config.json');
+  if (env.POLYSPAWN_CONFIG && !existsSync(userFile)) {
+    throw new ConfigError(`POLYSPAWN_CONFIG names ${userFile}, which does not exist`);
+  }
+  const files = [userFile, ...(projectFile ? [projectFile] : [])].filter((f) => existsSync(f));
+  let projectConfig: ProjectConfig | undefined;
+  const layers = files.map((file) => {
+    const layer = readConfigFile(file);
+    if (file !== projectFile) return layer;
+    const project = projectLayer(layer, file, projectDir, userFile);
+    projectConfig = project.said;
+    return project.layer;
+  });
+  const merged: FileConfig = {};
+  for (const layer of layers) {
+    Object.assign(merged, { ...layer, backends: { ...merged.backends } });
+    for (const [name, settings] of Object.entries(layer.backends ?? {})) {
+      merged.backends![name] = { ...merged.backends![name], ...settings };
+    }
+  }
+  return { files, merged, projectConfig };
+}
+
+/** One backend's settings: the environment's over the files', checked against what the backend can do. */
+function backendSettings(
+  backend: Backend,
+  file: NonNullable<FileConfig['backends']>[string],
+  env: NodeJS.ProcessEnv,
+): Config['backends'][string] {
+  const baseUrlEnv = envName(backend.name, 'BASE_URL');
+  const baseUrlRaw = env[baseUrlEnv] || file.base_url;
+  if (baseUrlRaw && backend.kind !== 'api') {
+    throw new ConfigError(`${backend.name}: base_url (${baseUrlEnv}) applies only to API backends`);
+  }
+  const passEnv = envList(env, envName(backend.name, 'ENV')) ?? file.env ?? [];
+  if (passEnv.length && backend.kind !== 'cli') {
+    throw new ConfigError(
+      `${backend.name}: env (${envName(backend.name, 'ENV')}) applies only to CLI backends, which run as processes`,
+    );
+  }
+  const sandboxEnv = envName(backend.name, 'SANDBOX');
+  const fileSandbox = sandboxSettings(file.sandbox ?? 'none');
+  const sandbox = { ...fileSandbox, mode: sandboxMode(env, sandboxEnv) ?? fileSandbox.mode };
+  if (sandbox.mode !== 'none' && backend.kind !== 'cli') {
+    throw new ConfigError(
+      `${backend.name}: sandbox (${sandboxEnv}) applies only to CLI backends, which run as processes`,
+    );
+  }
+  const settings = {
+    enabled: envFlag(env, envName(backend.name, 'ENABLED')) ?? file.enabled ?? true,
+    permission: env[envName(backend.name, 'PERMISSION')] || file.permission || defaultPermission(backend),
+    allowTools: envList(env, envName(backend.name, 'ALLOW_TOOLS')) ?? file.allow_tools ?? [],
+    denyTools: envList(env, envName(backend.name, 'DENY_TOOLS')) ?? file.deny_tools ?? [],
+    bin: (backend.kind === 'cli' && env[backend.binEnv]) || file.bin || undefined,
+    env: passEnv,
+    sandbox,
+    ...(baseUrlRaw
+      ? { baseUrl: baseUrl(baseUrlRaw, env[baseUrlEnv] ? baseUrlEnv : `backends.${backend.name}.base_url`) }
+      : {}),
+  };
+  if (backend.kind === 'cli') {
+    if (!backend.permissionModes.includes(settings.permission)) {
+      throw new ConfigError(
+        `${backend.name}: permission "${settings.permission}" is not one of ${backend.permissionModes.join(', ')} ` +
+          `(set backends.${backend.name}.permission or ${envName(backend.name, 'PERMISSION')})`,
+      );
+    }
+    if (!backend.supportsToolLists && (settings.allowTools.length || settings.denyTools.length)) {
+      throw new ConfigError(`${backend.name} has no per-tool allow or deny lists: use its permission setting instead`);
+    }
+  }
+  return settings;
 }
 
 const defaultPermission = (backend: Backend) => (backend.kind === 'cli' ? backend.permissionModes[0] : 'none');

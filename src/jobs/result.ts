@@ -131,21 +131,21 @@ export function summarize(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord, n
   return {
     agent_id: job.id,
     backend: job.backend,
-    ...(job.agent ? { agent: job.agent.name } : {}),
-    ...(job.team ? { team_id: job.team.id } : {}),
+    agent: job.agent?.name,
+    team_id: job.team?.id,
     model: job.model,
     state: job.state,
     task: redactedTask(ctx, job.prompt),
     created_at: job.createdAt,
-    ...(job.startedAt ? { started_at: job.startedAt } : {}),
-    ...(job.endedAt ? { ended_at: job.endedAt } : {}),
+    started_at: job.startedAt,
+    ended_at: job.endedAt,
     elapsed_s: start === undefined ? 0 : Math.round((end - start) / 100) / 10,
-    ...(job.outcome?.costUsd !== undefined ? { cost_usd: job.outcome.costUsd } : {}),
-    ...(job.outcome ? { cost_source: job.outcome.costSource } : {}),
+    cost_usd: job.outcome?.costUsd,
+    cost_source: job.outcome?.costSource,
     ...(questions.length ? { waiting_for_parent: true, questions } : {}),
-    ...(job.progress ? { progress: ctx.secrets.text(job.progress.text) } : {}),
-    ...(job.sandbox ? { sandbox: sandboxLabel(job.sandbox) } : {}),
-    ...(job.worktree?.changes ? { changed_files: job.worktree.changes.files.length } : {}),
+    progress: job.progress ? ctx.secrets.text(job.progress.text) : undefined,
+    sandbox: job.sandbox ? sandboxLabel(job.sandbox) : undefined,
+    changed_files: job.worktree?.changes?.files.length,
   };
 }
 
@@ -166,17 +166,13 @@ function worktreeView(ctx: ResultContext, job: JobRecord, worktree: JobWorktree)
     branch: worktree.branch,
     base: worktree.base,
     kept: existsSync(worktree.path),
-    ...(c
-      ? {
-          files: c.files,
-          committed: c.committed,
-          uncommitted: c.uncommitted,
-          agent_committed: c.agentCommitted,
-          diff_stat: c.diffStat,
-        }
-      : {}),
-    ...(worktree.notes?.length ? { notes: worktree.notes } : {}),
-    ...(overlaps.length ? { overlaps: overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) } : {}),
+    files: c?.files,
+    committed: c?.committed,
+    uncommitted: c?.uncommitted,
+    agent_committed: c?.agentCommitted,
+    diff_stat: c?.diffStat,
+    notes: worktree.notes?.length ? worktree.notes : undefined,
+    overlaps: overlaps.length ? overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) : undefined,
   };
 }
 
@@ -187,7 +183,7 @@ export function questionsOf(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord)
     ctx.secrets.deep({
       message_id: q.messageId,
       question: q.text,
-      ...(q.options ? { options: q.options } : {}),
+      options: q.options,
       asked_at: q.at,
     }),
   );
@@ -198,9 +194,9 @@ const conversationView = (ctx: Pick<ResultContext, 'secrets'>, entries: Conversa
     ctx.secrets.deep({
       kind: e.kind,
       at: e.at,
-      ...(e.kind !== 'progress' ? { message_id: e.messageId } : {}),
+      message_id: e.kind !== 'progress' ? e.messageId : undefined,
       text: e.text,
-      ...(e.kind === 'question' && e.options ? { options: e.options } : {}),
+      options: e.kind === 'question' ? e.options : undefined,
     }),
   );
 
@@ -210,35 +206,26 @@ export function fullResult(ctx: ResultContext, job: JobRecord, options: { includ
   const note = costNote(ctx, job);
   return {
     ...summarize(ctx, job),
-    ...(o ? { text: o.text } : {}),
-    ...(o?.structured !== undefined ? { structured: o.structured } : {}),
-    ...(o?.error ? { error: o.error } : {}),
-    ...(note ? { cost_note: note } : {}),
-    ...(o?.sessionId ? { session_id: o.sessionId } : {}),
-    ...(o?.usage
-      ? {
-          usage: {
-            input_tokens: o.usage.inputTokens,
-            output_tokens: o.usage.outputTokens,
-            cached_input_tokens: o.usage.cachedInputTokens,
-          },
-        }
-      : {}),
-    ...(o?.premiumRequests !== undefined ? { premium_requests: o.premiumRequests } : {}),
-    ...(job.exitCode !== undefined ? { exit_code: job.exitCode } : {}),
-    ...(job.state !== 'queued' ? { log: runFolder(ctx.config.stateDir, job.id).stdout } : {}),
-    ...(tail ? { output_tail: tail } : {}),
-    ...(job.conversation?.length ? { conversation: conversationView(ctx, job.conversation) } : {}),
-    ...(job.maxTurns !== undefined || job.maxBudgetUsd !== undefined || o?.budgetExceeded
-      ? {
-          budget: {
-            ...(job.maxTurns !== undefined ? { max_turns: job.maxTurns } : {}),
-            ...(job.maxBudgetUsd !== undefined ? { max_budget_usd: job.maxBudgetUsd } : {}),
-            ...(o?.budgetExceeded ? { exceeded: o.budgetExceeded } : {}),
-          },
-        }
-      : {}),
-    ...(job.worktree ? { worktree: worktreeView(ctx, job, job.worktree) } : {}),
-    ...(options.includeRaw && o?.raw !== undefined ? { raw: o.raw } : {}),
+    text: o?.text,
+    structured: o?.structured,
+    error: o?.error || undefined,
+    cost_note: note,
+    session_id: o?.sessionId || undefined,
+    usage: o?.usage && {
+      input_tokens: o.usage.inputTokens,
+      output_tokens: o.usage.outputTokens,
+      cached_input_tokens: o.usage.cachedInputTokens,
+    },
+    premium_requests: o?.premiumRequests,
+    exit_code: job.exitCode,
+    log: job.state !== 'queued' ? runFolder(ctx.config.stateDir, job.id).stdout : undefined,
+    output_tail: tail || undefined,
+    conversation: job.conversation?.length ? conversationView(ctx, job.conversation) : undefined,
+    budget:
+      job.maxTurns !== undefined || job.maxBudgetUsd !== undefined || o?.budgetExceeded
+        ? { max_turns: job.maxTurns, max_budget_usd: job.maxBudgetUsd, exceeded: o?.budgetExceeded || undefined }
+        : undefined,
+    worktree: job.worktree && worktreeView(ctx, job, job.worktree),
+    raw: options.includeRaw ? o?.raw : undefined,
   };
 }

@@ -72,26 +72,26 @@ function view(app: App, definition: AgentDefinition, client: string | undefined)
     tool: `spawn_${definition.name}`,
     description: definition.description,
     backend: definition.backend,
-    ...(definition.model ? { model: definition.model } : {}),
+    model: definition.model,
     scope: definition.scope,
     file: definition.file,
     system_prompt: definition.systemPrompt,
-    ...(definition.timeoutS ? { timeout_s: definition.timeoutS } : {}),
-    ...(definition.permission ? { permission: definition.permission } : {}),
-    ...(definition.allow ? { allow: definition.allow } : {}),
-    ...(definition.deny ? { deny: definition.deny } : {}),
+    timeout_s: definition.timeoutS,
+    permission: definition.permission,
+    allow: definition.allow,
+    deny: definition.deny,
     // Names only: a server's env or headers may hold a token.
-    ...(definition.mcpServers ? { mcp_servers: Object.keys(definition.mcpServers) } : {}),
+    mcp_servers: definition.mcpServers && Object.keys(definition.mcpServers),
     session: definition.session,
-    ...(session && session.backend === definition.backend ? { session_id: session.sessionId } : {}),
-    ...(definition.allowedCallers ? { allowed_callers: definition.allowedCallers } : {}),
+    session_id: session && session.backend === definition.backend ? session.sessionId : undefined,
+    allowed_callers: definition.allowedCallers,
     usable_by_this_client: callerAllowed(definition, client),
-    ...(definition.outputSchema ? { output_schema: definition.outputSchema } : {}),
-    ...(definition.nesting ? { allow_nesting: definition.nesting } : {}),
-    ...(definition.askParent === false ? { ask_parent: false } : {}),
-    ...(definition.isolation ? { isolation: definition.isolation } : {}),
-    ...(definition.sandbox ? { sandbox: sandboxLabel(definition.sandbox) } : {}),
-    ...(shadows ? { shadows: shadows.file } : {}),
+    output_schema: definition.outputSchema,
+    allow_nesting: definition.nesting || undefined,
+    ask_parent: definition.askParent,
+    isolation: definition.isolation,
+    sandbox: definition.sandbox && sandboxLabel(definition.sandbox),
+    shadows: shadows?.file,
   };
 }
 
@@ -283,7 +283,7 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
           : checked.definition.session && replaced
             ? 'its existing session continues; call it with new_session: true to start over'
             : undefined;
-      return toolResult({ name, tool: `spawn_${name}`, scope, file, replaced, ...(note ? { note } : {}) });
+      return toolResult({ name, tool: `spawn_${name}`, scope, file, replaced, note });
     },
   );
 }
@@ -341,7 +341,7 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
       app.sessions.reset(name);
       app.agents.reload();
       const now = app.agents.agents.get(name);
-      return toolResult({ name, removed: found.file, scope: found.scope, ...(now ? { now_in_effect: now.file } : {}) });
+      return toolResult({ name, removed: found.file, scope: found.scope, now_in_effect: now?.file });
     },
   );
 }

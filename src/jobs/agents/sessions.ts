@@ -64,7 +64,7 @@ export class AgentSessions {
     const name = request.agent.name;
     const previous = this.tails.get(name);
     const job = this.jobs.submit(request, {
-      ...(previous ? { after: previous } : {}),
+      after: previous,
       prepare: (record) => this.prepare(record, newSession),
     });
     // Its turn and every turn before it: a turn cancelled while it waits must not let the
@@ -98,7 +98,7 @@ export class AgentSessions {
       backend: job.backend,
       sessionId,
       lastJobId: job.id,
-      ...(job.outcome?.sessionTotals ? { totals: job.outcome.sessionTotals } : {}),
+      totals: job.outcome?.sessionTotals,
       updatedAt: new Date().toISOString(),
     };
     try {

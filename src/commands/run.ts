@@ -220,8 +220,8 @@ async function runArguments(
       timeoutS,
       maxTurns,
       maxBudgetUsd,
-      ...(isolation ? { isolation: isolation as Isolation } : {}),
-      ...(values.base !== undefined ? { base: values.base } : {}),
+      isolation: isolation as Isolation | undefined,
+      base: values.base,
     },
   };
 }

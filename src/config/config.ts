@@ -299,7 +299,7 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
         merged.team_max_agents ??
         DEFAULT_TEAM_MAX_AGENTS,
     ),
-    ...(projectConfig ? { projectConfig } : {}),
+    projectConfig,
   };
   for (const backend of backends)
     config.backends[backend.name] = backendSettings(backend, merged.backends?.[backend.name] ?? {}, env);

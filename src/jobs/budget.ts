@@ -44,10 +44,7 @@ export function spawnBudget(
   };
   const maxTurns = pick('max_turns', requested.maxTurns, definition?.maxTurns);
   const maxBudgetUsd = pick('max_budget_usd', requested.maxBudgetUsd, definition?.maxBudgetUsd);
-  return {
-    ...(maxTurns !== undefined ? { maxTurns } : {}),
-    ...(maxBudgetUsd !== undefined ? { maxBudgetUsd } : {}),
-  };
+  return { maxTurns, maxBudgetUsd };
 }
 
 /**

@@ -173,7 +173,7 @@ function isolationOf(ctx: SpawnContext, request: SpawnRequest): Pick<JobRequest,
   if (request.base !== undefined && isolation !== 'worktree')
     throw new InputError('base applies only with isolation "worktree": pass both, or neither');
   if (request.base?.startsWith('-')) throw new InputError(`base "${request.base}" must name a branch, tag or commit`);
-  return isolation === 'worktree' ? { isolation, ...(request.base ? { base: request.base } : {}) } : {};
+  return isolation === 'worktree' ? { isolation, base: request.base || undefined } : {};
 }
 
 /** The job's sandbox: the user's config, the definition's, the caller's where allowed; or an InputError. */

@@ -279,7 +279,7 @@ export function withStructuredOutput(execute: Executor, backends: readonly Backe
     const left = job.timeoutS - Math.floor((Date.now() - started) / 1000);
     const failed = (error: string, outcome: Outcome, exitCode?: number | null): ExecutionResult => ({
       state: 'failed',
-      ...(exitCode !== undefined ? { exitCode } : {}),
+      exitCode,
       outcome: { ...outcome, ok: false, error },
     });
     if (left < 1)

@@ -183,7 +183,7 @@ export function writeDaemonFile(stateDir: string, url: string, port: number): Da
     url,
     port,
     pid: process.pid,
-    ...(start ? { start } : {}),
+    start,
     started_at: new Date().toISOString(),
   };
   writeAtomic(daemonFile(stateDir), `${JSON.stringify(info, null, 2)}\n`);

@@ -122,9 +122,9 @@ export function registerResources(server: McpServer, app: App): () => void {
       const record = {
         ...fullResult(app, job),
         prompt: app.secrets.text(job.prompt),
-        ...(job.systemPrompt ? { system_prompt: app.secrets.text(job.systemPrompt) } : {}),
-        ...(job.cwd ? { cwd: job.cwd } : {}),
-        ...(job.resumeSessionId ? { resumed_session: job.resumeSessionId } : {}),
+        system_prompt: job.systemPrompt ? app.secrets.text(job.systemPrompt) : undefined,
+        cwd: job.cwd || undefined,
+        resumed_session: job.resumeSessionId || undefined,
       };
       return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(record, null, 2) }] };
     },
@@ -296,7 +296,7 @@ export function registerJobNotifications(server: McpServer, app: App): () => voi
       agent_id: job.id,
       message_id: question.messageId,
       question: question.text,
-      ...(question.options ? { options: question.options } : {}),
+      options: question.options,
     });
     void inner.sendLoggingMessage({ level: 'warning', logger: 'polyspawn', data }).catch(() => undefined);
   });

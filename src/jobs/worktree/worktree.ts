@@ -322,7 +322,7 @@ export function withWorktree(execute: Executor, ctx: WorktreeContext): Executor 
       path: wt.path,
       branch: wt.branch,
       base: wt.base,
-      ...(wt.notes ? { notes: wt.notes } : {}),
+      notes: wt.notes,
     };
     control.onWorktree?.(info);
     inUse.set(wt.path, job.id);

@@ -43,11 +43,11 @@ export function registerIntegrateTool(server: McpServer, app: App): void {
         branch: done.branch,
         base: done.base,
         files: done.files,
-        ...(done.commits ? { commits: done.commits } : {}),
-        ...(done.patch !== undefined ? { patch: done.patch } : {}),
-        ...(done.patchCut ? { patch_cut: done.patchCut } : {}),
+        commits: done.commits,
+        patch: done.patch,
+        patch_cut: done.patchCut || undefined,
         removed: done.removed,
-        ...(done.note ? { note: done.note } : {}),
+        note: done.note || undefined,
       });
     },
   );

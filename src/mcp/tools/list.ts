@@ -54,7 +54,7 @@ export function registerListTool(server: McpServer, app: App): void {
         agents: [...active, ...finished].map((j) => summarize(app, j, now)),
         running: active.filter((j) => j.state === 'running').length,
         queued: active.filter((j) => j.state === 'queued').length,
-        ...(teams.length ? { teams: teams.map((t) => summarizeTeam(app, t, now)) } : {}),
+        teams: teams.length ? teams.map((t) => summarizeTeam(app, t, now)) : undefined,
       });
     },
   );

@@ -213,7 +213,7 @@ export function registerSpawnTools(server: McpServer, app: App): void {
           askParent: ask_parent,
           ...budgetRequest(budget),
           isolation,
-          ...(base !== undefined ? { base } : {}),
+          base,
           ...(sandbox ? { sandbox } : {}),
           extra: rest,
         });

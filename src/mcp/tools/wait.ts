@@ -127,8 +127,8 @@ export function registerWaitTool(server: McpServer, app: App): void {
       return toolResult({
         finished: finished.map((j) => fullResult(app, j)),
         pending: pending.map((j) => summarize(app, j)),
-        ...(teams.length ? { teams: teams.map((t) => teamResult(app, t, (id) => app.jobs.get(id))) } : {}),
-        ...(questions.length ? { questions } : {}),
+        teams: teams.length ? teams.map((t) => teamResult(app, t, (id) => app.jobs.get(id))) : undefined,
+        questions: questions.length ? questions : undefined,
         timed_out: questions.length === 0 && pending.length + teamsPending > 0 && (return_when !== 'any' || done === 0),
       });
     },

@@ -169,6 +169,6 @@ export const claude: CliBackend = {
 
 function claudeMcpServer(spec: McpServerSpec): Record<string, unknown> {
   return 'url' in spec
-    ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}) }
+    ? { type: 'http', url: spec.url, headers: spec.headers }
     : { type: 'stdio', command: spec.command, args: spec.args ?? [], env: spec.env ?? {} };
 }

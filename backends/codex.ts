@@ -162,8 +162,8 @@ export const codex: CliBackend = {
     const text = asString(field(answer, 'item', 'text')) ?? '';
     const common = {
       text,
-      ...(threadId ? { sessionId: threadId } : {}),
-      ...(totals ? { sessionTotals: totals } : {}),
+      sessionId: threadId || undefined,
+      sessionTotals: totals,
       costSource: 'unknown' as const,
       raw: { thread_id: threadId, last_message: answer, failure, usage },
     };

@@ -115,9 +115,9 @@ export const copilot: CliBackend = {
     const totals = usageFromFile(run.artifacts.usage);
     const common = {
       text: asString(field(answer, 'data', 'content')) ?? '',
-      ...(asString(field(result, 'sessionId')) ? { sessionId: asString(field(result, 'sessionId')) } : {}),
-      ...(totals ? { sessionTotals: totals } : {}),
-      ...(typeof premium === 'number' ? { premiumRequests: premium } : {}),
+      sessionId: asString(field(result, 'sessionId')) || undefined,
+      sessionTotals: totals,
+      premiumRequests: typeof premium === 'number' ? premium : undefined,
       costSource: 'unknown' as const,
       raw: result ?? null,
     };
@@ -140,6 +140,6 @@ export const copilot: CliBackend = {
 
 function copilotMcpServer(spec: McpServerSpec): Record<string, unknown> {
   return 'url' in spec
-    ? { type: 'http', url: spec.url, ...(spec.headers ? { headers: spec.headers } : {}), tools: ['*'] }
+    ? { type: 'http', url: spec.url, headers: spec.headers, tools: ['*'] }
     : { type: 'local', command: spec.command, args: spec.args ?? [], env: spec.env ?? {}, tools: ['*'] };
 }

@@ -80,7 +80,7 @@ export const gemini: ApiBackend = {
         .join('');
       if (!text.trim())
         return emptyAnswer(VENDOR, finishReason ? String(finishReason) : undefined, attempts, usage, raw);
-      return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };
+      return { ok: true, text, usage, costSource: 'unknown', raw };
     } catch (error) {
       return toFailureOutcome(error, VENDOR);
     }

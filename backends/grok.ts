@@ -90,8 +90,8 @@ export const grok: ApiBackend = {
           {
             model: input.model,
             messages,
-            ...(maxOutputTokens !== undefined ? { max_completion_tokens: maxOutputTokens } : {}),
-            ...(temperature !== undefined ? { temperature } : {}),
+            max_completion_tokens: maxOutputTokens,
+            temperature,
           },
           { signal: attempt.signal, maxRetries: 0 },
         );
@@ -111,7 +111,7 @@ export const grok: ApiBackend = {
       };
       const text = contentText(choice?.message?.content);
       if (!text.trim()) return emptyAnswer(VENDOR, choice?.finish_reason ?? undefined, attempts, usage, raw);
-      return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };
+      return { ok: true, text, usage, costSource: 'unknown', raw };
     } catch (error) {
       return toFailureOutcome(error, VENDOR);
     }

@@ -456,13 +456,13 @@ export function failureOutcome(
   const record: FailureRecord = {
     kind: failure.kind,
     attempts: failure.details.attempts,
-    ...(failure.details.status !== undefined ? { status: failure.details.status } : {}),
+    status: failure.details.status,
   };
   return {
     ok: false,
     text: '',
     error: failure.message,
-    ...(extras.usage ? { usage: extras.usage } : {}),
+    usage: extras.usage,
     costSource: 'unknown',
     raw: { ...extras.raw, failure: record },
   };
@@ -499,10 +499,7 @@ export function emptyAnswer(
     new ApiFailure('bad_response', `bad_response: ${vendor} returned an empty answer${why}. ${capital(hint)}`, {
       attempts,
     }),
-    {
-      ...(usage ? { usage } : {}),
-      raw,
-    },
+    { usage, raw },
   );
 }
 

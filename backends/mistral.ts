@@ -101,7 +101,7 @@ export const mistral: ApiBackend = {
       };
       const text = mistralText(choice?.message?.content);
       if (!text.trim()) return emptyAnswer(VENDOR, choice?.finishReason ?? undefined, attempts, usage, raw);
-      return { ok: true, text, ...(usage ? { usage } : {}), costSource: 'unknown', raw };
+      return { ok: true, text, usage, costSource: 'unknown', raw };
     } catch (error) {
       return toFailureOutcome(error, VENDOR);
     }

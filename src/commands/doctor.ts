@@ -159,7 +159,7 @@ async function checkOne(
     name: backend.name,
     kind: backend.kind,
     enabled: settings.enabled,
-    ...(models?.[backend.name]?.default ? { model: models[backend.name]!.default } : {}),
+    model: models?.[backend.name]?.default || undefined,
   };
   const upper = backend.name.toUpperCase();
   if (!settings.enabled) {
@@ -242,13 +242,13 @@ export async function collectDoctor(
     node: process.version,
     projectDir: config.projectDir,
     iacFile: iac.file,
-    ...(iac.problem ? { iacProblem: iac.problem } : {}),
+    iacProblem: iac.problem || undefined,
     iacExists: existsSync(iac.file),
     stateDir: config.stateDir,
     runs,
     storeDamage: store.damage(),
     configFiles: config.files,
-    ...(config.projectConfig ? { projectConfig: config.projectConfig } : {}),
+    projectConfig: config.projectConfig,
     modelsFiles: files,
     keyFiles: keyFiles(config).map((path) => ({ path, exists: existsSync(path) })),
     concurrency: config.concurrency,

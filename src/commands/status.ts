@@ -59,8 +59,8 @@ export function keptWorktrees(store: RunStore): KeptWorktree[] {
     const files = record?.worktree?.changes?.files.length;
     return {
       ...w,
-      ...(record ? { state: record.state } : {}),
-      ...(files !== undefined ? { changedFiles: files } : {}),
+      state: record?.state,
+      changedFiles: files,
     };
   });
 }
@@ -84,7 +84,7 @@ function collectStatus(store: RunStore, limit: number, teams?: TeamFiles): Statu
     id: t.id,
     state: t.state,
     createdAt: t.createdAt,
-    ...(t.endedAt ? { endedAt: t.endedAt } : {}),
+    endedAt: t.endedAt,
     topology: t.spec.topology,
     members: t.members.length,
     task: taskLine(t.spec.task),

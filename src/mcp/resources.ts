@@ -70,6 +70,12 @@ const label = (job: JobRecord) => `${job.id} · ${job.backend}/${job.model} · $
 
 /** Registers them on the server; the function it returns removes what it added to the app (the server closed). */
 export function registerResources(server: McpServer, app: App): () => void {
+  registerIacResource(server, app);
+  registerAgentResources(server, app);
+  return registerSubscriptions(server, app);
+}
+
+function registerIacResource(server: McpServer, app: App): void {
   server.registerResource(
     'IAC.md',
     IAC_URI,
@@ -91,7 +97,10 @@ export function registerResources(server: McpServer, app: App): () => void {
       ],
     }),
   );
+}
 
+/** An agent's record and its output log, one resource each per listed agent. */
+function registerAgentResources(server: McpServer, app: App): void {
   const completeIds = (value: string) =>
     listedAgents(app)
       .map((j) => j.id)
@@ -161,7 +170,10 @@ export function registerResources(server: McpServer, app: App): () => void {
       return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: cut + page.text }] };
     },
   );
+}
 
+/** Subscriptions and the resources' notifications; returns what removes its listeners from the app. */
+function registerSubscriptions(server: McpServer, app: App): () => void {
   server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
   const subscribed = new Set<string>();
   const iacWatch = watchIac(app.iac.file, () => {

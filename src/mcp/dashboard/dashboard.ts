@@ -97,6 +97,79 @@ const drained = (res: ServerResponse) =>
     res.on('drain', done).on('close', done);
   });
 
+/**
+ * An agent's log, a chunk at a time at the reader's pace: the next chunk is read once the last
+ * one is taken (drain), and the event loop runs between chunks, so a log of any size read by a
+ * slow browser costs a chunk of memory and never holds up the server.
+ */
+function streamLog(app: App, req: IncomingMessage, res: ServerResponse, job: JobRecord): void {
+  const events = eventStream(req, res);
+  const file = runFolder(app.config.stateDir, job.id).stdout;
+  let closed = false;
+  let wake: (() => void) | undefined;
+  events.onClose(() => {
+    closed = true;
+    wake?.();
+  });
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  const state = () => app.jobs.get(job.id)?.state;
+  const pump = async () => {
+    let offset = 0;
+    while (!closed) {
+      // Read after looking at the state: once it has ended, what the log holds now is all of it.
+      const ended = isFinished(state() ?? 'interrupted');
+      // The logs tool's reading: whole lines and characters, secrets redacted.
+      const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
+      // Only forward: a log replaced by something unreadable, or cut shorter, has nothing new.
+      if (page.next_offset > offset) {
+        offset = page.next_offset;
+        if (page.text && !events.event('chunk', page.text)) await drained(res);
+        await new Promise((resolve) => setImmediate(resolve));
+      } else if (ended) {
+        events.event('end', state() ?? 'unknown');
+        return void res.end();
+      } else await pause(LOG_POLL_MS);
+    }
+  };
+  pump().catch((error: unknown) => {
+    res.destroy(error instanceof Error ? error : new Error(String(error)));
+  });
+}
+
+/** The event stream the pages refresh by: the id of each job or team that changed. */
+function streamChanges(app: App, req: IncomingMessage, res: ServerResponse): void {
+  const events = eventStream(req, res);
+  const offChange = app.jobs.onChange((job) => events.event('change', job.id));
+  const offQuestion = app.jobs.onQuestion((job) => events.event('change', job.id));
+  const offTeam = app.teams.onChange((team) => events.event('change', team.id));
+  events.onClose(() => {
+    offChange();
+    offQuestion();
+    offTeam();
+  });
+}
+
+/** The answer form's post: the answer given to the job's question, then back to its page. */
+async function reply(app: App, req: IncomingMessage, res: ServerResponse, job: JobRecord): Promise<boolean> {
+  const body = await readBody(req, MAX_FORM_BYTES);
+  if (body === 'too-large')
+    return send(res, 413, page('too large', '<p>The answer is too long.</p>'), { Connection: 'close' });
+  const form = new URLSearchParams(body.toString('utf8'));
+  try {
+    app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '');
+  } catch (error) {
+    return send(res, 400, page('not answered', `<p>${esc((error as Error).message)}</p><p><a href="/">back</a></p>`));
+  }
+  return redirect(res, `/agents/${job.id}`);
+}
+
 export function dashboard(app: App, token: string): Handler {
   const secret = randomBytes(32).toString('base64url');
   const admitted = (req: IncomingMessage) => {
@@ -107,77 +180,6 @@ export function dashboard(app: App, token: string): Handler {
   };
 
   const findJob = (id: string): JobRecord | undefined => (ID.test(id) ? app.jobs.get(id) : undefined);
-
-  /**
-   * An agent's log, a chunk at a time at the reader's pace: the next chunk is read once the last
-   * one is taken (drain), and the event loop runs between chunks, so a log of any size read by a
-   * slow browser costs a chunk of memory and never holds up the server.
-   */
-  const streamLog = (req: IncomingMessage, res: ServerResponse, job: JobRecord) => {
-    const events = eventStream(req, res);
-    const file = runFolder(app.config.stateDir, job.id).stdout;
-    let closed = false;
-    let wake: (() => void) | undefined;
-    events.onClose(() => {
-      closed = true;
-      wake?.();
-    });
-    const pause = (ms: number) =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, ms);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    const state = () => app.jobs.get(job.id)?.state;
-    const pump = async () => {
-      let offset = 0;
-      while (!closed) {
-        // Read after looking at the state: once it has ended, what the log holds now is all of it.
-        const ended = isFinished(state() ?? 'interrupted');
-        // The logs tool's reading: whole lines and characters, secrets redacted.
-        const page = readLogPage(file, { offset, limit: LOG_CHUNK_BYTES }, app.secrets);
-        // Only forward: a log replaced by something unreadable, or cut shorter, has nothing new.
-        if (page.next_offset > offset) {
-          offset = page.next_offset;
-          if (page.text && !events.event('chunk', page.text)) await drained(res);
-          await new Promise((resolve) => setImmediate(resolve));
-        } else if (ended) {
-          events.event('end', state() ?? 'unknown');
-          return void res.end();
-        } else await pause(LOG_POLL_MS);
-      }
-    };
-    pump().catch((error: unknown) => {
-      res.destroy(error instanceof Error ? error : new Error(String(error)));
-    });
-  };
-
-  const changes = (req: IncomingMessage, res: ServerResponse) => {
-    const events = eventStream(req, res);
-    const offChange = app.jobs.onChange((job) => events.event('change', job.id));
-    const offQuestion = app.jobs.onQuestion((job) => events.event('change', job.id));
-    const offTeam = app.teams.onChange((team) => events.event('change', team.id));
-    events.onClose(() => {
-      offChange();
-      offQuestion();
-      offTeam();
-    });
-  };
-
-  const reply = async (req: IncomingMessage, res: ServerResponse, job: JobRecord) => {
-    const body = await readBody(req, MAX_FORM_BYTES);
-    if (body === 'too-large')
-      return send(res, 413, page('too large', '<p>The answer is too long.</p>'), { Connection: 'close' });
-    const form = new URLSearchParams(body.toString('utf8'));
-    try {
-      app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '');
-    } catch (error) {
-      return send(res, 400, page('not answered', `<p>${esc((error as Error).message)}</p><p><a href="/">back</a></p>`));
-    }
-    return redirect(res, `/agents/${job.id}`);
-  };
 
   return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://dashboard');
@@ -205,7 +207,7 @@ export function dashboard(app: App, token: string): Handler {
       text: url.searchParams.get('text') || undefined,
     };
     if (req.method === 'GET' && path === '/') return send(res, 200, overviewPage(app, filter));
-    if (req.method === 'GET' && path === '/events') return (changes(req, res), true);
+    if (req.method === 'GET' && path === '/events') return (streamChanges(app, req, res), true);
     if (req.method === 'GET' && path === '/fragment/active') return send(res, 200, activeSection(app));
     if (req.method === 'GET' && path === '/fragment/history') return send(res, 200, historySection(app, filter));
     if (req.method === 'GET' && path === '/fragment/cost') return send(res, 200, costSection(app));
@@ -214,11 +216,11 @@ export function dashboard(app: App, token: string): Handler {
     const job = path.startsWith('/agents/') ? findJob(id) : undefined;
     if (!job) return send(res, 404, page('not found', `<p>No agent "${esc(id)}" here.</p>`));
     if (req.method === 'GET' && rest === '') return send(res, 200, agentPage(app, job));
-    if (req.method === 'GET' && rest === 'log') return (streamLog(req, res, job), true);
+    if (req.method === 'GET' && rest === 'log') return (streamLog(app, req, res, job), true);
     if (req.method === 'GET' && rest === 'fragment' && more === 'record')
       return send(res, 200, recordSection(app, job));
     if (req.method === 'GET' && rest === 'fragment') return send(res, 200, '');
-    if (req.method === 'POST' && rest === 'reply') return reply(req, res, job);
+    if (req.method === 'POST' && rest === 'reply') return reply(app, req, res, job);
     return send(res, 404, page('not found', '<p>Nothing here.</p>'));
   };
 }

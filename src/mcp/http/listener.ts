@@ -5,7 +5,7 @@
 // up to a cap and parsed, and the request goes to the session its mcp-session-id names, if that
 // session belongs to the same principal. Every refusal is a JSON-RPC error body with its HTTP
 // status, and a line in the log (never the token).
-import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIPv6, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -135,48 +135,10 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     return undefined;
   };
 
-  /** What to refuse before the body is read, or who the request is from. */
-  const check = (req: IncomingMessage): Refusal | { principal: P; token: string } => {
-    const refused = checkOrigin(req);
-    if (refused) return refused;
-    if (pathOf(req) !== path) return { status: 404, message: `Not Found: MCP is served at ${path}` };
-    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
-      return {
-        status: 405,
-        message: `Method Not Allowed: use POST, GET or DELETE on ${path}`,
-        headers: { Allow: 'GET, POST, DELETE' },
-      };
-    }
-    const authorization = req.headers.authorization;
-    if (authorization === undefined) return unauthorized('no Authorization header');
-    const token = /^Bearer +(\S+)$/i.exec(authorization)?.[1];
-    if (token === undefined) return unauthorized('an Authorization header that is not "Bearer <token>"');
-    const principal = options.authenticate(token);
-    if (principal === undefined) return unauthorized('a bearer token that is unknown or revoked');
-    return { principal, token };
-  };
-
-  /** The body as JSON, or what to answer instead. */
-  const readJson = async (req: IncomingMessage): Promise<Refusal | { json: unknown }> => {
-    const body = await readBody(req, maxBodyBytes);
-    if (body === 'too-large') {
-      return {
-        status: 413,
-        message: `Payload Too Large: a request body may hold at most ${maxBodyBytes} bytes`,
-        // The rest of the body is not read: the connection cannot carry another request.
-        headers: { Connection: 'close' },
-      };
-    }
-    try {
-      return { json: JSON.parse(body.toString('utf8')) };
-    } catch {
-      return { status: 400, code: PARSE_ERROR, message: 'Parse error: the request body is not valid JSON' };
-    }
-  };
-
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     if (options.otherPath && pathOf(req) !== path && !checkOrigin(req) && (await options.otherPath(req, res))) return;
-    const checked = check(req);
+    // What to refuse before the body is read, or who the request is from.
+    const checked = checkOrigin(req) ?? authorize(req, path, (t) => options.authenticate(t));
     if (!('principal' in checked)) return refuse(req, res, checked);
     const { principal, token } = checked;
     const sessionId = req.headers['mcp-session-id'];
@@ -199,7 +161,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
         });
       }
       if (req.method !== 'POST') return session.transport.handleRequest(req, res);
-      const body = await readJson(req);
+      const body = await readJson(req, maxBodyBytes);
       return 'json' in body ? session.transport.handleRequest(req, res, body.json) : refuse(req, res, body);
     }
 
@@ -209,7 +171,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
         message: `Bad Request: ${req.method} needs the mcp-session-id header of an open session`,
       });
     }
-    const body = await readJson(req);
+    const body = await readJson(req, maxBodyBytes);
     if (!('json' in body)) return refuse(req, res, body);
     if (!isInitializeRequest(body.json)) {
       return refuse(req, res, {
@@ -245,26 +207,8 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
       refuse(req, res, { status: 500, code: INTERNAL_ERROR, message: 'Internal error: the request failed; try again' });
     });
   });
-  // A request Node could not parse (garbage, headers over its limit, too slow): answered here with
-  // a JSON-RPC body like every other refusal, instead of Node's bare status line.
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (error.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
-    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-    const message = `${STATUS_CODES[status]}: the request could not be read as HTTP (${error.code ?? error.message})`;
-    log(`mcp http: ${status}: ${message}`);
-    const body = errorBody(REFUSED, message);
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  });
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerUnreadable(error, socket, log));
+  await listen(server, options.port ?? 0, host);
   const port = (server.address() as AddressInfo).port;
   const idleMs = options.idleSessionMs;
   const sweep = idleMs
@@ -291,6 +235,72 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
       return closing;
     },
   };
+}
+
+/** A request to MCP's path, by a method it serves, with a bearer token that names a principal; or what to refuse. */
+function authorize<P>(
+  req: IncomingMessage,
+  path: string,
+  authenticate: (token: string) => P | undefined,
+): Refusal | { principal: P; token: string } {
+  if (pathOf(req) !== path) return { status: 404, message: `Not Found: MCP is served at ${path}` };
+  if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+    return {
+      status: 405,
+      message: `Method Not Allowed: use POST, GET or DELETE on ${path}`,
+      headers: { Allow: 'GET, POST, DELETE' },
+    };
+  }
+  const authorization = req.headers.authorization;
+  if (authorization === undefined) return unauthorized('no Authorization header');
+  const token = /^Bearer +(\S+)$/i.exec(authorization)?.[1];
+  if (token === undefined) return unauthorized('an Authorization header that is not "Bearer <token>"');
+  const principal = authenticate(token);
+  if (principal === undefined) return unauthorized('a bearer token that is unknown or revoked');
+  return { principal, token };
+}
+
+/** The body as JSON, or what to answer instead. */
+async function readJson(req: IncomingMessage, maxBodyBytes: number): Promise<Refusal | { json: unknown }> {
+  const body = await readBody(req, maxBodyBytes);
+  if (body === 'too-large') {
+    return {
+      status: 413,
+      message: `Payload Too Large: a request body may hold at most ${maxBodyBytes} bytes`,
+      // The rest of the body is not read: the connection cannot carry another request.
+      headers: { Connection: 'close' },
+    };
+  }
+  try {
+    return { json: JSON.parse(body.toString('utf8')) };
+  } catch {
+    return { status: 400, code: PARSE_ERROR, message: 'Parse error: the request body is not valid JSON' };
+  }
+}
+
+/**
+ * A request Node could not parse (garbage, headers over its limit, too slow): answered here with
+ * a JSON-RPC body like every other refusal, instead of Node's bare status line.
+ */
+function answerUnreadable(error: NodeJS.ErrnoException, socket: Duplex, log: (message: string) => void): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message = `${STATUS_CODES[status]}: the request could not be read as HTTP (${error.code ?? error.message})`;
+  log(`mcp http: ${status}: ${message}`);
+  const body = errorBody(REFUSED, message);
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }
 
 /** The path of the request's URL, without its query. */

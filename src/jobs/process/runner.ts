@@ -82,10 +82,8 @@ export function childEnv({
 /** A log is written, never through a link (an agent can write its own run folder, and a retry opens its logs again). */
 const LOG_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
 
-export function runProcess(spec: RunSpec): RunningProcess {
-  let child: ChildProcess | undefined;
-  let spawnError: string | undefined;
-  let spawnErrorCode: string | undefined;
+/** Starts the child in a process group of its own, writing straight into its logs; or says why it could not. */
+function startChild(spec: RunSpec): { child: ChildProcess } | { error: NodeJS.ErrnoException } {
   const fds: number[] = [...(spec.passFds ?? [])];
   try {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile, spec.stdin);
@@ -96,20 +94,27 @@ export function runProcess(spec: RunSpec): RunningProcess {
       return fd;
     });
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
-    child = spawn(spec.file, spec.args, {
+    const child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
       env: childEnv(spec),
       detached: true, // its own process group, so a signal reaches every descendant
       stdio: [stdinFd ?? 'pipe', stdout, stderr, ...(spec.passFds ?? [])],
     });
+    return { child };
   } catch (error) {
     // A log that cannot be created (the executor chose a writable folder: a race), or an
     // argument holding a NUL byte.
-    spawnError = (error as Error).message;
-    spawnErrorCode = (error as NodeJS.ErrnoException).code;
+    return { error: error as NodeJS.ErrnoException };
   } finally {
     for (const fd of fds) closeSync(fd); // the child holds its own copies
   }
+}
+
+export function runProcess(spec: RunSpec): RunningProcess {
+  const started = startChild(spec);
+  const child = 'child' in started ? started.child : undefined;
+  let spawnError = 'error' in started ? started.error.message : undefined;
+  let spawnErrorCode = 'error' in started ? started.error.code : undefined;
   const pgid = child?.pid;
   if (pgid !== undefined) {
     liveGroups.add(pgid);

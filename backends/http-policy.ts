@@ -325,6 +325,27 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   });
 }
 
+/** The call's policy within the defaults: never more attempts or a longer retry-after cap than they allow. */
+function policyKnobs(policy: ApiCallContext['policy']): PolicyKnobs {
+  return {
+    maxAttempts: Math.min(
+      DEFAULT_POLICY.maxAttempts,
+      Math.max(1, Math.floor(policy?.maxAttempts ?? DEFAULT_POLICY.maxAttempts)),
+    ),
+    retryAfterCapMs: Math.min(
+      DEFAULT_POLICY.retryAfterCapMs,
+      Math.max(0, policy?.retryAfterCapMs ?? DEFAULT_POLICY.retryAfterCapMs),
+    ),
+    backoffMs: Math.max(0, policy?.backoffMs ?? DEFAULT_POLICY.backoffMs),
+  };
+}
+
+/** The wait before the next attempt: the server's retry-after, capped, else an exponential backoff with jitter. */
+function retryWaitMs(asked: number | undefined, attempt: number, knobs: PolicyKnobs): number {
+  if (asked !== undefined) return Math.min(asked, knobs.retryAfterCapMs);
+  return Math.min(knobs.retryAfterCapMs, knobs.backoffMs * 2 ** (attempt - 1) * (0.8 + 0.4 * Math.random()));
+}
+
 /**
  * Runs `run` under the policy. Resolves with its value and the number of attempts made, or
  * rejects with an ApiFailure whose message is ready for the user. Only rate limits and server or
@@ -337,17 +358,7 @@ export async function withPolicy<T>(
   ctx: ApiCallContext,
   run: (attempt: Attempt) => Promise<T>,
 ): Promise<{ value: T; attempts: number; elapsedMs: number }> {
-  const knobs = {
-    maxAttempts: Math.min(
-      DEFAULT_POLICY.maxAttempts,
-      Math.max(1, Math.floor(ctx.policy?.maxAttempts ?? DEFAULT_POLICY.maxAttempts)),
-    ),
-    retryAfterCapMs: Math.min(
-      DEFAULT_POLICY.retryAfterCapMs,
-      Math.max(0, ctx.policy?.retryAfterCapMs ?? DEFAULT_POLICY.retryAfterCapMs),
-    ),
-    backoffMs: Math.max(0, ctx.policy?.backoffMs ?? DEFAULT_POLICY.backoffMs),
-  };
+  const knobs = policyKnobs(ctx.policy);
   const log = ctx.log ?? (() => undefined);
   const started = Date.now();
   const deadline = ctx.timeoutMs !== undefined ? started + ctx.timeoutMs : Infinity;
@@ -398,10 +409,7 @@ export async function withPolicy<T>(
     if (!RETRYABLE.has(classified.kind) || number >= knobs.maxAttempts) throw fail(classified, number);
 
     const asked = classified.retryAfterMs;
-    const waitMs =
-      asked !== undefined
-        ? Math.min(asked, knobs.retryAfterCapMs)
-        : Math.min(knobs.retryAfterCapMs, knobs.backoffMs * 2 ** (number - 1) * (0.8 + 0.4 * Math.random()));
+    const waitMs = retryWaitMs(asked, number, knobs);
     if (Date.now() + waitMs >= deadline) {
       throw fail(classified, number, `no time left within timeout_s to wait ${seconds(waitMs)} and retry`);
     }

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
-import { checkTeamOptions, parseMember, teamSpec, type TeamSpec } from '../../src/jobs/teams/spec.js';
+import { checkTeamOptions, teamSpec } from '../../src/jobs/teams/options.js';
+import { parseMember, type TeamSpec } from '../../src/jobs/teams/spec.js';
 import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.js';
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
@@ -225,7 +226,7 @@ function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgent
         // [done]: the member writes the board's done key (blackboard), then answers.
         if (job.prompt.includes('[done]'))
           return void setImmediate(() => {
-            table.teamOf(job.id)?.workspace.boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
+            (table.teamOf(job.id)?.state as TeamWorkspace).boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
             setImmediate(answer);
           });
         if (!job.prompt.includes('[hold]')) return void setImmediate(answer);

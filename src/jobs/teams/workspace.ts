@@ -5,7 +5,7 @@ import { EventEmitter } from 'node:events';
 import { InputError } from '../../lib/errors.js';
 import { waitUntil } from '../../lib/wait.js';
 import { checkLength } from '../conversation.js';
-import type { TeamEvent } from './record.js';
+import type { TeamReport } from './topology.js';
 
 type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
 
@@ -38,8 +38,6 @@ export const WORKSPACE_LIMITS = {
 /** The key a blackboard member writes to end the team: its value is the team's answer. */
 export const DONE_KEY = 'done';
 
-type Report = (kind: TeamEvent['kind'], text: string, jobId?: string) => void;
-
 const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 export class TeamWorkspace {
@@ -53,7 +51,7 @@ export class TeamWorkspace {
   private readonly seen = new Map<string, number>();
   private readonly changes = new EventEmitter();
 
-  constructor(private readonly report: Report) {
+  constructor(private readonly report: TeamReport) {
     this.changes.setMaxListeners(0);
   }
 

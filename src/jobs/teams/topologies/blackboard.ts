@@ -1,10 +1,11 @@
 // blackboard: members share a key/value board over the channel (board_read, board_write) and
 // run in rounds, each seeing the board as it is, until one writes the key `done` (its value is
 // the team's answer) or the rounds run out.
+import { z } from 'zod';
 import { PARENT_SERVER } from '../../conversation.js';
-import { DEFAULT_ROUNDS } from '../spec.js';
-import type { TeamRun, TopologyOutcome } from '../run.js';
-import { DONE_KEY, type BoardEntry } from '../workspace.js';
+import { DEFAULT_ROUNDS, roundsOption } from '../spec.js';
+import { memberTool, type MemberSession, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
+import { DONE_KEY, TeamWorkspace, WORKSPACE_LIMITS as LIMITS, type BoardEntry } from '../workspace.js';
 import { failureLine, succeeded } from './answers.js';
 
 const board = (entries: BoardEntry[]) =>
@@ -12,8 +13,8 @@ const board = (entries: BoardEntry[]) =>
     ? entries.map((e) => `- ${e.key} (by ${e.author}): ${e.value}`).join('\n')
     : '(empty: nothing has been written yet)';
 
-export async function runBlackboard(run: TeamRun): Promise<TopologyOutcome> {
-  const { spec, workspace } = run;
+async function runBlackboard(run: TeamRun<TeamWorkspace>): Promise<TopologyOutcome> {
+  const { spec, state: workspace } = run;
   const rounds = spec.rounds ?? DEFAULT_ROUNDS;
   let done: BoardEntry | undefined;
   let roundJobs: string[] = [];
@@ -56,3 +57,30 @@ export async function runBlackboard(run: TeamRun): Promise<TopologyOutcome> {
     error: `no member wrote "${DONE_KEY}" in ${rounds} round(s): the board is the team's answer so far`,
   };
 }
+
+/** The board, for one member. */
+const memberTools = ({ jobId, state: workspace }: MemberSession<TeamWorkspace>) => [
+  memberTool({
+    name: 'board_read',
+    description: 'The board (or one key), with who wrote each entry and when.',
+    inputSchema: { key: z.string().max(LIMITS.keyChars).optional() },
+    call: ({ key }) => ({ entries: workspace.boardRead(key) }),
+  }),
+  memberTool({
+    name: 'board_write',
+    description: 'Write a key on the board. The key "done" ends the team: its value is the answer.',
+    inputSchema: { key: z.string().min(1).max(LIMITS.keyChars), value: z.string().min(1).max(LIMITS.textChars) },
+    call: ({ key, value }) => ({ entry: workspace.boardWrite(jobId, key, value) }),
+  }),
+];
+
+export const blackboard: Topology<TeamWorkspace> = {
+  name: 'blackboard',
+  description: 'CLI members share a key/value board until one writes "done".',
+  options: { rounds: roundsOption },
+  plannedAgents: (spec) => spec.members.length * (spec.rounds ?? DEFAULT_ROUNDS),
+  channel: true,
+  state: (report) => new TeamWorkspace(report),
+  memberTools,
+  run: runBlackboard,
+};

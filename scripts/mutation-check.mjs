@@ -401,7 +401,7 @@ const MUTATIONS = [
   },
   {
     name: 'two members can claim one task',
-    file: 'src/jobs/teams/workspace.ts',
+    file: 'src/jobs/teams/topologies/task-list.ts',
     find: `      if (task.status !== 'open')`,
     replace: `      if ((task.status as string) === 'never')`,
     tests: ['test/unit/teams.test.ts'],

@@ -1,5 +1,6 @@
-// The teams' pure pieces: the spec checks, the shared workspace (the atomic claim, blocked_by,
-// the owner's update, the reader's wake-up), and presets read from .polyspawn/teams/<name>.md.
+// The teams' pure pieces: the spec checks, what members share (the task list's atomic claim,
+// blocked_by, the owner's update, the reader's wake-up; the board), and presets read from
+// .polyspawn/teams/<name>.md.
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,16 +8,19 @@ import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
 import { checkTeamOptions, teamSpec } from '../../src/jobs/teams/options.js';
 import { parseMember, type TeamSpec } from '../../src/jobs/teams/spec.js';
-import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.js';
+import { TaskList, TASK_LIST_LIMITS } from '../../src/jobs/teams/topologies/task-list.js';
+import { Board, BOARD_LIMITS } from '../../src/jobs/teams/topologies/blackboard.js';
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
 import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
 import { waitForWork } from '../../src/jobs/wait.js';
 import { tempDir } from '../helpers/temp.js';
 
+/** A leader_teammate team's task list and a blackboard team's board, reporting into one list of events. */
 const workspace = () => {
   const events: string[] = [];
-  return { ws: new TeamWorkspace((kind, text) => events.push(`${kind}: ${text}`)), events };
+  const report = (kind: string, text: string) => void events.push(`${kind}: ${text}`);
+  return { ws: new TaskList(report), board: new Board(report), events };
 };
 
 describe('team spec', () => {
@@ -98,31 +102,31 @@ describe('team workspace', () => {
   });
 
   test('the board: author and time kept; writing done is announced', () => {
-    const { ws } = workspace();
+    const { board } = workspace();
     const done: string[] = [];
-    ws.onDone((e) => done.push(`${e.author}: ${e.value}`));
-    ws.boardWrite('m1', 'hypothesis', 'off by one');
-    ws.boardWrite('m2', 'hypothesis', 'race');
-    expect(ws.boardRead('hypothesis')).toMatchObject([{ author: 'm2', value: 'race' }]);
-    ws.boardWrite('m2', 'done', 'the race in flush()');
+    board.onDone((e) => done.push(`${e.author}: ${e.value}`));
+    board.write('m1', 'hypothesis', 'off by one');
+    board.write('m2', 'hypothesis', 'race');
+    expect(board.read('hypothesis')).toMatchObject([{ author: 'm2', value: 'race' }]);
+    board.write('m2', 'done', 'the race in flush()');
     expect(done).toEqual(['m2: the race in flush()']);
   });
 
   test("the length limits are the workspace's, not only its tools' schemas: refused, nothing kept", () => {
-    const { ws, events } = workspace();
-    const long = 'x'.repeat(WORKSPACE_LIMITS.textChars + 1);
-    expect(() => ws.createTask('m1', 's'.repeat(WORKSPACE_LIMITS.subjectChars + 1))).toThrow(
+    const { ws, board, events } = workspace();
+    const long = 'x'.repeat(TASK_LIST_LIMITS.textChars + 1);
+    expect(() => ws.createTask('m1', 's'.repeat(TASK_LIST_LIMITS.subjectChars + 1))).toThrow(
       /^the task's subject holds 301 characters, more than the 300 it may: shorten it/,
     );
     expect(() => ws.createTask('m1', 'ok', long)).toThrow(/^the task's description holds 20001 characters/);
     expect(() => ws.send('m1', long)).toThrow(/^the message holds 20001 characters/);
     expect(() => ws.send('m1', '')).toThrow(/^the message is empty/);
-    expect(() => ws.boardWrite('m1', 'k'.repeat(WORKSPACE_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
-    expect(() => ws.boardWrite('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
+    expect(() => board.write('m1', 'k'.repeat(BOARD_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
+    expect(() => board.write('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
     const task = ws.createTask('m1', 'ok');
     expect(() => ws.update('m1', task.id, 'done', long)).toThrow(/^the task's result holds 20001 characters/);
     expect(ws.listTasks()).toMatchObject([{ id: task.id, status: 'open' }]);
-    expect(ws.boardRead()).toEqual([]);
+    expect(board.read()).toEqual([]);
     expect(events).toEqual([`task: m1 created ${task.id}: ok`]);
   });
 });
@@ -226,7 +230,7 @@ function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgent
         // [done]: the member writes the board's done key (blackboard), then answers.
         if (job.prompt.includes('[done]'))
           return void setImmediate(() => {
-            (table.teamOf(job.id)?.state as TeamWorkspace).boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
+            (table.teamOf(job.id)?.state as Board).write(job.id, 'done', `by ${job.team?.role} ${job.id}`);
             setImmediate(answer);
           });
         if (!job.prompt.includes('[hold]')) return void setImmediate(answer);

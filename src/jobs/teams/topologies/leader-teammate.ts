@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { InputError } from '../../../lib/errors.js';
 import { ANSWER_WAIT_S, PARENT_SERVER } from '../../conversation.js';
 import { memberTool, type MemberSession, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
-import { TeamWorkspace, WORKSPACE_LIMITS as LIMITS } from '../workspace.js';
+import { TaskList, TASK_LIST_LIMITS as LIMITS } from './task-list.js';
 import { answerText, failureLine, succeeded } from './answers.js';
 
 const LEADER_BRIEF =
@@ -21,7 +21,7 @@ const TEAMMATE_BRIEF =
   '"failed" with why). Then claim the next. When there is none, read_messages waits for new tasks or messages; ' +
   'stop when the leader says the work is done or no task is left after a wait.';
 
-async function runLeaderTeammate(run: TeamRun<TeamWorkspace>): Promise<TopologyOutcome> {
+async function runLeaderTeammate(run: TeamRun<TaskList>): Promise<TopologyOutcome> {
   const [leaderMember, ...teammates] = run.spec.members as [string, ...string[]];
   const leader = run.start(leaderMember, 'leader', `${run.brief()}\n\n---\n\n${LEADER_BRIEF}`, { needsChannel: true });
   for (const [i, member] of teammates.entries())
@@ -44,7 +44,7 @@ async function runLeaderTeammate(run: TeamRun<TeamWorkspace>): Promise<TopologyO
 const text = z.string().min(1).max(LIMITS.textChars);
 
 /** The task list and messages, for one member. */
-function memberTools({ jobId, team, state: workspace }: MemberSession<TeamWorkspace>) {
+function memberTools({ jobId, team, state: tasks }: MemberSession<TaskList>) {
   const members = () =>
     team.members.map((m) => ({ agent_id: m.jobId, member: m.member, role: m.role, state: m.state }));
   return [
@@ -57,20 +57,20 @@ function memberTools({ jobId, team, state: workspace }: MemberSession<TeamWorksp
         blocked_by: z.array(z.string().max(16)).max(50).optional(),
       },
       call: ({ subject, description, blocked_by }) => ({
-        task: workspace.createTask(jobId, subject, description, blocked_by),
+        task: tasks.createTask(jobId, subject, description, blocked_by),
       }),
     }),
     memberTool({
       name: 'task_list',
       description: "The team's tasks and members.",
       inputSchema: {},
-      call: () => ({ tasks: workspace.listTasks(jobId), members: members(), you: jobId }),
+      call: () => ({ tasks: tasks.listTasks(jobId), members: members(), you: jobId }),
     }),
     memberTool({
       name: 'task_claim',
       description: 'Take a task (the next unblocked one, or task_id); task: null when none is free.',
       inputSchema: { task_id: z.string().max(16).optional() },
-      call: ({ task_id }) => ({ task: workspace.claim(jobId, task_id) ?? null }),
+      call: ({ task_id }) => ({ task: tasks.claim(jobId, task_id) ?? null }),
     }),
     memberTool({
       name: 'task_update',
@@ -80,7 +80,7 @@ function memberTools({ jobId, team, state: workspace }: MemberSession<TeamWorksp
         status: z.enum(['done', 'failed', 'open']),
         result: text.optional(),
       },
-      call: ({ task_id, status, result }) => ({ task: workspace.update(jobId, task_id, status, result) }),
+      call: ({ task_id, status, result }) => ({ task: tasks.update(jobId, task_id, status, result) }),
     }),
     memberTool({
       name: 'send_message',
@@ -89,34 +89,34 @@ function memberTools({ jobId, team, state: workspace }: MemberSession<TeamWorksp
       call: ({ to, text: message }) => {
         if (!team.members.some((m) => m.jobId === to))
           throw new InputError(`no member "${to}" in this team: task_list shows their agent_ids`);
-        return { message: workspace.send(jobId, message, to) };
+        return { message: tasks.send(jobId, message, to) };
       },
     }),
     memberTool({
       name: 'broadcast',
       description: 'A message to every member.',
       inputSchema: { text },
-      call: ({ text: message }) => ({ message: workspace.send(jobId, message) }),
+      call: ({ text: message }) => ({ message: tasks.send(jobId, message) }),
     }),
     memberTool({
       name: 'read_messages',
       description: `Your unread messages; with none, waits up to ${ANSWER_WAIT_S} s for one or for a change of the task list.`,
       inputSchema: {},
       call: async (_args, signal) => ({
-        messages: await workspace.read(jobId, ANSWER_WAIT_S * 1000, signal),
-        tasks: workspace.listTasks(),
+        messages: await tasks.read(jobId, ANSWER_WAIT_S * 1000, signal),
+        tasks: tasks.listTasks(),
       }),
     }),
   ];
 }
 
-export const leaderTeammate: Topology<TeamWorkspace> = {
+export const leaderTeammate: Topology<TaskList> = {
   name: 'leader_teammate',
   description: 'the first CLI member lists tasks, the others take them.',
   refuse: (spec) => (spec.members.length < 2 ? 'members: the leader first, then at least one teammate' : undefined),
   plannedAgents: (spec) => spec.members.length,
   channel: true,
-  state: (report) => new TeamWorkspace(report),
+  state: (report) => new TaskList(report),
   memberTools,
   run: runLeaderTeammate,
 };

@@ -6,7 +6,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
-import { checkTeamOptions, teamSpec } from '../../src/jobs/teams/options.js';
+import { z } from 'zod';
+import {
+  checkTeamOptions,
+  ownOptions,
+  teamSpec,
+  TOPOLOGY_NAMES,
+  type TeamOptions,
+} from '../../src/jobs/teams/options.js';
+import { topologies } from '../../src/jobs/teams/topologies/registry.js';
 import { parseMember, type TeamSpec } from '../../src/jobs/teams/spec.js';
 import { TaskList, TASK_LIST_LIMITS } from '../../src/jobs/teams/topologies/task-list.js';
 import { Board, BOARD_LIMITS } from '../../src/jobs/teams/topologies/blackboard.js';
@@ -51,6 +59,40 @@ describe('team spec', () => {
     });
     expect(parseMember('claude:opus')).toEqual({ name: 'claude', model: 'opus' });
     expect(parseMember('reviewer')).toEqual({ name: 'reviewer' });
+  });
+});
+
+describe('the topologies, as the registry declares them', () => {
+  test("each topology's options are its own: another topology given one is told which take it", () => {
+    for (const topology of topologies)
+      for (const option of Object.keys(topology.options ?? {})) {
+        const takers = topologies.filter((t) => option in (t.options ?? {})).map((t) => t.name);
+        const other = topologies.find((t) => !takers.includes(t.name));
+        if (!other) continue;
+        // Members the other topology takes, so that the option is what it refuses.
+        const members = [1, 2, 3]
+          .map((n) => Array.from({ length: n }, () => 'codex'))
+          .find((m) => !other.refuse?.({ topology: other.name, task: 'task', members: m }))!;
+        const options = { topology: other.name, members, [option]: 'any value' } as TeamOptions;
+        const refusal = () => teamSpec(options, 'task');
+        expect(refusal).toThrow(`${option} applies to ${takers.join(' and ')} only`);
+      }
+    expect(TOPOLOGY_NAMES).toEqual(topologies.map((t) => t.name));
+  });
+
+  test('two topologies may share an option only as one schema', () => {
+    const rounds = z.number();
+    const declaring = (name: string, schema: z.ZodType) => ({
+      name,
+      description: '',
+      options: { rounds: schema },
+      plannedAgents: () => 1,
+      run: async () => ({ ok: true, answer: '' }),
+    });
+    expect(Object.keys(ownOptions([declaring('a', rounds), declaring('b', rounds)]))).toEqual(['rounds']);
+    expect(() => ownOptions([declaring('a', rounds), declaring('b', z.number())])).toThrow(
+      /topology b declares option rounds, which a declared with another schema: share one schema/,
+    );
   });
 });
 

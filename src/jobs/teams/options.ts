@@ -17,14 +17,24 @@ export function topologyNamed(name: string): Topology {
   return topology;
 }
 
-/** Each topology's own options, in the registry's order; an option two topologies share is one schema. */
-const topologyOptions: Record<string, z.ZodType> = {};
-for (const topology of topologies)
-  for (const [name, schema] of Object.entries(topology.options ?? {})) {
-    if (topologyOptions[name] && topologyOptions[name] !== schema)
-      throw new Error(`topology ${topology.name} declares option ${name} with another schema than an earlier topology`);
-    topologyOptions[name] = schema;
-  }
+/** The topologies' own options, in their order; an option two topologies share must be one schema. */
+export function ownOptions(list: readonly Topology[]): Record<string, z.ZodType> {
+  const shape: Record<string, z.ZodType> = {};
+  const declaredBy = new Map<string, string>();
+  for (const topology of list)
+    for (const [name, schema] of Object.entries(topology.options ?? {})) {
+      if (shape[name] && shape[name] !== schema)
+        throw new Error(
+          `topology ${topology.name} declares option ${name}, which ${declaredBy.get(name)} declared with another schema: ` +
+            'share one schema (as rounds does: roundsOption in spec.ts) or give the option another name',
+        );
+      shape[name] = schema;
+      declaredBy.set(name, topology.name);
+    }
+  return shape;
+}
+
+const topologyOptions = ownOptions(topologies);
 
 /** Which topologies take an option of their own. */
 const takers = (option: string) => topologies.filter((t) => option in (t.options ?? {})).map((t) => t.name);

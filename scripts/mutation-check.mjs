@@ -407,6 +407,20 @@ const MUTATIONS = [
     tests: ['test/unit/teams.test.ts'],
   },
   {
+    name: "a topology takes another topology's option",
+    file: 'src/jobs/teams/options.ts',
+    find: `if (!takenBy.includes(topology.name)) misplaced ??=`,
+    replace: `if (takenBy.length === 0) misplaced ??=`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'a member an option names is not checked before the team starts',
+    file: 'src/jobs/teams/options.ts',
+    find: `return [...new Set([...spec.members, ...named])];`,
+    replace: `return [...new Set(spec.members)];`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
     name: 'a team starts members past its budget',
     file: 'src/jobs/teams/table.ts',
     find: `if (spent + committed < max) continue;`,

@@ -313,6 +313,32 @@ const spec = (topology: TeamSpec['topology'], members: string[], extra: Partial<
   ...extra,
 });
 
+describe('starting a team', () => {
+  test('a member an option names (reduce_with, judge) is checked before anything starts', () => {
+    const spawned: string[] = [];
+    const table = new TeamTable({
+      checkMember: (member) => {
+        if (member === 'nobody') throw new Error('nobody is no member');
+      },
+      spawnMember: (member) => {
+        spawned.push(member);
+        throw new Error('not used');
+      },
+      jobs: new JobTable({
+        concurrency: 1,
+        execute: async () => ({ state: 'failed', outcome: { ok: false, text: '', costSource: 'unknown' } }),
+      }),
+      maxTeamDepth: 1,
+      maxAgents: 50,
+    });
+    expect(() => table.start(spec('map_reduce', ['codex'], { reduceWith: 'nobody' }))).toThrow('nobody is no member');
+    expect(() => table.start(spec('peer_ring', ['codex', 'claude'], { judge: 'nobody' }))).toThrow(
+      'nobody is no member',
+    );
+    expect(spawned).toEqual([]);
+  });
+});
+
 describe("a team's budget", () => {
   test('map_reduce of 8 items at concurrency 1: once the budget is spent no queued member starts, and the answer so far is kept', async () => {
     const { table, ran, finished } = teamHarness({ concurrency: 1 });

@@ -3,7 +3,7 @@
 // Everything here is derived from the topologies' declarations (topologies/registry.ts).
 import { z } from 'zod';
 import { InputError } from '../../lib/errors.js';
-import { commonOptions, type TeamSpec } from './spec.js';
+import { commonOptions, memberOption, type TeamSpec } from './spec.js';
 import type { Topology } from './topology.js';
 import { topologies } from './topologies/registry.js';
 
@@ -101,4 +101,14 @@ export function teamSpec(options: TeamOptions, task: string, extra: Partial<Team
   const why = topology.refuse?.(spec) ?? misplaced;
   if (why) refuse(why);
   return spec;
+}
+
+/** Every member a spec names: its members, and the options declared as a member (`memberOption`: reduce_with, judge). */
+export function namedMembers(spec: TeamSpec): string[] {
+  const fields: Record<string, unknown> = spec;
+  const named = Object.entries(topologyOptions)
+    .filter(([, schema]) => schema === memberOption)
+    .map(([option]) => fields[specField(option)])
+    .filter((m): m is string => typeof m === 'string');
+  return [...new Set([...spec.members, ...named])];
 }

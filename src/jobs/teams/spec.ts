@@ -17,7 +17,7 @@ export const TEAM_LIMITS = {
 /** A member: a backend (`codex`) or a named agent (`reviewer`), either with a model (`claude:opus`). */
 export const MEMBER_PATTERN = /^[a-z][a-z0-9_-]{0,47}(:[A-Za-z0-9._/@-]{1,100})?$/;
 
-/** An option that names a member (reduce_with, judge). */
+/** An option that names a member (reduce_with, judge): the team table checks it before the team starts. */
 export const memberOption = z.string().regex(MEMBER_PATTERN);
 /** Debate and blackboard rounds. */
 export const roundsOption = z.number().int().min(1).max(TEAM_LIMITS.rounds);

@@ -9,7 +9,7 @@ import { waitUntil } from '../../lib/wait.js';
 import { isFinished, type JobRecord, type JobTable } from '../table.js';
 import { isTeamFinished, MAX_EVENTS, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
 import { childSpec, type TeamSpec } from './spec.js';
-import { topologyNamed } from './options.js';
+import { namedMembers, topologyNamed } from './options.js';
 import { LimitReached, type TeamRun, type TopologyOutcome } from './topology.js';
 import { labelled, succeeded, type MemberAnswer } from './topologies/answers.js';
 
@@ -97,7 +97,7 @@ export class TeamTable {
     const topology = topologyNamed(spec.topology);
     const needsChannel = topology.channel === true;
     const supervisor = this.supervisorOf(spec);
-    for (const m of new Set([...spec.members, spec.reduceWith, spec.judge].filter((m): m is string => !!m)))
+    for (const m of namedMembers(spec))
       this.host.checkMember(m, {
         needsChannel: needsChannel && spec.members.includes(m),
         caller: spec.caller,

@@ -401,9 +401,23 @@ const MUTATIONS = [
   },
   {
     name: 'two members can claim one task',
-    file: 'src/jobs/teams/workspace.ts',
+    file: 'src/jobs/teams/topologies/task-list.ts',
     find: `      if (task.status !== 'open')`,
     replace: `      if ((task.status as string) === 'never')`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a topology takes another topology's option",
+    file: 'src/jobs/teams/options.ts',
+    find: `if (!takenBy.includes(topology.name)) misplaced ??=`,
+    replace: `if (takenBy.length === 0) misplaced ??=`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'a member an option names is not checked before the team starts',
+    file: 'src/jobs/teams/options.ts',
+    find: `return [...new Set([...spec.members, ...named])];`,
+    replace: `return [...new Set(spec.members)];`,
     tests: ['test/unit/teams.test.ts'],
   },
   {

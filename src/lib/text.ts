@@ -17,6 +17,9 @@ export function taskLine(prompt: string, redact: (text: string) => string = (t) 
   return line.length > TASK_CHARS ? `${line.slice(0, TASK_CHARS - 1)}…` : line;
 }
 
+/** `text` cut to at most `max` characters, ending in … where it was cut. */
+export const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
 /** `text` cut to at most `max` characters, at a word boundary when one is near, ending in `more` where it was cut. */
 export function shorten(text: string, max: number, more = '…'): string {
   if (text.length <= max) return text;

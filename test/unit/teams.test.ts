@@ -1,21 +1,34 @@
-// The teams' pure pieces: the spec checks, the shared workspace (the atomic claim, blocked_by,
-// the owner's update, the reader's wake-up), and presets read from .polyspawn/teams/<name>.md.
+// The teams' pure pieces: the spec checks, what members share (the task list's atomic claim,
+// blocked_by, the owner's update, the reader's wake-up; the board), and presets read from
+// .polyspawn/teams/<name>.md.
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test, vi } from 'vitest';
 import { loadPresets, presetFor } from '../../src/jobs/teams/presets.js';
-import { checkTeamOptions, parseMember, teamSpec, type TeamSpec } from '../../src/jobs/teams/spec.js';
-import { TeamWorkspace, WORKSPACE_LIMITS } from '../../src/jobs/teams/workspace.js';
+import { z } from 'zod';
+import {
+  checkTeamOptions,
+  ownOptions,
+  teamSpec,
+  TOPOLOGY_NAMES,
+  type TeamOptions,
+} from '../../src/jobs/teams/options.js';
+import { topologies } from '../../src/jobs/teams/topologies/registry.js';
+import { parseMember, type TeamSpec } from '../../src/jobs/teams/spec.js';
+import { TaskList, TASK_LIST_LIMITS } from '../../src/jobs/teams/topologies/task-list.js';
+import { Board, BOARD_LIMITS } from '../../src/jobs/teams/topologies/blackboard.js';
 import { JobTable } from '../../src/jobs/table.js';
 import type { TeamRecord } from '../../src/jobs/teams/record.js';
 import { TeamTable, type MemberRequest, type TeamStore } from '../../src/jobs/teams/table.js';
 import { waitForWork } from '../../src/jobs/wait.js';
 import { tempDir } from '../helpers/temp.js';
 
+/** A leader_teammate team's task list and a blackboard team's board, reporting into one list of events. */
 const workspace = () => {
   const events: string[] = [];
-  return { ws: new TeamWorkspace((kind, text) => events.push(`${kind}: ${text}`)), events };
+  const report = (kind: string, text: string) => void events.push(`${kind}: ${text}`);
+  return { ws: new TaskList(report), board: new Board(report), events };
 };
 
 describe('team spec', () => {
@@ -46,6 +59,40 @@ describe('team spec', () => {
     });
     expect(parseMember('claude:opus')).toEqual({ name: 'claude', model: 'opus' });
     expect(parseMember('reviewer')).toEqual({ name: 'reviewer' });
+  });
+});
+
+describe('the topologies, as the registry declares them', () => {
+  test("each topology's options are its own: another topology given one is told which take it", () => {
+    for (const topology of topologies)
+      for (const option of Object.keys(topology.options ?? {})) {
+        const takers = topologies.filter((t) => option in (t.options ?? {})).map((t) => t.name);
+        const other = topologies.find((t) => !takers.includes(t.name));
+        if (!other) continue;
+        // Members the other topology takes, so that the option is what it refuses.
+        const members = [1, 2, 3]
+          .map((n) => Array.from({ length: n }, () => 'codex'))
+          .find((m) => !other.refuse?.({ topology: other.name, task: 'task', members: m }))!;
+        const options = { topology: other.name, members, [option]: 'any value' } as TeamOptions;
+        const refusal = () => teamSpec(options, 'task');
+        expect(refusal).toThrow(`${option} applies to ${takers.join(' and ')} only`);
+      }
+    expect(TOPOLOGY_NAMES).toEqual(topologies.map((t) => t.name));
+  });
+
+  test('two topologies may share an option only as one schema', () => {
+    const rounds = z.number();
+    const declaring = (name: string, schema: z.ZodType) => ({
+      name,
+      description: '',
+      options: { rounds: schema },
+      plannedAgents: () => 1,
+      run: async () => ({ ok: true, answer: '' }),
+    });
+    expect(Object.keys(ownOptions([declaring('a', rounds), declaring('b', rounds)]))).toEqual(['rounds']);
+    expect(() => ownOptions([declaring('a', rounds), declaring('b', z.number())])).toThrow(
+      /topology b declares option rounds, which a declared with another schema: share one schema/,
+    );
   });
 });
 
@@ -97,31 +144,31 @@ describe('team workspace', () => {
   });
 
   test('the board: author and time kept; writing done is announced', () => {
-    const { ws } = workspace();
+    const { board } = workspace();
     const done: string[] = [];
-    ws.onDone((e) => done.push(`${e.author}: ${e.value}`));
-    ws.boardWrite('m1', 'hypothesis', 'off by one');
-    ws.boardWrite('m2', 'hypothesis', 'race');
-    expect(ws.boardRead('hypothesis')).toMatchObject([{ author: 'm2', value: 'race' }]);
-    ws.boardWrite('m2', 'done', 'the race in flush()');
+    board.onDone((e) => done.push(`${e.author}: ${e.value}`));
+    board.write('m1', 'hypothesis', 'off by one');
+    board.write('m2', 'hypothesis', 'race');
+    expect(board.read('hypothesis')).toMatchObject([{ author: 'm2', value: 'race' }]);
+    board.write('m2', 'done', 'the race in flush()');
     expect(done).toEqual(['m2: the race in flush()']);
   });
 
   test("the length limits are the workspace's, not only its tools' schemas: refused, nothing kept", () => {
-    const { ws, events } = workspace();
-    const long = 'x'.repeat(WORKSPACE_LIMITS.textChars + 1);
-    expect(() => ws.createTask('m1', 's'.repeat(WORKSPACE_LIMITS.subjectChars + 1))).toThrow(
+    const { ws, board, events } = workspace();
+    const long = 'x'.repeat(TASK_LIST_LIMITS.textChars + 1);
+    expect(() => ws.createTask('m1', 's'.repeat(TASK_LIST_LIMITS.subjectChars + 1))).toThrow(
       /^the task's subject holds 301 characters, more than the 300 it may: shorten it/,
     );
     expect(() => ws.createTask('m1', 'ok', long)).toThrow(/^the task's description holds 20001 characters/);
     expect(() => ws.send('m1', long)).toThrow(/^the message holds 20001 characters/);
     expect(() => ws.send('m1', '')).toThrow(/^the message is empty/);
-    expect(() => ws.boardWrite('m1', 'k'.repeat(WORKSPACE_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
-    expect(() => ws.boardWrite('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
+    expect(() => board.write('m1', 'k'.repeat(BOARD_LIMITS.keyChars + 1), 'v')).toThrow(/^the board's key holds/);
+    expect(() => board.write('m1', 'done', long)).toThrow(/^the value of done holds 20001 characters/);
     const task = ws.createTask('m1', 'ok');
     expect(() => ws.update('m1', task.id, 'done', long)).toThrow(/^the task's result holds 20001 characters/);
     expect(ws.listTasks()).toMatchObject([{ id: task.id, status: 'open' }]);
-    expect(ws.boardRead()).toEqual([]);
+    expect(board.read()).toEqual([]);
     expect(events).toEqual([`task: m1 created ${task.id}: ok`]);
   });
 });
@@ -225,7 +272,7 @@ function teamHarness(options: { concurrency?: number; costUsd?: number; maxAgent
         // [done]: the member writes the board's done key (blackboard), then answers.
         if (job.prompt.includes('[done]'))
           return void setImmediate(() => {
-            table.teamOf(job.id)?.workspace.boardWrite(job.id, 'done', `by ${job.team?.role} ${job.id}`);
+            (table.teamOf(job.id)?.state as Board).write(job.id, 'done', `by ${job.team?.role} ${job.id}`);
             setImmediate(answer);
           });
         if (!job.prompt.includes('[hold]')) return void setImmediate(answer);
@@ -264,6 +311,32 @@ const spec = (topology: TeamSpec['topology'], members: string[], extra: Partial<
   members,
   task: 'the task',
   ...extra,
+});
+
+describe('starting a team', () => {
+  test('a member an option names (reduce_with, judge) is checked before anything starts', () => {
+    const spawned: string[] = [];
+    const table = new TeamTable({
+      checkMember: (member) => {
+        if (member === 'nobody') throw new Error('nobody is no member');
+      },
+      spawnMember: (member) => {
+        spawned.push(member);
+        throw new Error('not used');
+      },
+      jobs: new JobTable({
+        concurrency: 1,
+        execute: async () => ({ state: 'failed', outcome: { ok: false, text: '', costSource: 'unknown' } }),
+      }),
+      maxTeamDepth: 1,
+      maxAgents: 50,
+    });
+    expect(() => table.start(spec('map_reduce', ['codex'], { reduceWith: 'nobody' }))).toThrow('nobody is no member');
+    expect(() => table.start(spec('peer_ring', ['codex', 'claude'], { judge: 'nobody' }))).toThrow(
+      'nobody is no member',
+    );
+    expect(spawned).toEqual([]);
+  });
 });
 
 describe("a team's budget", () => {

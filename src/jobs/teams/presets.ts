@@ -7,7 +7,8 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InputError } from '../../lib/errors.js';
 import { parseAgentFile } from '../agents/definitions.js';
-import { TEAM_LIMITS, teamOptionsSchema, type TeamOptions } from './spec.js';
+import { TEAM_LIMITS } from './spec.js';
+import { teamOptionsSchema, type TeamOptions } from './options.js';
 
 type TeamPreset = {
   name: string;

@@ -65,6 +65,9 @@ export type TeamRecord = {
   owner?: { pid: number; start?: string };
 };
 
+/** A team's id: `team-` and six letters or digits. */
+export const TEAM_ID = /^team-[a-z2-9]{6}$/;
+
 export const isTeamFinished = (state: TeamState) => state !== 'running';
 
 /** Events kept per team: a long blackboard or task list must not grow the record without end. */

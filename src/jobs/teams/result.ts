@@ -4,12 +4,12 @@ import { z } from 'zod';
 import { isFinished, JOB_STATES, type JobRecord } from '../table.js';
 import { fullResult, jobResultSchema, jobSummarySchema, redactedTask, type ResultContext } from '../result.js';
 import { teamTotals, TEAM_STATES, type TeamRecord } from './record.js';
-import { TOPOLOGIES } from './spec.js';
+import { TOPOLOGY_NAMES } from './options.js';
 import { overlapsOfIds } from '../worktree/report.js';
 
 export const teamSummarySchema = z.object({
   team_id: z.string(),
-  topology: z.enum(TOPOLOGIES),
+  topology: z.enum(TOPOLOGY_NAMES),
   state: z.enum(TEAM_STATES),
   task: z.string(),
   preset: z.string().optional(),

@@ -8,16 +8,10 @@ import { InputError } from '../../lib/errors.js';
 import { waitUntil } from '../../lib/wait.js';
 import { isFinished, type JobRecord, type JobTable } from '../table.js';
 import { isTeamFinished, MAX_EVENTS, type TeamEvent, type TeamRecord, type TeamState } from './record.js';
-import { childSpec, plannedAgents, type TeamSpec, type Topology } from './spec.js';
-import { TeamWorkspace } from './workspace.js';
-import { LimitReached, type TeamRun, type TopologyOutcome } from './run.js';
+import { childSpec, type TeamSpec } from './spec.js';
+import { namedMembers, topologyNamed } from './options.js';
+import { LimitReached, type TeamRun, type TopologyOutcome } from './topology.js';
 import { labelled, succeeded, type MemberAnswer } from './topologies/answers.js';
-import { runMapReduce } from './topologies/map-reduce.js';
-import { runPipeline } from './topologies/pipeline.js';
-import { runPeerRing } from './topologies/peer-ring.js';
-import { runLeaderTeammate } from './topologies/leader-teammate.js';
-import { runBlackboard } from './topologies/blackboard.js';
-import { runSupervisorTree } from './topologies/supervisor-tree.js';
 
 /** What a member's job is asked to do, and how it is tagged. */
 export type MemberRequest = {
@@ -61,26 +55,14 @@ export type TeamStore = {
   recent(n: number): TeamRecord[];
 };
 
-const TOPOLOGY_RUNNERS: Record<Topology, (run: TeamRun) => Promise<TopologyOutcome>> = {
-  map_reduce: runMapReduce,
-  pipeline: runPipeline,
-  peer_ring: runPeerRing,
-  leader_teammate: runLeaderTeammate,
-  blackboard: runBlackboard,
-  supervisor_tree: runSupervisorTree,
-};
-
-/** Which topologies talk over the channel, and so need CLI members. */
-const CHANNEL_TOPOLOGIES: readonly Topology[] = ['leader_teammate', 'blackboard', 'supervisor_tree'];
-
-export const TEAM_ID = /^team-[a-z2-9]{6}$/;
 const ID_ALPHABET = 'abcdefghijkmnpqrstuvwxyz23456789';
 
 type Entry = {
   record: TeamRecord;
   controller: AbortController;
   done: Promise<void>;
-  workspace: TeamWorkspace;
+  /** What its topology's members share (its `state()`), if it keeps any. */
+  state: unknown;
   /** Why the team stopped starting members (its budget or the agent bound), once it has. */
   stopped?: string;
 };
@@ -112,9 +94,10 @@ export class TeamTable {
     if (asked.parent && (!parent || isTeamFinished(parent.record.state)))
       throw new InputError(`team ${asked.parent.teamId} that would run this team has ended`);
     const spec = parent ? childSpec(parent.record.spec, asked) : asked;
-    const needsChannel = CHANNEL_TOPOLOGIES.includes(spec.topology);
+    const topology = topologyNamed(spec.topology);
+    const needsChannel = topology.channel === true;
     const supervisor = this.supervisorOf(spec);
-    for (const m of new Set([...spec.members, spec.reduceWith, spec.judge].filter((m): m is string => !!m)))
+    for (const m of namedMembers(spec))
       this.host.checkMember(m, {
         needsChannel: needsChannel && spec.members.includes(m),
         caller: spec.caller,
@@ -122,15 +105,12 @@ export class TeamTable {
       });
     const depth = spec.parent ? this.depthOf(spec.parent.teamId) + 1 : 0;
     // A supervisor at the deepest level could start no team: refused as well.
-    if (
-      depth > this.host.maxTeamDepth ||
-      (depth > 0 && depth === this.host.maxTeamDepth && spec.topology === 'supervisor_tree')
-    )
+    if (depth > this.host.maxTeamDepth || (depth > 0 && depth === this.host.maxTeamDepth && topology.runsTeams))
       throw new InputError(
         `a ${spec.topology} team inside team ${spec.parent!.teamId} would go past the nesting limit of ${this.host.maxTeamDepth} level(s) of teams below a supervisor: use another topology, or do the work in this team's members`,
       );
     const started = parent ? this.agentsIn(this.root(parent)) : 0;
-    const planned = plannedAgents(spec);
+    const planned = topology.plannedAgents(spec);
     if (started + planned > this.host.maxAgents)
       throw new InputError(
         `this ${spec.topology} team would start ${planned} agent(s)${started ? ` where its tree has started ${started}` : ''}, ` +
@@ -146,9 +126,9 @@ export class TeamTable {
       events: [],
     };
     const controller = new AbortController();
-    const workspace = new TeamWorkspace((kind, text, jobId) => this.event(record, kind, text, jobId));
+    const state = topology.state?.((kind, text, jobId) => this.event(record, kind, text, jobId));
     let settle!: () => void;
-    const entry: Entry = { record, controller, workspace, done: new Promise<void>((r) => (settle = r)) };
+    const entry: Entry = { record, controller, state, done: new Promise<void>((r) => (settle = r)) };
     this.entries.set(record.id, entry);
     if (parent) {
       parent.record.children = [...(parent.record.children ?? []), record.id];
@@ -164,7 +144,7 @@ export class TeamTable {
     const run = this.teamRun(entry);
     let outcome: TopologyOutcome;
     try {
-      outcome = await TOPOLOGY_RUNNERS[record.spec.topology](run);
+      outcome = await topologyNamed(record.spec.topology).run(run);
     } catch (error) {
       if (error instanceof LimitReached) {
         // No member starts any more; those running finish, and what they answer is kept.
@@ -191,14 +171,14 @@ export class TeamTable {
   }
 
   private teamRun(entry: Entry): TeamRun {
-    const { record, controller, workspace } = entry;
+    const { record, controller, state } = entry;
     const spec = record.spec;
     const running = new Set<string>();
     return {
       id: record.id,
       spec,
       signal: controller.signal,
-      workspace,
+      state,
       start: (member, role, prompt, options = {}) => {
         if (controller.signal.aborted) throw new Error('the team was cancelled');
         const next = `so no new member was started (${role}: ${member} was next)`;
@@ -368,13 +348,11 @@ export class TeamTable {
     return this.entries.get(id)?.record ?? this.host.store?.get(id);
   }
 
-  /** The team a running member job belongs to, with its shared workspace (the channel's team tools). */
-  teamOf(jobId: string): { team: TeamRecord; workspace: TeamWorkspace } | undefined {
+  /** The team a running member job belongs to, with what its members share (the channel's member tools). */
+  teamOf(jobId: string): { team: TeamRecord; state: unknown } | undefined {
     const id = this.teamOfJob.get(jobId);
     const entry = id ? this.entries.get(id) : undefined;
-    return entry && !isTeamFinished(entry.record.state)
-      ? { team: entry.record, workspace: entry.workspace }
-      : undefined;
+    return entry && !isTeamFinished(entry.record.state) ? { team: entry.record, state: entry.state } : undefined;
   }
 
   /** This table's teams and the newest stored ones, newest first. */

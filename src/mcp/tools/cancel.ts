@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { App } from '../../app.js';
 import { findJob, findTeam, toolResult } from '../views.js';
 import { summarize } from '../../jobs/result.js';
-import { TEAM_ID } from '../../jobs/teams/table.js';
+import { TEAM_ID } from '../../jobs/teams/record.js';
 import { jobOrTeamSummarySchema, summarizeTeam } from '../../jobs/teams/result.js';
 
 export function registerCancelTool(server: McpServer, app: App): void {

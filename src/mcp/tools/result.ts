@@ -5,7 +5,7 @@ import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
 import { findJob, findTeam, toolResult } from '../views.js';
 import { fullResult } from '../../jobs/result.js';
-import { TEAM_ID } from '../../jobs/teams/table.js';
+import { TEAM_ID } from '../../jobs/teams/record.js';
 import { jobOrTeamResultSchema, teamResult } from '../../jobs/teams/result.js';
 
 export function registerResultTool(server: McpServer, app: App): void {

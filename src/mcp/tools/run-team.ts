@@ -1,30 +1,32 @@
-// run_team: several agents on one task in one of six topologies (src/jobs/teams/); returns a
-// team_id at once. Its description says what each topology does.
+// run_team: several agents on one task in one of the topologies (src/jobs/teams/topologies/);
+// returns a team_id at once. Its description says what each topology does, as each declares it.
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
 import { InputError } from '../../lib/errors.js';
 import { presetFor, presetsDir } from '../../jobs/teams/presets.js';
 import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
-import {
-  checkTeamOptions,
-  MEMBER_PATTERN,
-  TEAM_LIMITS,
-  teamOptionsSchema,
-  teamSpec,
-  TOPOLOGIES,
-} from '../../jobs/teams/spec.js';
+import { checkTeamOptions, teamOptionsSchema, teamSpec, TOPOLOGY_NAMES } from '../../jobs/teams/options.js';
+import { MEMBER_PATTERN, TEAM_LIMITS } from '../../jobs/teams/spec.js';
+import { topologies } from '../../jobs/teams/topologies/registry.js';
 import type { TeamRecord } from '../../jobs/teams/record.js';
 import { brief } from '../tool-list.js';
 import { toolResult } from '../views.js';
 
-const optionsText =
-  "See the topologies; also on_failure (pipeline: stop|continue), max_budget_usd (the team's), max_turns, timeout_s, isolation (each member's)";
+const optionsText = `See the topologies; also ${[
+  ...topologies.flatMap((t) => t.optionsNote ?? []),
+  "max_budget_usd (the team's)",
+  'max_turns',
+  'timeout_s',
+  "isolation (each member's)",
+].join(', ')}`;
+
+const topologiesText = topologies.map((t) => `${t.name}: ${t.description}`).join(' ');
 
 export const runTeamInput = z
   .object({
     task: z.string().min(1).max(TEAM_LIMITS.taskChars),
-    topology: z.enum(TOPOLOGIES).optional(),
+    topology: z.enum(TOPOLOGY_NAMES).optional(),
     members: brief(
       z
         .array(z.string().regex(MEMBER_PATTERN))
@@ -72,7 +74,7 @@ export function registerRunTeamTool(server: McpServer, app: App): void {
     {
       title: 'Run a team of agents',
       description:
-        'One task, several agents; returns a team_id at once. Topologies: map_reduce: each member gets the task (or one of options.items), options.reduce_with merges. pipeline: each stage gets the last answer. peer_ring: a debate of options.rounds, options.judge decides. leader_teammate: the first CLI member lists tasks, the others take them. blackboard: CLI members share a key/value board until one writes "done". supervisor_tree: a CLI supervisor that may run its own team, within this one\'s limits. ' +
+        `One task, several agents; returns a team_id at once. Topologies: ${topologiesText} ` +
         `At most ${app.config.teamMaxAgents} agents a team, its supervisor's teams included.`,
       inputSchema: runTeamInput,
       outputSchema: teamResultSchema,

@@ -5,7 +5,7 @@ import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sd
 import { z } from 'zod';
 import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished } from '../../jobs/table.js';
-import { TEAM_ID } from '../../jobs/teams/table.js';
+import { TEAM_ID } from '../../jobs/teams/record.js';
 import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
 import { waitForWork, type WorkWait } from '../../jobs/wait.js';
 import { brief } from '../tool-list.js';

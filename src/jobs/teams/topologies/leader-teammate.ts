@@ -1,9 +1,12 @@
 // leader_teammate: a leader (the first member) plans the work as tasks on a shared list;
 // teammates (the others) run at once and take the next unblocked task, over the channel's team
-// tools. The team ends when the leader finishes: its answer is the team's, and teammates still
-// running then are ended.
-import { PARENT_SERVER } from '../../conversation.js';
-import type { TeamRun, TopologyOutcome } from '../run.js';
+// tools (the task list and messages). The team ends when the leader finishes: its answer is the
+// team's, and teammates still running then are ended.
+import { z } from 'zod';
+import { InputError } from '../../../lib/errors.js';
+import { ANSWER_WAIT_S, PARENT_SERVER } from '../../conversation.js';
+import { memberTool, type MemberSession, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
+import { TaskList, TASK_LIST_LIMITS as LIMITS } from './task-list.js';
 import { answerText, failureLine, succeeded } from './answers.js';
 
 const LEADER_BRIEF =
@@ -18,7 +21,7 @@ const TEAMMATE_BRIEF =
   '"failed" with why). Then claim the next. When there is none, read_messages waits for new tasks or messages; ' +
   'stop when the leader says the work is done or no task is left after a wait.';
 
-export async function runLeaderTeammate(run: TeamRun): Promise<TopologyOutcome> {
+async function runLeaderTeammate(run: TeamRun<TaskList>): Promise<TopologyOutcome> {
   const [leaderMember, ...teammates] = run.spec.members as [string, ...string[]];
   const leader = run.start(leaderMember, 'leader', `${run.brief()}\n\n---\n\n${LEADER_BRIEF}`, { needsChannel: true });
   for (const [i, member] of teammates.entries())
@@ -30,10 +33,90 @@ export async function runLeaderTeammate(run: TeamRun): Promise<TopologyOutcome> 
     return { ok: false, answer: '', error: `the leader ${failureLine(answer)}` };
   }
   run.event('answer', `the leader (${leaderMember}) finished: the team's answer`, done.id);
-  const open = run.workspace.listTasks().filter((t) => t.status === 'open' || t.status === 'claimed');
+  const open = run.state.listTasks().filter((t) => t.status === 'open' || t.status === 'claimed');
   return {
     ok: true,
     answer: answerText(done),
     ...(open.length ? { note: `${open.length} task(s) were not done when the leader finished` } : {}),
   };
 }
+
+const text = z.string().min(1).max(LIMITS.textChars);
+
+/** The task list and messages, for one member. */
+function memberTools({ jobId, team, state: tasks }: MemberSession<TaskList>) {
+  const members = () =>
+    team.members.map((m) => ({ agent_id: m.jobId, member: m.member, role: m.role, state: m.state }));
+  return [
+    memberTool({
+      name: 'task_create',
+      description: "Add a task to the team's list; blocked_by: ids of tasks that must be done first.",
+      inputSchema: {
+        subject: z.string().min(1).max(LIMITS.subjectChars),
+        description: text.optional(),
+        blocked_by: z.array(z.string().max(16)).max(50).optional(),
+      },
+      call: ({ subject, description, blocked_by }) => ({
+        task: tasks.createTask(jobId, subject, description, blocked_by),
+      }),
+    }),
+    memberTool({
+      name: 'task_list',
+      description: "The team's tasks and members.",
+      inputSchema: {},
+      call: () => ({ tasks: tasks.listTasks(jobId), members: members(), you: jobId }),
+    }),
+    memberTool({
+      name: 'task_claim',
+      description: 'Take a task (the next unblocked one, or task_id); task: null when none is free.',
+      inputSchema: { task_id: z.string().max(16).optional() },
+      call: ({ task_id }) => ({ task: tasks.claim(jobId, task_id) ?? null }),
+    }),
+    memberTool({
+      name: 'task_update',
+      description: 'Mark your task done (with its result), failed (with why), or open again.',
+      inputSchema: {
+        task_id: z.string().max(16),
+        status: z.enum(['done', 'failed', 'open']),
+        result: text.optional(),
+      },
+      call: ({ task_id, status, result }) => ({ task: tasks.update(jobId, task_id, status, result) }),
+    }),
+    memberTool({
+      name: 'send_message',
+      description: 'A message to one member (its agent_id, from task_list).',
+      inputSchema: { to: z.string().min(1).max(64), text },
+      call: ({ to, text: message }) => {
+        if (!team.members.some((m) => m.jobId === to))
+          throw new InputError(`no member "${to}" in this team: task_list shows their agent_ids`);
+        return { message: tasks.send(jobId, message, to) };
+      },
+    }),
+    memberTool({
+      name: 'broadcast',
+      description: 'A message to every member.',
+      inputSchema: { text },
+      call: ({ text: message }) => ({ message: tasks.send(jobId, message) }),
+    }),
+    memberTool({
+      name: 'read_messages',
+      description: `Your unread messages; with none, waits up to ${ANSWER_WAIT_S} s for one or for a change of the task list.`,
+      inputSchema: {},
+      call: async (_args, signal) => ({
+        messages: await tasks.read(jobId, ANSWER_WAIT_S * 1000, signal),
+        tasks: tasks.listTasks(),
+      }),
+    }),
+  ];
+}
+
+export const leaderTeammate: Topology<TaskList> = {
+  name: 'leader_teammate',
+  description: 'the first CLI member lists tasks, the others take them.',
+  refuse: (spec) => (spec.members.length < 2 ? 'members: the leader first, then at least one teammate' : undefined),
+  plannedAgents: (spec) => spec.members.length,
+  channel: true,
+  state: (report) => new TaskList(report),
+  memberTools,
+  run: runLeaderTeammate,
+};

@@ -1,9 +1,11 @@
 // map_reduce: the task to every member at once (or one item of a list to each), then an optional
 // reducer that gets every answer, labelled, and writes the team's answer.
-import type { TeamRun, TopologyOutcome } from '../run.js';
+import { z } from 'zod';
+import { memberOption, TEAM_LIMITS } from '../spec.js';
+import type { TeamRun, Topology, TopologyOutcome } from '../topology.js';
 import { failureLine, labelled, succeeded, answerText, type MemberAnswer } from './answers.js';
 
-export async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {
+async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {
   const { spec } = run;
   const work = spec.items
     ? spec.items.map((item, i) => ({
@@ -42,3 +44,14 @@ export async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {
   run.event('answer', `reduce (${spec.reduceWith}) wrote the team's answer`, reduce.id);
   return { ok: true, answer: answerText(reduce) };
 }
+
+export const mapReduce: Topology = {
+  name: 'map_reduce',
+  description: 'each member gets the task (or one of options.items), options.reduce_with merges.',
+  options: {
+    items: z.array(z.string().min(1).max(TEAM_LIMITS.taskChars)).min(1).max(TEAM_LIMITS.items),
+    reduce_with: memberOption,
+  },
+  plannedAgents: (spec) => (spec.items?.length ?? spec.members.length) + (spec.reduceWith ? 1 : 0),
+  run: runMapReduce,
+};

@@ -1,11 +1,11 @@
 // peer_ring: a debate of `rounds` rounds; in each, every member sees the others' previous answers
 // and revises its own. A member that fails drops out and the debate goes on without it. The
 // team's answer is the last round's answers, or a judge's verdict on them.
-import { DEFAULT_ROUNDS } from '../spec.js';
-import type { TeamRun, TopologyOutcome } from '../run.js';
+import { DEFAULT_ROUNDS, memberOption, roundsOption } from '../spec.js';
+import type { TeamRun, Topology, TopologyOutcome } from '../topology.js';
 import { answerText, failureLine, labelled, succeeded, type MemberAnswer } from './answers.js';
 
-export async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
+async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
   const { spec } = run;
   const rounds = spec.rounds ?? DEFAULT_ROUNDS;
   /** Each debater's newest answer, by its index in members. */
@@ -57,3 +57,12 @@ export async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
   run.event('answer', `judge (${spec.judge}) gave the verdict`, verdict.id);
   return { ok: true, answer: answerText(verdict), ...(note ? { note } : {}) };
 }
+
+export const peerRing: Topology = {
+  name: 'peer_ring',
+  description: 'a debate of options.rounds, options.judge decides.',
+  options: { judge: memberOption, rounds: roundsOption },
+  refuse: (spec) => (spec.members.length < 2 ? 'a debate needs at least two members' : undefined),
+  plannedAgents: (spec) => spec.members.length * (spec.rounds ?? DEFAULT_ROUNDS) + (spec.judge ? 1 : 0),
+  run: runPeerRing,
+};

@@ -1,9 +1,10 @@
 // pipeline: stages in order, each given the task and the previous stage's answer. A failed stage
 // ends the team (on_failure "continue": the next stage gets the last answer that came through).
-import { LimitReached, type TeamRun, type TopologyOutcome } from '../run.js';
+import { z } from 'zod';
+import { LimitReached, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
 import { answerText, failureLine, succeeded, type MemberAnswer } from './answers.js';
 
-export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
+async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
   const { spec } = run;
   const n = spec.members.length;
   let previous: MemberAnswer | undefined;
@@ -44,3 +45,16 @@ export async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
     ...(failures ? { note: `${failures} stage(s) failed and were passed over (on_failure: continue)` } : {}),
   };
 }
+
+export const pipeline: Topology = {
+  name: 'pipeline',
+  description: 'each stage gets the last answer.',
+  options: { on_failure: z.enum(['stop', 'continue']) },
+  optionsNote: 'on_failure (pipeline: stop|continue)',
+  refuse: (spec) =>
+    spec.members.length < 2
+      ? 'a pipeline needs at least two stages (members, in order); for one agent, call its spawn tool'
+      : undefined,
+  plannedAgents: (spec) => spec.members.length,
+  run: runPipeline,
+};

@@ -1,11 +1,12 @@
-// What the members of one team share over the channel: a task list (leader_teammate), messages,
-// and a key/value board (blackboard). Every change is one synchronous step on the event loop, so
-// two members claiming one task at once cannot both win.
+// What the members of a leader_teammate team share over the channel: a task list and messages.
+// Every change is one synchronous step on the event loop, so two members claiming one task at
+// once cannot both win.
 import { EventEmitter } from 'node:events';
-import { InputError } from '../../lib/errors.js';
-import { waitUntil } from '../../lib/wait.js';
-import { checkLength } from '../conversation.js';
-import type { TeamEvent } from './record.js';
+import { InputError } from '../../../lib/errors.js';
+import { clip } from '../../../lib/text.js';
+import { waitUntil } from '../../../lib/wait.js';
+import { checkLength } from '../../conversation.js';
+import type { TeamReport } from '../topology.js';
 
 type TaskStatus = 'open' | 'claimed' | 'done' | 'failed';
 
@@ -24,28 +25,16 @@ type TeamTask = {
 
 type TeamMessage = { id: number; from: string; to?: string; text: string; at: string };
 
-export type BoardEntry = { key: string; value: string; author: string; at: string };
-
-export const WORKSPACE_LIMITS = {
+export const TASK_LIST_LIMITS = {
   tasks: 200,
   messages: 1000,
-  boardKeys: 200,
   textChars: 20_000,
   subjectChars: 300,
-  keyChars: 200,
 } as const;
 
-/** The key a blackboard member writes to end the team: its value is the team's answer. */
-export const DONE_KEY = 'done';
-
-type Report = (kind: TeamEvent['kind'], text: string, jobId?: string) => void;
-
-const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
-
-export class TeamWorkspace {
+export class TaskList {
   private readonly tasks: TeamTask[] = [];
   private readonly messages: TeamMessage[] = [];
-  private readonly board = new Map<string, BoardEntry>();
   /** Per member: how many messages it has read. */
   private readonly cursors = new Map<string, number>();
   /** Changes so far, and per member the count it last saw (read or listed): what it has not seen wakes it at once. */
@@ -53,15 +42,15 @@ export class TeamWorkspace {
   private readonly seen = new Map<string, number>();
   private readonly changes = new EventEmitter();
 
-  constructor(private readonly report: Report) {
+  constructor(private readonly report: TeamReport) {
     this.changes.setMaxListeners(0);
   }
 
   createTask(by: string, subject: string, description?: string, blockedBy: string[] = []): TeamTask {
-    checkLength("the task's subject", subject, WORKSPACE_LIMITS.subjectChars);
-    if (description !== undefined) checkLength("the task's description", description, WORKSPACE_LIMITS.textChars);
-    if (this.tasks.length >= WORKSPACE_LIMITS.tasks)
-      throw new InputError(`the task list holds ${WORKSPACE_LIMITS.tasks} tasks, the most it may: finish some first`);
+    checkLength("the task's subject", subject, TASK_LIST_LIMITS.subjectChars);
+    if (description !== undefined) checkLength("the task's description", description, TASK_LIST_LIMITS.textChars);
+    if (this.tasks.length >= TASK_LIST_LIMITS.tasks)
+      throw new InputError(`the task list holds ${TASK_LIST_LIMITS.tasks} tasks, the most it may: finish some first`);
     const unknown = blockedBy.filter((id) => !this.tasks.some((t) => t.id === id));
     if (unknown.length) throw new InputError(`blocked_by names no task: ${unknown.join(', ')} (see task_list)`);
     const task: TeamTask = {
@@ -116,7 +105,7 @@ export class TeamWorkspace {
   }
 
   update(by: string, taskId: string, status: 'done' | 'failed' | 'open', result?: string): TeamTask {
-    if (result !== undefined) checkLength("the task's result", result, WORKSPACE_LIMITS.textChars);
+    if (result !== undefined) checkLength("the task's result", result, TASK_LIST_LIMITS.textChars);
     const task = this.task(taskId);
     if (task.owner && task.owner !== by)
       throw new InputError(`task ${taskId} is claimed by ${task.owner}: only it updates the task`);
@@ -137,9 +126,9 @@ export class TeamWorkspace {
 
   /** A message to one member (`to`, its agent_id) or, without `to`, to every member. */
   send(from: string, text: string, to?: string): TeamMessage {
-    checkLength('the message', text, WORKSPACE_LIMITS.textChars);
-    if (this.messages.length >= WORKSPACE_LIMITS.messages)
-      throw new InputError(`this team has sent ${WORKSPACE_LIMITS.messages} messages, the most it may`);
+    checkLength('the message', text, TASK_LIST_LIMITS.textChars);
+    if (this.messages.length >= TASK_LIST_LIMITS.messages)
+      throw new InputError(`this team has sent ${TASK_LIST_LIMITS.messages} messages, the most it may`);
     const message: TeamMessage = {
       id: this.messages.length + 1,
       from,
@@ -155,8 +144,8 @@ export class TeamWorkspace {
 
   /**
    * The messages for `reader` it has not read yet; when there are none and nothing changed since
-   * it last looked, waits up to timeoutMs for one (or for a change of the task list or board,
-   * which may be what it waits for).
+   * it last looked, waits up to timeoutMs for one (or for a change of the task list, which may be
+   * what it waits for).
    */
   async read(reader: string, timeoutMs: number, signal?: AbortSignal): Promise<TeamMessage[]> {
     const unread = () => {
@@ -178,35 +167,6 @@ export class TeamWorkspace {
     this.cursors.set(reader, this.messages.length);
     this.seen.set(reader, this.version);
     return messages;
-  }
-
-  boardRead(key?: string): BoardEntry[] {
-    if (key !== undefined) {
-      const entry = this.board.get(key);
-      return entry ? [{ ...entry }] : [];
-    }
-    return [...this.board.values()].map((e) => ({ ...e }));
-  }
-
-  boardWrite(author: string, key: string, value: string): BoardEntry {
-    checkLength("the board's key", key, WORKSPACE_LIMITS.keyChars);
-    checkLength(`the value of ${clip(key, 40)}`, value, WORKSPACE_LIMITS.textChars);
-    if (!this.board.has(key) && this.board.size >= WORKSPACE_LIMITS.boardKeys)
-      throw new InputError(
-        `the board holds ${WORKSPACE_LIMITS.boardKeys} keys, the most it may: write to existing ones`,
-      );
-    const entry: BoardEntry = { key, value, author, at: new Date().toISOString() };
-    this.board.set(key, entry);
-    this.report('board', `${author} wrote ${key}: ${clip(value)}`, author);
-    this.changed();
-    if (key === DONE_KEY) this.changes.emit('done', entry);
-    return { ...entry };
-  }
-
-  /** Called once a member writes the `done` key. */
-  onDone(listener: (entry: BoardEntry) => void): () => void {
-    this.changes.on('done', listener);
-    return () => this.changes.off('done', listener);
   }
 
   private changed(): void {

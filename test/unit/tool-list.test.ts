@@ -15,6 +15,7 @@ import { createApp } from '../../src/app.js';
 import { createServer } from '../../src/mcp/server.js';
 import { lazyParentChannel } from '../../src/mcp/channel/index.js';
 import { brief, compactToolList, modelVisibleBytes } from '../../src/mcp/tool-list.js';
+import { backendNames } from '../helpers/backends.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });
@@ -131,8 +132,13 @@ describe('the tool list', () => {
 
 // Issues 7 and 19: what a model's client sends it of each tool (name, description, inputSchema)
 // and the server's instructions sit in its context all session long. bench/coldstart.mjs prints
-// the same figures with a per-tool table, from the built server.
+// the same figures with a per-tool table, from the built server. Issue 19 set 450 B a tool on
+// average; a backend's spawn tool (~510 B) is above that average, so a new backend is held to a
+// bound of its own tool instead of pushing the shared average over (issue 29: adding a backend or
+// a topology must not turn this red merely because the list grew).
 const MAX_BYTES_PER_TOOL = 450;
+const MAX_BYTES_PER_SPAWN_TOOL = 560;
+const spawnTools = new Set(backendNames.map((name) => `spawn_${name}`));
 const MAX_INSTRUCTIONS_BYTES = 2_500;
 
 const fakeBin = fileURLToPath(new URL('../fakes/bin', import.meta.url));
@@ -145,7 +151,7 @@ describe.each([
     () => ({ PATH: fakeBin, XAI_API_KEY: 'xai-t', GEMINI_API_KEY: 'g-t', MISTRAL_API_KEY: 'm-t' }),
   ],
 ])("polyspawn's own tool list and instructions (default config, no named agents, %s)", (_, machine) => {
-  test(`each tool says what it is for; a model pays at most ${MAX_BYTES_PER_TOOL} B per tool and ${MAX_INSTRUCTIONS_BYTES} B of instructions`, async () => {
+  test(`each tool says what it is for; a model pays at most ${MAX_BYTES_PER_SPAWN_TOOL} B per backend's spawn tool, ${MAX_BYTES_PER_TOOL} B per other tool and ${MAX_INSTRUCTIONS_BYTES} B of instructions`, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
     // No POLYSPAWN_* variables and no user config: the shipped defaults.
     // With the channel to the orchestrator, as `serve` builds it (reply_subagent, ask_parent).
@@ -165,9 +171,14 @@ describe.each([
       const { tools } = await client.listTools();
       expect(tools.length).toBeGreaterThanOrEqual(17);
       for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
-      const perTool = tools.reduce((sum, t) => sum + modelVisibleBytes(t), 0) / tools.length;
       const table = tools.map((t) => `${t.name} ${modelVisibleBytes(t)}`).join(', ');
-      expect(perTool, `a model pays ${perTool.toFixed(1)} B per tool (${table})`).toBeLessThanOrEqual(
+      const spawns = tools.filter((t) => spawnTools.has(t.name));
+      expect(spawns.map((t) => t.name).sort()).toEqual([...spawnTools].sort());
+      for (const tool of spawns)
+        expect(modelVisibleBytes(tool), `${tool.name} (${table})`).toBeLessThanOrEqual(MAX_BYTES_PER_SPAWN_TOOL);
+      const others = tools.filter((t) => !spawnTools.has(t.name));
+      const perTool = others.reduce((sum, t) => sum + modelVisibleBytes(t), 0) / others.length;
+      expect(perTool, `a model pays ${perTool.toFixed(1)} B per other tool (${table})`).toBeLessThanOrEqual(
         MAX_BYTES_PER_TOOL,
       );
       const instructions = client.getInstructions() ?? '';

@@ -52,16 +52,15 @@ function memberSpawn(
   const availability = ctx.availability(backend);
   if (!availability.usable) throw new SetupError(`${label} cannot run here: ${availability.detail}`);
   const agent = definition && namedAgentSettings(definition, backend);
-  const wider =
-    supervisor && permissionProblem(ctx.config, { backend: backend.name, ...(agent ? { agent } : {}) }, supervisor);
+  const wider = supervisor && permissionProblem(ctx.config, { backend: backend.name, agent }, supervisor);
   if (wider) throw new InputError(`${label}: ${wider}`);
   return {
     backend,
     label,
     caller,
-    ...(model ? { model } : {}),
-    ...(definition ? { agent: { definition } } : {}),
-    ...(supervisor ? { supervisor } : {}),
+    model,
+    agent: definition && { definition },
+    supervisor,
   };
 }
 
@@ -76,10 +75,10 @@ export function memberHost(ctx: MemberContext): Pick<TeamHost, 'checkMember' | '
         ...spawn,
         prompt: request.prompt,
         team: request.team,
-        ...(request.timeoutS ? { timeoutS: request.timeoutS } : {}),
-        ...(request.maxTurns ? { maxTurns: request.maxTurns } : {}),
+        timeoutS: request.timeoutS,
+        maxTurns: request.maxTurns,
         // An API member works in no folder: the team's isolation is for its CLI members.
-        ...(request.isolation && spawn.backend.kind === 'cli' ? { isolation: request.isolation } : {}),
+        isolation: spawn.backend.kind === 'cli' ? request.isolation : undefined,
       });
     },
   };

@@ -91,10 +91,10 @@ export function teamSpec(options: TeamOptions, task: string, extra: Partial<Team
     members: options.members,
     // Each value was checked by its topology's schema, which is what TeamSpec types its field as.
     ...(own as Partial<TeamSpec>),
-    ...(options.max_budget_usd ? { maxBudgetUsd: options.max_budget_usd } : {}),
-    ...(options.max_turns ? { maxTurns: options.max_turns } : {}),
-    ...(options.timeout_s ? { timeoutS: options.timeout_s } : {}),
-    ...(options.isolation ? { isolation: options.isolation } : {}),
+    maxBudgetUsd: options.max_budget_usd,
+    maxTurns: options.max_turns,
+    timeoutS: options.timeout_s,
+    isolation: options.isolation,
     ...extra,
   };
   // The members first: a topology given the wrong number of them is told so before its options.

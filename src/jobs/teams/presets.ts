@@ -53,7 +53,7 @@ function loadPreset(dir: string, name: string): TeamPreset | PresetProblem {
   if (instructions.length > TEAM_LIMITS.instructionsChars)
     return problem(`its instructions are longer than ${TEAM_LIMITS.instructionsChars} characters`);
   const { description, ...options } = parsed.data;
-  return { name, file, options, instructions, ...(description ? { description } : {}) };
+  return { name, file, options, instructions, description: description || undefined };
 }
 
 /** Every preset in the folder, and the files that failed the checks. */

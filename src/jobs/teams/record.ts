@@ -91,7 +91,7 @@ export function teamTotals(team: Pick<TeamRecord, 'members'>): {
   }
   return {
     // Summed floats (0.000188 + 0.00017 …) carry noise in the last digits: kept to 1e-10 USD.
-    ...(cost !== undefined ? { costUsd: Math.round(cost * 1e10) / 1e10 } : {}),
+    costUsd: cost === undefined ? undefined : Math.round(cost * 1e10) / 1e10,
     inputTokens: input,
     outputTokens: output,
     cachedInputTokens: cached,

@@ -47,19 +47,19 @@ export function summarizeTeam(ctx: Pick<ResultContext, 'secrets'>, team: TeamRec
     topology: team.spec.topology,
     state: team.state,
     task: redactedTask(ctx, team.spec.task),
-    ...(team.spec.preset ? { preset: team.spec.preset } : {}),
+    preset: team.spec.preset,
     members: team.members.map((m) => ({ agent_id: m.jobId, member: m.member, role: m.role, state: m.state })),
     created_at: team.createdAt,
-    ...(team.endedAt ? { ended_at: team.endedAt } : {}),
+    ended_at: team.endedAt,
     elapsed_s: Math.round((end - Date.parse(team.createdAt)) / 100) / 10,
-    ...(totals.costUsd !== undefined ? { cost_usd: totals.costUsd } : {}),
+    cost_usd: totals.costUsd,
     usage: {
       input_tokens: totals.inputTokens,
       output_tokens: totals.outputTokens,
       cached_input_tokens: totals.cachedInputTokens,
     },
-    ...(team.spec.parent ? { parent_team_id: team.spec.parent.teamId } : {}),
-    ...(team.children?.length ? { child_team_ids: team.children } : {}),
+    parent_team_id: team.spec.parent?.teamId,
+    child_team_ids: team.children?.length ? team.children : undefined,
   };
 }
 
@@ -75,20 +75,15 @@ export function teamResult(
   );
   return ctx.secrets.deep({
     ...summarizeTeam(ctx, team),
-    ...(team.answer ? { answer: team.answer } : {}),
-    ...(team.error ? { error: team.error } : {}),
-    ...(team.note ? { note: team.note } : {}),
-    ...(team.budgetReached ? { budget_reached: true } : {}),
-    events: team.events.map((e) => ({
-      at: e.at,
-      kind: e.kind,
-      text: e.text,
-      ...(e.jobId ? { agent_id: e.jobId } : {}),
-    })),
-    ...(members.length
-      ? { member_results: members.filter((j) => isFinished(j.state)).map((j) => fullResult(ctx, j)) }
-      : {}),
-    ...(overlaps.length ? { overlaps: overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) } : {}),
+    answer: team.answer || undefined,
+    error: team.error,
+    note: team.note,
+    budget_reached: team.budgetReached,
+    events: team.events.map((e) => ({ at: e.at, kind: e.kind, text: e.text, agent_id: e.jobId })),
+    member_results: members.length
+      ? members.filter((j) => isFinished(j.state)).map((j) => fullResult(ctx, j))
+      : undefined,
+    overlaps: overlaps.length ? overlaps.map((o) => ({ file: o.file, agent_ids: o.agentIds })) : undefined,
   });
 }
 

@@ -101,7 +101,7 @@ export class TeamTable {
       this.host.checkMember(m, {
         needsChannel: needsChannel && spec.members.includes(m),
         caller: spec.caller,
-        ...(supervisor ? { supervisor } : {}),
+        supervisor,
       });
     const depth = spec.parent ? this.depthOf(spec.parent.teamId) + 1 : 0;
     // A supervisor at the deepest level could start no team: refused as well.
@@ -198,12 +198,12 @@ export class TeamTable {
         const job = this.host.spawnMember(member, {
           prompt,
           team: { id: record.id, member, role },
-          ...(spec.timeoutS ? { timeoutS: spec.timeoutS } : {}),
-          ...(spec.maxTurns ? { maxTurns: spec.maxTurns } : {}),
-          ...(spec.isolation ? { isolation: spec.isolation } : {}),
-          ...(options.needsChannel ? { needsChannel: true } : {}),
+          timeoutS: spec.timeoutS,
+          maxTurns: spec.maxTurns,
+          isolation: spec.isolation,
+          needsChannel: options.needsChannel,
           caller: spec.caller,
-          ...(supervisor ? { supervisor } : {}),
+          supervisor,
         });
         running.add(job.id);
         this.teamOfJob.set(job.id, record.id);
@@ -340,7 +340,7 @@ export class TeamTable {
 
   private event(record: TeamRecord, kind: TeamEvent['kind'], text: string, jobId?: string): void {
     if (record.events.length < MAX_EVENTS || kind === 'end')
-      record.events.push({ at: new Date().toISOString(), kind, text, ...(jobId ? { jobId } : {}) });
+      record.events.push({ at: new Date().toISOString(), kind, text, jobId });
     this.changed(record);
   }
 

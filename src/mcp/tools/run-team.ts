@@ -61,9 +61,10 @@ export function startTeam(
   const options = checkTeamOptions({ ...preset?.options, ...args.options, topology, members });
   return app.teams.start(
     teamSpec(options, args.task, {
-      ...(preset ? { preset: preset.name, ...(preset.instructions ? { instructions: preset.instructions } : {}) } : {}),
-      ...(from.caller !== undefined ? { caller: from.caller } : {}),
-      ...(from.parent ? { parent: from.parent } : {}),
+      preset: preset?.name,
+      instructions: preset?.instructions || undefined,
+      caller: from.caller,
+      parent: from.parent,
     }),
   );
 }

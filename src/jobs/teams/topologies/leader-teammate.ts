@@ -37,7 +37,7 @@ async function runLeaderTeammate(run: TeamRun<TaskList>): Promise<TopologyOutcom
   return {
     ok: true,
     answer: answerText(done),
-    ...(open.length ? { note: `${open.length} task(s) were not done when the leader finished` } : {}),
+    note: open.length ? `${open.length} task(s) were not done when the leader finished` : undefined,
   };
 }
 

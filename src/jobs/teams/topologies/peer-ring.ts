@@ -41,7 +41,7 @@ async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
   const final = active.map((i) => latest.get(i)!);
   const dropped = spec.members.length - active.length;
   const note = dropped ? `${dropped} member(s) dropped out of the debate (see its events)` : undefined;
-  if (!spec.judge) return { ok: true, answer: labelled(final), ...(note ? { note } : {}) };
+  if (!spec.judge) return { ok: true, answer: labelled(final), note };
   const verdict = await run.finished(
     run.start(
       spec.judge,
@@ -55,7 +55,7 @@ async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
     return { ok: false, answer: labelled(final), error: `the judge failed: ${failureLine(judge)}` };
   }
   run.event('answer', `judge (${spec.judge}) gave the verdict`, verdict.id);
-  return { ok: true, answer: answerText(verdict), ...(note ? { note } : {}) };
+  return { ok: true, answer: answerText(verdict), note };
 }
 
 export const peerRing: Topology = {

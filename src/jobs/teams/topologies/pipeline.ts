@@ -42,7 +42,7 @@ async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
   return {
     ok: true,
     answer: answerText(previous.job),
-    ...(failures ? { note: `${failures} stage(s) failed and were passed over (on_failure: continue)` } : {}),
+    note: failures ? `${failures} stage(s) failed and were passed over (on_failure: continue)` : undefined,
   };
 }
 

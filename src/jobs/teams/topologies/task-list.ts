@@ -56,7 +56,7 @@ export class TaskList {
     const task: TeamTask = {
       id: `t${this.tasks.length + 1}`,
       subject,
-      ...(description ? { description } : {}),
+      description,
       status: 'open',
       blockedBy,
       createdBy: by,
@@ -132,7 +132,7 @@ export class TaskList {
     const message: TeamMessage = {
       id: this.messages.length + 1,
       from,
-      ...(to ? { to } : {}),
+      to,
       text,
       at: new Date().toISOString(),
     };

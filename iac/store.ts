@@ -5,7 +5,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
-import { isFinished, JOB_ID, JOB_STATES, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { isFinished, JOB_ID, JOB_STATES, type JobRecord, type JobStore, type JobState } from '../src/jobs/table.js';
 import { InputError } from '../src/lib/errors.js';
 import { z } from 'zod';
 import { worktreePlace } from '../src/jobs/worktree/report.js';
@@ -86,7 +86,7 @@ const storedRecordSchema = z.looseObject({
 /** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
 const COMPACT_AT_BYTES = 1 << 20;
 
-export class RunStore implements JobHistory {
+export class RunStore implements JobStore {
   readonly dir: string;
   readonly runsDir: string;
   readonly indexPath: string;
@@ -163,7 +163,7 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * The JobTable's idTaken hook: claims `id` by creating its run folder, which succeeds in
+   * The JobStore's claim (the JobTable's, for every id it draws): claims `id` by creating its run folder, which succeeds in
    * exactly one process, so two servers never hand out the same id, nor one that is stored.
    * A store that cannot be written claims nothing and refuses nothing: the job still runs
    * (an id is one of 32^6, and this server's own are checked by the table).
@@ -619,7 +619,7 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished),
+   * The JobStore's read back: summaries of the stored finished jobs held in memory (keepFinished),
    * oldest first; then the queued and running ones whose server is gone, as interrupted (see get).
    */
   finished(): JobRecord[] {

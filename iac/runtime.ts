@@ -73,14 +73,8 @@ export function createIacRuntime(
     log(
       `marked ${recovered.length} job(s) of ended servers interrupted: ${recovered.map((r) => r.record.id).join(', ')}`,
     );
-    for (const { record } of recovered) {
-      const group = record.group;
-      // End what is left of the job's processes, but only if the group leader is still the
-      // process that was started for it (a pid can be reused).
-      if (group?.start && sameProcessAlive(group.pgid, group.start)) track(endGroup(group.pgid, config.killGraceMs));
-      if (record.sandbox) track(endSandbox(record));
-      track(scrubDir(store.runDir(record.id), redactor).catch(() => undefined));
-    }
+    const scrub = (id: string) => scrubDir(store.runDir(id), redactor);
+    for (const work of endRecovered(recovered, { endGroup, endSandbox }, config.killGraceMs, scrub)) track(work);
   };
 
   const teams = new TeamFiles(config.stateDir, redactor, identity);
@@ -135,6 +129,27 @@ export function createIacRuntime(
       return Promise.race([this.close(), new Promise<void>((r) => setTimeout(r, EXIT_FLUSH_MS).unref())]);
     },
   };
+}
+
+/**
+ * Ends what dead servers' recovered jobs left behind: what is left of their process groups (but
+ * only where the group leader is still the process that was started for it: a pid can be
+ * reused), their containers, and the secrets in their run folders.
+ */
+function endRecovered(
+  recovered: Recovered[],
+  { endGroup, endSandbox }: Required<Pick<IacHooks, 'endGroup' | 'endSandbox'>>,
+  graceMs: number,
+  scrub: (id: string) => Promise<unknown>,
+): Promise<unknown>[] {
+  const work: Promise<unknown>[] = [];
+  for (const { record } of recovered) {
+    const group = record.group;
+    if (group?.start && sameProcessAlive(group.pgid, group.start)) work.push(endGroup(group.pgid, graceMs));
+    if (record.sandbox) work.push(endSandbox(record));
+    work.push(scrub(record.id).catch(() => undefined));
+  }
+  return work;
 }
 
 /** What cannot be written, found at start (the store's folder, IAC.md's): one sentence each, saying what to set. */

@@ -61,12 +61,12 @@ export const indexRow = (l: IndexLine): IndexRow => ({
   model: l.m,
   task: l.t,
   createdAt: l.c,
-  ...(l.s ? { startedAt: l.s } : {}),
-  ...(l.e ? { endedAt: l.e } : {}),
-  ...(l.usd !== undefined ? { costUsd: l.usd } : {}),
-  ...(l.cs ? { costSource: l.cs } : {}),
-  ...(l.in !== undefined ? { inputTokens: l.in } : {}),
-  ...(l.out !== undefined ? { outputTokens: l.out } : {}),
+  startedAt: l.s,
+  endedAt: l.e,
+  costUsd: l.usd,
+  costSource: l.cs,
+  inputTokens: l.in,
+  outputTokens: l.out,
 });
 
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
@@ -194,16 +194,15 @@ export class RunStore implements JobStore {
     const prompt = this.savePrompt(job);
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
       const start = processStart(job.pgid);
-      this.groups.set(job.id, start ? { pgid: job.pgid, start } : { pgid: job.pgid });
+      this.groups.set(job.id, { pgid: job.pgid, start });
     }
     const { prompt: _raw, pgid: _pgid, ...rest } = job;
-    const group = this.groups.get(job.id);
     const record: StoredRecord = {
       v: 1,
       ...this.redactor.deep(rest),
       prompt,
       owner: this.identity,
-      ...(group ? { group } : {}),
+      group: this.groups.get(job.id),
     };
     this.writeRecord(record);
     if (this.indexedState.get(job.id) !== job.state) {
@@ -260,6 +259,8 @@ export class RunStore implements JobStore {
 
   private append(record: StoredRecord): void {
     const o = record.outcome;
+    // The server that runs it, while it is queued or running (its recovery needs it).
+    const owner = isFinished(record.state) ? undefined : record.owner;
     const line: IndexLine = {
       id: record.id,
       st: record.state,
@@ -267,14 +268,14 @@ export class RunStore implements JobStore {
       m: record.model,
       t: taskLine(record.prompt),
       c: record.createdAt,
-      ...(record.startedAt ? { s: record.startedAt } : {}),
-      ...(record.endedAt ? { e: record.endedAt } : {}),
-      ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
-      ...(o ? { cs: o.costSource } : {}),
-      ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
-      ...(isFinished(record.state)
-        ? {}
-        : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
+      s: record.startedAt,
+      e: record.endedAt,
+      usd: o?.costUsd,
+      cs: o?.costSource,
+      in: o?.usage?.inputTokens,
+      out: o?.usage?.outputTokens,
+      p: owner?.pid,
+      ps: owner?.start,
     };
     makeDirs(this.dir);
     appendToIndex(this.indexPath, `${JSON.stringify(line)}\n`);
@@ -313,7 +314,7 @@ export class RunStore implements JobStore {
     return {
       ...summary,
       v: 1,
-      owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+      owner: ownerOf(line),
       ...(isFinished(line.st)
         ? {
             outcome: {
@@ -670,7 +671,7 @@ export class RunStore implements JobStore {
         stored ?? {
           ...summaryOf(line),
           v: 1,
-          owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+          owner: ownerOf(line),
         },
         this.dir,
         line.p,
@@ -758,13 +759,18 @@ function lineFromSummary(r: JobRecord): IndexLine {
     m: r.model,
     t: r.prompt,
     c: r.createdAt,
-    ...(r.startedAt ? { s: r.startedAt } : {}),
-    ...(r.endedAt ? { e: r.endedAt } : {}),
-    ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
-    ...(o ? { cs: o.costSource } : {}),
-    ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
+    s: r.startedAt,
+    e: r.endedAt,
+    usd: o?.costUsd,
+    cs: o?.costSource,
+    in: o?.usage?.inputTokens,
+    out: o?.usage?.outputTokens,
   };
 }
+
+/** The server an index line names (a line without one: pid 0, no process). */
+const ownerOf = (line: IndexLine): ProcessIdentity =>
+  line.p !== undefined ? { pid: line.p, start: line.ps } : { pid: 0 };
 
 /** A JobRecord made of an index line: enough for `list` and wait_for_agents' summaries. */
 function summaryOf(line: IndexLine): JobRecord {
@@ -778,20 +784,15 @@ function summaryOf(line: IndexLine): JobRecord {
     extra: {},
     state: line.st,
     createdAt: line.c,
-    ...(line.s ? { startedAt: line.s } : {}),
-    ...(line.e ? { endedAt: line.e } : {}),
-    ...(line.cs
-      ? {
-          outcome: {
-            ok: line.st === 'succeeded',
-            text: '',
-            costSource: line.cs,
-            ...(line.usd !== undefined ? { costUsd: line.usd } : {}),
-            ...(line.in !== undefined
-              ? { usage: { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } }
-              : {}),
-          },
-        }
-      : {}),
+    startedAt: line.s,
+    endedAt: line.e,
+    outcome: line.cs && {
+      ok: line.st === 'succeeded',
+      text: '',
+      costSource: line.cs,
+      costUsd: line.usd,
+      usage:
+        line.in !== undefined ? { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } : undefined,
+    },
   };
 }

@@ -115,7 +115,7 @@ const MUTATIONS = [
   {
     name: "dead servers' process groups are not ended",
     file: 'iac/runtime.ts',
-    find: `track(endGroup(group.pgid, config.killGraceMs));`,
+    find: `work.push(endGroup(group.pgid, graceMs));`,
     replace: `void endGroup;`,
     tests: ['test/integration/store.test.ts', 'test/reliability/sigkill-restart.test.ts'],
   },

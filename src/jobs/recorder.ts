@@ -66,8 +66,7 @@ export class JobRecorder {
         // end, unrecorded (a crash would lose it; its index would lack its running line).
         if (this.unsaved.has(job.id)) this.saveNow(job);
         // The stored prompt, when it is the prompt itself, is what a CLI reads on stdin.
-        const promptFile = this.store.promptFile(job);
-        return execute(job, promptFile ? { ...control, promptFile } : control);
+        return execute(job, { ...control, promptFile: this.store.promptFile(job) });
       },
       this.secrets,
       (id) => this.store.runDir(id),

@@ -438,7 +438,7 @@ export class JobTable {
       at: new Date().toISOString(),
       messageId: `q${asked + 1}`,
       text,
-      ...(options?.length ? { options } : {}),
+      options: options?.length ? options : undefined,
     };
     entries.push(question);
     this.changed(record);

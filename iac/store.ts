@@ -258,25 +258,8 @@ export class RunStore implements JobStore {
   }
 
   private append(record: StoredRecord): void {
-    const o = record.outcome;
     // The server that runs it, while it is queued or running (its recovery needs it).
-    const owner = isFinished(record.state) ? undefined : record.owner;
-    const line: IndexLine = {
-      id: record.id,
-      st: record.state,
-      b: record.backend,
-      m: record.model,
-      t: taskLine(record.prompt),
-      c: record.createdAt,
-      s: record.startedAt,
-      e: record.endedAt,
-      usd: o?.costUsd,
-      cs: o?.costSource,
-      in: o?.usage?.inputTokens,
-      out: o?.usage?.outputTokens,
-      p: owner?.pid,
-      ps: owner?.start,
-    };
+    const line = indexLine(record, taskLine(record.prompt), isFinished(record.state) ? undefined : record.owner);
     makeDirs(this.dir);
     appendToIndex(this.indexPath, `${JSON.stringify(line)}\n`);
   }
@@ -484,7 +467,7 @@ export class RunStore implements JobStore {
 
   /** A held line, checked whole the first time; a damaged one is let go of (its run is not shown) and counted. */
   private lineOf(slot: Slot): IndexLine | undefined {
-    if (slot.raw === undefined) return lineFromSummary(slot.summary!);
+    if (slot.raw === undefined) return indexLine(slot.summary!, slot.summary!.prompt);
     if (slot.checked) return JSON.parse(slot.raw) as IndexLine;
     const line = readIndexLine(slot.raw).line;
     if (line) {
@@ -749,15 +732,18 @@ function lineKey(raw: string): { id: string; st: JobState; raw: string } | undef
   return line && { id: line.id, st: line.st, raw: text! };
 }
 
-/** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */
-function lineFromSummary(r: JobRecord): IndexLine {
+/**
+ * A job's index line: `task` its task line, `owner` the server that runs it. A summary's prompt
+ * is its task line already: a finished job's summary gives back the line it was made of.
+ */
+function indexLine(r: JobRecord, task: string, owner?: ProcessIdentity): IndexLine {
   const o = r.outcome;
   return {
     id: r.id,
     st: r.state,
     b: r.backend,
     m: r.model,
-    t: r.prompt,
+    t: task,
     c: r.createdAt,
     s: r.startedAt,
     e: r.endedAt,
@@ -765,6 +751,8 @@ function lineFromSummary(r: JobRecord): IndexLine {
     cs: o?.costSource,
     in: o?.usage?.inputTokens,
     out: o?.usage?.outputTokens,
+    p: owner?.pid,
+    ps: owner?.start,
   };
 }
 

@@ -774,13 +774,17 @@ function summaryOf(line: IndexLine): JobRecord {
     createdAt: line.c,
     startedAt: line.s,
     endedAt: line.e,
-    outcome: line.cs && {
-      ok: line.st === 'succeeded',
-      text: '',
-      costSource: line.cs,
-      costUsd: line.usd,
-      usage:
-        line.in !== undefined ? { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } : undefined,
-    },
+    outcome: line.cs
+      ? {
+          ok: line.st === 'succeeded',
+          text: '',
+          costSource: line.cs,
+          costUsd: line.usd,
+          usage:
+            line.in !== undefined
+              ? { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 }
+              : undefined,
+        }
+      : undefined,
   };
 }

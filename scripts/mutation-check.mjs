@@ -110,7 +110,7 @@ const MUTATIONS = [
     file: 'src/jobs/recorder.ts',
     find: `if (this.unsaved.has(job.id)) this.saveNow(job);`,
     replace: ``,
-    tests: ['test/e2e/iac-multi.test.ts'],
+    tests: ['test/unit/recorder.test.ts'],
   },
   {
     name: 'IAC.md written without the lock',

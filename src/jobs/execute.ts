@@ -169,7 +169,7 @@ async function runCli(
   return cliResult(backend, job, spec, run, hit, control.signal, logs);
 }
 
-/** The backend's command for this run: its settings, the channel, the budget it enforces itself, the depth marker. */
+/** The backend's command for this run: its settings, the channel, the budget, and the depth marker after them. */
 function cliCommand(
   backend: CliBackend,
   job: Readonly<JobRecord>,

@@ -1,11 +1,12 @@
-// The store and IAC.md as one piece the app wires in: every job change is saved, then
-// IAC.md is scheduled; at start the history is loaded (after the MCP handshake, so start-up
-// does not wait on it) and the jobs of dead servers are recovered; at exit IAC.md is flushed.
+// The store and IAC.md as one piece the app wires in. It watches: every job change, once the
+// job layer has saved it through the store (src/jobs/recorder.ts), schedules IAC.md; at start
+// the history is loaded (after the MCP handshake, so start-up does not wait on it) and the jobs
+// of dead servers are recovered; at exit IAC.md is flushed.
 import { dirname } from 'node:path';
 import type { Context } from '../src/config/context.js';
-import { isFinished, type Executor, type JobRecord } from '../src/jobs/table.js';
+import type { JobRecord } from '../src/jobs/table.js';
 import { sameProcessAlive, selfIdentity } from '../src/lib/proc.js';
-import { guardExecutor, scrubDir } from './scrub.js';
+import { scrubDir } from '../src/lib/scrub.js';
 import { RunStore, type Recovered } from './store.js';
 import { unwritableBecause } from '../src/lib/fs.js';
 import { iacTarget, IacWriter } from './writer.js';
@@ -27,9 +28,7 @@ export type IacRuntime = {
   file: string;
   /** What cannot be written (the store's folder, IAC.md's), found at start: one sentence each. */
   problems: string[];
-  /** Wraps the app's executor: redacted outcomes, scrubbed run folders. */
-  guard(execute: Executor): Executor;
-  /** The JobTable's onChange listener. */
+  /** The JobTable's onChange listener, after the job layer has saved the change: IAC.md is scheduled. */
   record(job: JobRecord): void;
   /** The TeamTable's onChange listener. */
   recordTeam(team: TeamRecord): void;
@@ -41,12 +40,19 @@ export type IacRuntime = {
   closeBeforeExit(): Promise<void>;
 };
 
+/** What the app hands the record, which starts and ends no process itself (wired by src/app.ts). */
+type IacHooks = {
+  /** Ends what is left of a recovered job's process group (the process runner's). */
+  endGroup: (pgid: number, graceMs: number) => Promise<void>;
+  /** Removes a recovered job's sandbox container, which outlives its server (src/jobs/process/sandbox.ts). */
+  endSandbox?: (record: JobRecord) => Promise<void>;
+  /** Saves the job changes not saved yet (the job layer's recorder), before IAC.md's last write. */
+  beforeClose?: () => void;
+};
+
 export function createIacRuntime(
   { config, secrets: redactor, log }: Pick<Context, 'config' | 'secrets' | 'log'>,
-  /** Ends what is left of a recovered job's process group (the process runner's, wired by app.ts). */
-  endGroup: (pgid: number, graceMs: number) => Promise<void>,
-  /** Removes a recovered job's sandbox container, which outlives its server (src/jobs/process/sandbox.ts, wired by app.ts). */
-  endSandbox: (record: JobRecord) => Promise<void> = () => Promise.resolve(),
+  { endGroup, endSandbox = () => Promise.resolve(), beforeClose = () => undefined }: IacHooks,
 ): IacRuntime {
   // The newest 1,000 finished jobs (what `list` can show), or IAC.md's N if more, in memory.
   const identity = selfIdentity();
@@ -67,14 +73,8 @@ export function createIacRuntime(
     log(
       `marked ${recovered.length} job(s) of ended servers interrupted: ${recovered.map((r) => r.record.id).join(', ')}`,
     );
-    for (const { record } of recovered) {
-      const group = record.group;
-      // End what is left of the job's processes, but only if the group leader is still the
-      // process that was started for it (a pid can be reused).
-      if (group?.start && sameProcessAlive(group.pgid, group.start)) track(endGroup(group.pgid, config.killGraceMs));
-      if (record.sandbox) track(endSandbox(record));
-      track(scrubDir(store.runDir(record.id), redactor).catch(() => undefined));
-    }
+    const scrub = (id: string) => scrubDir(store.runDir(id), redactor);
+    for (const work of endRecovered(recovered, { endGroup, endSandbox }, config.killGraceMs, scrub)) track(work);
   };
 
   const teams = new TeamFiles(config.stateDir, redactor, identity);
@@ -86,47 +86,10 @@ export function createIacRuntime(
     onRecovered,
     teams: () => teams.recent(TEAMS_SHOWN),
   });
-  const problems: string[] = target.problem ? [target.problem] : [];
-  const storeProblem = unwritableBecause(config.stateDir);
-  if (storeProblem) {
-    problems.push(
-      `The run store (${config.stateDir}) cannot be written: ${storeProblem}. Agents still run and result answers while this server runs, ` +
-        'but no record or log is kept: set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder.',
-    );
-  }
-  const iacProblem = unwritableBecause(dirname(target.file));
-  if (iacProblem) {
-    problems.push(
-      `IAC.md (${target.file}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`,
-    );
-  }
+  const problems = unwritable(config.stateDir, target);
   for (const problem of problems) log(problem);
-  let failed = '';
   let started = false;
   let changes = 0;
-
-  // A job's changes within one turn of the event loop are saved once: a spawn under the
-  // concurrency limit is queued, started and given its process group in the same turn, and
-  // each save is a record rewrite plus an index line (bench/burst.mjs). A final state is saved
-  // at once, before anyone hears the job finished (wait_for_agents, another server's list).
-  const unsaved = new Map<string, JobRecord>();
-  const saveNow = (only?: JobRecord) => {
-    for (const job of only ? [only] : unsaved.values()) {
-      unsaved.delete(job.id);
-      try {
-        store.save(job);
-        failed = '';
-      } catch (error) {
-        // Once per cause until a save succeeds again: a full disk is one line, not one per job.
-        const cause = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-        if (cause !== failed)
-          log(
-            `could not record job ${job.id} in ${store.dir}: ${(error as Error).message} (later failures from the same cause are not logged)`,
-          );
-        failed = cause;
-      }
-    }
-  };
 
   return {
     store,
@@ -134,28 +97,8 @@ export function createIacRuntime(
     teams,
     file: target.file,
     problems,
-    guard: (execute) =>
-      guardExecutor(
-        (job, control) => {
-          // On disk before its process starts, whatever the event loop is busy with: a burst's
-          // spawns can hold off the end of the turn for seconds, and a job must never run, or
-          // end, unrecorded (a crash would lose it; its index would lack its running line).
-          if (unsaved.has(job.id)) saveNow(job);
-          // The stored prompt, when it is the prompt itself, is what a CLI reads on stdin.
-          const promptFile = store.promptFile(job);
-          return execute(job, promptFile ? { ...control, promptFile } : control);
-        },
-        redactor,
-        (id) => store.runDir(id),
-        log,
-      ),
-    record(job) {
+    record() {
       changes++;
-      if (isFinished(job.state)) saveNow(job);
-      else {
-        if (unsaved.size === 0) setImmediate(saveNow);
-        unsaved.set(job.id, job);
-      }
       writer.schedule();
     },
     recordTeam(team) {
@@ -177,7 +120,7 @@ export function createIacRuntime(
       });
     },
     async close() {
-      saveNow();
+      beforeClose();
       await writer.close();
       await Promise.allSettled([...background]);
       if (changes) log(`IAC.md: ${writer.writes} writes for ${changes} job changes (${target.file})`);
@@ -186,4 +129,44 @@ export function createIacRuntime(
       return Promise.race([this.close(), new Promise<void>((r) => setTimeout(r, EXIT_FLUSH_MS).unref())]);
     },
   };
+}
+
+/**
+ * Ends what dead servers' recovered jobs left behind: what is left of their process groups (but
+ * only where the group leader is still the process that was started for it: a pid can be
+ * reused), their containers, and the secrets in their run folders.
+ */
+function endRecovered(
+  recovered: Recovered[],
+  { endGroup, endSandbox }: Required<Pick<IacHooks, 'endGroup' | 'endSandbox'>>,
+  graceMs: number,
+  scrub: (id: string) => Promise<unknown>,
+): Promise<unknown>[] {
+  const work: Promise<unknown>[] = [];
+  for (const { record } of recovered) {
+    const group = record.group;
+    if (group?.start && sameProcessAlive(group.pgid, group.start)) work.push(endGroup(group.pgid, graceMs));
+    if (record.sandbox) work.push(endSandbox(record));
+    work.push(scrub(record.id).catch(() => undefined));
+  }
+  return work;
+}
+
+/** What cannot be written, found at start (the store's folder, IAC.md's): one sentence each, saying what to set. */
+function unwritable(stateDir: string, target: { file: string; problem?: string }): string[] {
+  const problems: string[] = target.problem ? [target.problem] : [];
+  const storeProblem = unwritableBecause(stateDir);
+  if (storeProblem) {
+    problems.push(
+      `The run store (${stateDir}) cannot be written: ${storeProblem}. Agents still run and result answers while this server runs, ` +
+        'but no record or log is kept: set state_dir in polyspawn.config.json or POLYSPAWN_STATE_DIR to a writable folder.',
+    );
+  }
+  const iacProblem = unwritableBecause(dirname(target.file));
+  if (iacProblem) {
+    problems.push(
+      `IAC.md (${target.file}) cannot be written: ${iacProblem}. Set iac_file in polyspawn.config.json or POLYSPAWN_IAC_FILE to a writable place.`,
+    );
+  }
+  return problems;
 }

@@ -5,7 +5,7 @@
 import { closeSync, fstatSync, mkdirSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CostSource } from '../backends/types.js';
-import { isFinished, JOB_ID, JOB_STATES, type JobHistory, type JobRecord, type JobState } from '../src/jobs/table.js';
+import { isFinished, JOB_ID, JOB_STATES, type JobRecord, type JobStore, type JobState } from '../src/jobs/table.js';
 import { InputError } from '../src/lib/errors.js';
 import { z } from 'zod';
 import { worktreePlace } from '../src/jobs/worktree/report.js';
@@ -61,12 +61,12 @@ export const indexRow = (l: IndexLine): IndexRow => ({
   model: l.m,
   task: l.t,
   createdAt: l.c,
-  ...(l.s ? { startedAt: l.s } : {}),
-  ...(l.e ? { endedAt: l.e } : {}),
-  ...(l.usd !== undefined ? { costUsd: l.usd } : {}),
-  ...(l.cs ? { costSource: l.cs } : {}),
-  ...(l.in !== undefined ? { inputTokens: l.in } : {}),
-  ...(l.out !== undefined ? { outputTokens: l.out } : {}),
+  startedAt: l.s,
+  endedAt: l.e,
+  costUsd: l.usd,
+  costSource: l.cs,
+  inputTokens: l.in,
+  outputTokens: l.out,
 });
 
 export type Recovered = { record: StoredRecord; ownerPid: number | undefined };
@@ -86,7 +86,7 @@ const storedRecordSchema = z.looseObject({
 /** The live index file's size past which the store lock's holder compacts it (iac/index-file.ts). */
 const COMPACT_AT_BYTES = 1 << 20;
 
-export class RunStore implements JobHistory {
+export class RunStore implements JobStore {
   readonly dir: string;
   readonly runsDir: string;
   readonly indexPath: string;
@@ -163,7 +163,7 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * The JobTable's idTaken hook: claims `id` by creating its run folder, which succeeds in
+   * The JobStore's claim (the JobTable's, for every id it draws): claims `id` by creating its run folder, which succeeds in
    * exactly one process, so two servers never hand out the same id, nor one that is stored.
    * A store that cannot be written claims nothing and refuses nothing: the job still runs
    * (an id is one of 32^6, and this server's own are checked by the table).
@@ -194,16 +194,15 @@ export class RunStore implements JobHistory {
     const prompt = this.savePrompt(job);
     if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
       const start = processStart(job.pgid);
-      this.groups.set(job.id, start ? { pgid: job.pgid, start } : { pgid: job.pgid });
+      this.groups.set(job.id, { pgid: job.pgid, start });
     }
     const { prompt: _raw, pgid: _pgid, ...rest } = job;
-    const group = this.groups.get(job.id);
     const record: StoredRecord = {
       v: 1,
       ...this.redactor.deep(rest),
       prompt,
       owner: this.identity,
-      ...(group ? { group } : {}),
+      group: this.groups.get(job.id),
     };
     this.writeRecord(record);
     if (this.indexedState.get(job.id) !== job.state) {
@@ -259,23 +258,8 @@ export class RunStore implements JobHistory {
   }
 
   private append(record: StoredRecord): void {
-    const o = record.outcome;
-    const line: IndexLine = {
-      id: record.id,
-      st: record.state,
-      b: record.backend,
-      m: record.model,
-      t: taskLine(record.prompt),
-      c: record.createdAt,
-      ...(record.startedAt ? { s: record.startedAt } : {}),
-      ...(record.endedAt ? { e: record.endedAt } : {}),
-      ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
-      ...(o ? { cs: o.costSource } : {}),
-      ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
-      ...(isFinished(record.state)
-        ? {}
-        : { p: record.owner.pid, ...(record.owner.start ? { ps: record.owner.start } : {}) }),
-    };
+    // The server that runs it, while it is queued or running (its recovery needs it).
+    const line = indexLine(record, taskLine(record.prompt), isFinished(record.state) ? undefined : record.owner);
     makeDirs(this.dir);
     appendToIndex(this.indexPath, `${JSON.stringify(line)}\n`);
   }
@@ -313,7 +297,7 @@ export class RunStore implements JobHistory {
     return {
       ...summary,
       v: 1,
-      owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+      owner: ownerOf(line),
       ...(isFinished(line.st)
         ? {
             outcome: {
@@ -483,7 +467,7 @@ export class RunStore implements JobHistory {
 
   /** A held line, checked whole the first time; a damaged one is let go of (its run is not shown) and counted. */
   private lineOf(slot: Slot): IndexLine | undefined {
-    if (slot.raw === undefined) return lineFromSummary(slot.summary!);
+    if (slot.raw === undefined) return indexLine(slot.summary!, slot.summary!.prompt);
     if (slot.checked) return JSON.parse(slot.raw) as IndexLine;
     const line = readIndexLine(slot.raw).line;
     if (line) {
@@ -619,7 +603,7 @@ export class RunStore implements JobHistory {
   }
 
   /**
-   * The JobHistory hook: summaries of the stored finished jobs held in memory (keepFinished),
+   * The JobStore's read back: summaries of the stored finished jobs held in memory (keepFinished),
    * oldest first; then the queued and running ones whose server is gone, as interrupted (see get).
    */
   finished(): JobRecord[] {
@@ -670,7 +654,7 @@ export class RunStore implements JobHistory {
         stored ?? {
           ...summaryOf(line),
           v: 1,
-          owner: line.p !== undefined ? { pid: line.p, ...(line.ps ? { start: line.ps } : {}) } : { pid: 0 },
+          owner: ownerOf(line),
         },
         this.dir,
         line.p,
@@ -748,23 +732,33 @@ function lineKey(raw: string): { id: string; st: JobState; raw: string } | undef
   return line && { id: line.id, st: line.st, raw: text! };
 }
 
-/** The index line a summary was made of (summaryOf's inverse, for a finished job's line). */
-function lineFromSummary(r: JobRecord): IndexLine {
+/**
+ * A job's index line: `task` its task line, `owner` the server that runs it. A summary's prompt
+ * is its task line already: a finished job's summary gives back the line it was made of.
+ */
+function indexLine(r: JobRecord, task: string, owner?: ProcessIdentity): IndexLine {
   const o = r.outcome;
   return {
     id: r.id,
     st: r.state,
     b: r.backend,
     m: r.model,
-    t: r.prompt,
+    t: task,
     c: r.createdAt,
-    ...(r.startedAt ? { s: r.startedAt } : {}),
-    ...(r.endedAt ? { e: r.endedAt } : {}),
-    ...(o?.costUsd !== undefined ? { usd: o.costUsd } : {}),
-    ...(o ? { cs: o.costSource } : {}),
-    ...(o?.usage ? { in: o.usage.inputTokens, out: o.usage.outputTokens } : {}),
+    s: r.startedAt,
+    e: r.endedAt,
+    usd: o?.costUsd,
+    cs: o?.costSource,
+    in: o?.usage?.inputTokens,
+    out: o?.usage?.outputTokens,
+    p: owner?.pid,
+    ps: owner?.start,
   };
 }
+
+/** The server an index line names (a line without one: pid 0, no process). */
+const ownerOf = (line: IndexLine): ProcessIdentity =>
+  line.p !== undefined ? { pid: line.p, start: line.ps } : { pid: 0 };
 
 /** A JobRecord made of an index line: enough for `list` and wait_for_agents' summaries. */
 function summaryOf(line: IndexLine): JobRecord {
@@ -778,20 +772,19 @@ function summaryOf(line: IndexLine): JobRecord {
     extra: {},
     state: line.st,
     createdAt: line.c,
-    ...(line.s ? { startedAt: line.s } : {}),
-    ...(line.e ? { endedAt: line.e } : {}),
-    ...(line.cs
+    startedAt: line.s,
+    endedAt: line.e,
+    outcome: line.cs
       ? {
-          outcome: {
-            ok: line.st === 'succeeded',
-            text: '',
-            costSource: line.cs,
-            ...(line.usd !== undefined ? { costUsd: line.usd } : {}),
-            ...(line.in !== undefined
-              ? { usage: { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 } }
-              : {}),
-          },
+          ok: line.st === 'succeeded',
+          text: '',
+          costSource: line.cs,
+          costUsd: line.usd,
+          usage:
+            line.in !== undefined
+              ? { inputTokens: line.in, outputTokens: line.out ?? 0, cachedInputTokens: 0 }
+              : undefined,
         }
-      : {}),
+      : undefined,
   };
 }

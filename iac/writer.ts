@@ -262,11 +262,7 @@ export class IacWriter {
     if (row.state !== 'running') return row;
     const record = this.store.get(row.id);
     const questions = openQuestions(record?.conversation);
-    return {
-      ...row,
-      ...(questions.length ? { questions } : {}),
-      ...(record?.progress ? { progress: record.progress } : {}),
-    };
+    return { ...row, questions: questions.length ? questions : undefined, progress: record?.progress };
   }
 
   /** Temp files of a writer killed between write and rename (IAC.md.<pid>.<n>; write-file-atomic's IAC.md.<n> from older versions). */

@@ -15,6 +15,7 @@ import { loadConfig, projectConfigNote } from './config/config.js';
 import type { Context } from './config/context.js';
 import { createExecutor } from './jobs/execute.js';
 import { JobTable } from './jobs/table.js';
+import { JobRecorder } from './jobs/recorder.js';
 import { terminateGroup } from './jobs/process/runner.js';
 import { containerName, removeContainer } from './jobs/process/sandbox.js';
 import { CONTAINER_MODES } from './config/sandbox.js';
@@ -80,22 +81,30 @@ export function createApp(
     allBackends.flatMap((b) => b.secretPatterns),
   );
   const context: Context = { env, cwd, config, secrets, log };
-  const iac = createIacRuntime(context, terminateGroup, (record) =>
-    record.sandbox && CONTAINER_MODES.includes(record.sandbox.mode)
-      ? removeContainer(record.sandbox.mode, containerName(config.stateDir, record.id), env)
-      : Promise.resolve(),
-  );
+  // The job layer keeps its jobs in the run store (the recorder saves every change, the table
+  // claims ids and reads back); the record renders IAC.md from what was saved.
+  const iac = createIacRuntime(context, {
+    endGroup: terminateGroup,
+    endSandbox: (record) =>
+      record.sandbox && CONTAINER_MODES.includes(record.sandbox.mode)
+        ? removeContainer(record.sandbox.mode, containerName(config.stateDir, record.id), env)
+        : Promise.resolve(),
+    beforeClose: () => recorder.flush(),
+  });
+  const recorder = new JobRecorder(iac.store, secrets, log);
   const nesting = nestingFrom(env, ancestorVariables(NESTING_ENV));
   // Built last (it serves the finished app), read by the executor when a job starts.
   let parentChannel: ParentChannel | undefined;
   const executor = createExecutor(backends, context, models, nesting, () => parentChannel);
   const jobs = new JobTable({
     concurrency: config.concurrency,
-    execute: iac.guard(withWorktree(withStructuredOutput(executor, backends, config), context)),
-    idTaken: (id) => iac.store.claimId(id),
-    history: iac.store,
+    execute: recorder.guard(withWorktree(withStructuredOutput(executor, backends, config), context)),
+    store: iac.store,
   });
-  jobs.onChange((job) => iac.record(job));
+  jobs.onChange((job) => {
+    recorder.changed(job);
+    iac.record(job);
+  });
   const base: Omit<App, 'teams'> = {
     ...context,
     models,

@@ -86,7 +86,7 @@ export async function executeApi(
     signal: control.signal,
     env,
     key: key.key,
-    ...(settings.baseUrl ? { baseUrl: settings.baseUrl } : {}),
+    baseUrl: settings.baseUrl || undefined,
     timeoutMs: job.timeoutS * 1000,
     policy: knobs,
     hints: {
@@ -103,7 +103,7 @@ export async function executeApi(
         prompt: job.prompt,
         model: job.model,
         cwd: job.cwd,
-        ...(job.systemPrompt ? { systemPrompt: job.systemPrompt } : {}),
+        systemPrompt: job.systemPrompt || undefined,
         extra: job.extra,
       },
       ctx,

@@ -11,7 +11,7 @@ import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, type ModelsTable } from '../config/models.js';
-import { childEnv, runProcess } from './process/runner.js';
+import { childEnv, runProcess, type RunResult } from './process/runner.js';
 import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
 import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
@@ -19,6 +19,7 @@ import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } f
 import { runFolder } from '../lib/run-folder.js';
 import { TOKEN_ENV } from '../lib/daemon-file.js';
 import { keyFiles } from '../config/keys.js';
+import type { SandboxSettings } from '../config/sandbox.js';
 import { presetsDir } from './teams/presets.js';
 import { worktreePlace } from './worktree/report.js';
 import {
@@ -142,16 +143,41 @@ async function executeCli(
   }
 }
 
+type RunLogs = ReturnType<typeof runFolder>;
+type CommandSpec = ReturnType<CliBackend['command']>;
+
 async function runCli(
   backend: CliBackend,
   job: Readonly<JobRecord>,
-  { config, env }: ExecutorContext,
+  ctx: ExecutorContext,
   control: Parameters<Executor>[1],
   nesting: Nesting,
   lease: ChannelLease | undefined,
   onFilesWritten: (paths: string[]) => void,
 ): Promise<ExecutionResult> {
+  const { config } = ctx;
   const dir = scratchDirFor(runFolder(config.stateDir, job.id).dir, job.id);
+  const spec = cliCommand(backend, job, ctx, nesting, lease, dir);
+  onFilesWritten(writeCommandFiles(spec));
+  // In the run's folder, or beside the scratch files when the store cannot be written.
+  const logs = runFolder(config.stateDir, job.id, dir);
+  const command = job.sandbox
+    ? sandboxed(backend, job, job.sandbox, spec, ctx, dir)
+    : { file: spec.file, args: spec.args };
+  if ('state' in command) return command;
+  const { run, hit } = await runFollowingBudget(backend, job, spec, command, ctx, control, logs);
+  return cliResult(backend, job, spec, run, hit, control.signal, logs);
+}
+
+/** The backend's command for this run: its settings, the channel, the budget, and the depth marker after them. */
+function cliCommand(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  { config, env }: ExecutorContext,
+  nesting: Nesting,
+  lease: ChannelLease | undefined,
+  scratchDir: string,
+): CommandSpec {
   const settings = agentSettings(config.backends[backend.name]!, job.agent);
   const parent: ParentEndpoint | undefined = lease && {
     name: PARENT_SERVER,
@@ -161,21 +187,20 @@ async function runCli(
     toolCallS: ANSWER_WAIT_S,
   };
   const systemPrompt = [job.systemPrompt, parent && PARENT_PROMPT].filter(Boolean).join('\n\n');
-  const budget = budgetOf(job);
   const spec = backend.command(
     {
       prompt: job.prompt,
       model: job.model,
       cwd: job.cwd,
-      ...(systemPrompt ? { systemPrompt } : {}),
-      ...(job.resumeSessionId ? { resumeSessionId: job.resumeSessionId } : {}),
-      ...(job.outputSchema ? { outputSchema: job.outputSchema } : {}),
-      ...(job.agent?.mcpServers ? { mcpServers: job.agent.mcpServers } : {}),
-      ...(budget ? { budget } : {}),
+      systemPrompt: systemPrompt || undefined,
+      resumeSessionId: job.resumeSessionId || undefined,
+      outputSchema: job.outputSchema,
+      mcpServers: job.agent?.mcpServers,
+      budget: budgetOf(job),
       extra: job.extra,
     },
     settings,
-    { scratchDir: dir, env, ...(parent ? { parent } : {}) },
+    { scratchDir, env, parent },
   );
   // After the backend's own: no backend can drop the depth marker (no runaway nesting).
   spec.env = {
@@ -183,49 +208,72 @@ async function runCli(
     ...childNestingEnv(nesting, job.agent?.nesting),
     [PARENT_TOKEN_ENV]: parent?.token,
   };
+  return spec;
+}
+
+/** Writes the files the command is given; returns their paths (removed when the run ends). */
+function writeCommandFiles(spec: CommandSpec): string[] {
   const files = Object.entries(spec.files ?? {});
-  onFilesWritten(files.map(([path]) => path));
   for (const [path, content] of files) {
     makeDirs(dirname(path));
     // The user's alone: a file may hold a token (the channel's, an MCP server's). Not through a
     // link an earlier attempt's agent left in the run folder.
     writeNoLink(path, content);
   }
-  // In the run's folder, or beside the scratch files when the store cannot be written.
-  const logs = runFolder(config.stateDir, job.id, dir);
-  const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
-  let command: WrappedCommand = { file: spec.file, args: spec.args };
-  if (job.sandbox) {
-    try {
-      command = wrapInSandbox({
-        sandbox: job.sandbox,
-        paths: backend.sandboxPaths,
-        modelEndpointEnv: backend.modelEndpointEnv,
-        executable: backend.executable,
-        file: spec.file,
-        args: spec.args,
-        env: childEnv({ baseEnv: env, env: spec.env }),
-        cwd: job.cwd,
-        runDir: dir,
-        ...(job.isolation === 'worktree'
-          ? { worktree: worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path }
-          : {}),
-        hidden: hiddenFromAgents(config),
-        container: containerName(config.stateDir, job.id),
-      });
-    } catch (error) {
-      if (!(error instanceof SandboxError)) throw error;
-      const advice = error.missingCli
-        ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path`
-        : '';
-      return {
-        state: 'failed',
-        outcome: failed(`could not start ${spec.file} in sandbox ${job.sandbox.mode}: ${error.message}${advice}`),
-      };
-    }
+  return files.map(([path]) => path);
+}
+
+const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
+
+/** The command wrapped in the job's sandbox, or the job failed with why it could not be. */
+function sandboxed(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  sandbox: SandboxSettings,
+  spec: CommandSpec,
+  { config, env }: ExecutorContext,
+  runDir: string,
+): WrappedCommand | ExecutionResult {
+  try {
+    return wrapInSandbox({
+      sandbox,
+      paths: backend.sandboxPaths,
+      modelEndpointEnv: backend.modelEndpointEnv,
+      executable: backend.executable,
+      file: spec.file,
+      args: spec.args,
+      env: childEnv({ baseEnv: env, env: spec.env }),
+      cwd: job.cwd,
+      runDir,
+      worktree:
+        job.isolation === 'worktree' ? worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path : undefined,
+      hidden: hiddenFromAgents(config),
+      container: containerName(config.stateDir, job.id),
+    });
+  } catch (error) {
+    if (!(error instanceof SandboxError)) throw error;
+    const advice = error.missingCli ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path` : '';
+    return {
+      state: 'failed',
+      outcome: failed(`could not start ${spec.file} in sandbox ${sandbox.mode}: ${error.message}${advice}`),
+    };
   }
-  // A max_turns the CLI does not enforce itself: its live output is followed, and the run
-  // stopped (its whole group, as a cancel does) as a turn past it begins.
+}
+
+/**
+ * Runs the command in its own process group. A max_turns the CLI does not enforce itself: its
+ * live output is followed, and the run stopped (its whole group, as a cancel does) as a turn
+ * past it begins (`hit`).
+ */
+async function runFollowingBudget(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  spec: CommandSpec,
+  command: WrappedCommand,
+  { config, env }: ExecutorContext,
+  control: Parameters<Executor>[1],
+  logs: RunLogs,
+): Promise<{ run: RunResult; hit: BudgetHit | undefined }> {
   const overBudget = new AbortController();
   let hit: BudgetHit | undefined;
   const maxTurns = backend.budgetFlags?.includes('turns') ? undefined : job.maxTurns;
@@ -233,13 +281,13 @@ async function runCli(
   const running = runProcess({
     file: command.file,
     args: command.args,
-    ...(command.stop ? { stop: command.stop } : {}),
-    ...(command.fds ? { passFds: command.fds } : {}),
+    stop: command.stop,
+    passFds: command.fds,
     baseEnv: env,
     env: spec.env,
     cwd: job.cwd,
     stdin: spec.stdin,
-    ...(control.promptFile?.text === spec.stdin ? { stdinFile: control.promptFile.path } : {}),
+    stdinFile: control.promptFile?.text === spec.stdin ? control.promptFile.path : undefined,
     stdoutLog: logs.stdout,
     stderrLog: logs.stderr,
     timeoutMs: job.timeoutS * 1000,
@@ -261,7 +309,19 @@ async function runCli(
   if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
   const run = await running.done;
   await watch?.stop();
+  return { run, hit };
+}
 
+/** How the run ended, as the job's final state and outcome (the backend's parse of its output). */
+function cliResult(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  spec: CommandSpec,
+  run: RunResult,
+  hit: BudgetHit | undefined,
+  signal: AbortSignal,
+  logs: RunLogs,
+): ExecutionResult {
   if (run.end === 'spawn_error') {
     // E2BIG: the CLI is there, its command line (or environment) is what the system refused.
     const advice =
@@ -288,7 +348,7 @@ async function runCli(
       },
     };
   }
-  if (run.end === 'cancelled' && hit && !control.signal.aborted) {
+  if (run.end === 'cancelled' && hit && !signal.aborted) {
     return {
       state: 'failed',
       exitCode: run.exitCode,

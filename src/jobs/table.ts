@@ -127,15 +127,32 @@ export type Executor = (
   },
 ) => Promise<ExecutionResult>;
 
-/** Jobs this table did not run (earlier or other servers'): the run store. */
-export type JobHistory = {
-  /** The full record of a stored job, or undefined. */
+/**
+ * The job layer's one port to where jobs are kept (the run store, iac/store.ts, implements it):
+ * ids claimed across servers, records saved, stored jobs read back. The table claims ids and
+ * reads back; the recorder (src/jobs/recorder.ts) saves and hands a CLI its prompt file.
+ */
+export type JobStore = {
+  /** Its folder (said when a save fails). */
+  readonly dir: string;
+  /** Claims `id` for a new job: true when it is taken (stored, or claimed by another server). */
+  claimId(id: string): boolean;
+  /** Saves a job's record as it is now (and an index line when its state changed). */
+  save(job: JobRecord): void;
+  /** The stored prompt of a job, when that file holds exactly its prompt (no secret taken out). */
+  promptFile(job: JobRecord): { path: string; text: string } | undefined;
+  /** The folder of a job's run: its logs and the files its CLI wrote. */
+  runDir(id: string): string;
+  /** The full record of a stored job (earlier or other servers'), or undefined. */
   get(id: string): JobRecord | undefined;
   /** Summaries of the stored finished jobs (the newest ones it holds in memory), oldest first. */
   finished(): JobRecord[];
   /** The state a job is stored in, where known without reading its whole record (else `get`'s). */
   storedState?(id: string): JobState | undefined;
 };
+
+/** What the table needs of the store: claiming ids, and the jobs it did not run (earlier or other servers'). */
+type TableStore = Pick<JobStore, 'claimId' | 'get' | 'finished' | 'storedState'>;
 
 type Entry = {
   record: JobRecord;
@@ -168,7 +185,7 @@ const ID_LENGTH = 6;
 /** What a job id looks like: what the store accepts of what it reads back. */
 export const JOB_ID = new RegExp(`^[${ID_ALPHABET}]{${ID_LENGTH}}$`);
 /**
- * Finished jobs kept in memory; older ones are answered by the run store (options.history), so
+ * Finished jobs kept in memory; older ones are answered by the run store (options.store), so
  * a server that runs thousands of jobs stays the size it was after the first hundred.
  */
 const KEEP_FINISHED = 100;
@@ -191,10 +208,8 @@ export class JobTable {
     private readonly options: {
       concurrency: number;
       execute: Executor;
-      /** Ids already used elsewhere (the run store), so a new id never reuses one. */
-      idTaken?: (id: string) => boolean;
-      /** Stored jobs: get, list, wait and resume see them too. */
-      history?: JobHistory;
+      /** The run store: a new id is claimed in it, and its jobs are seen by get, list, wait and resume. */
+      store?: TableStore;
     },
   ) {
     this.queue = new PQueue({ concurrency: options.concurrency });
@@ -270,13 +285,13 @@ export class JobTable {
 
   /** Leaves the oldest finished jobs beyond KEEP_FINISHED to the store, once it answers for them. */
   private retire(id: string): void {
-    const history = this.options.history;
-    if (!history) return;
+    const store = this.options.store;
+    if (!store) return;
     this.finishedOrder.push(id);
     while (this.finishedOrder.length > KEEP_FINISHED) {
       const old = this.finishedOrder.shift()!;
       // A store that could not record it (unwritable, full) leaves it here, in memory.
-      const stored = history.storedState ? history.storedState(old) : history.get(old)?.state;
+      const stored = store.storedState ? store.storedState(old) : store.get(old)?.state;
       if (stored === this.entries.get(old)?.record.state) this.entries.delete(old);
     }
   }
@@ -289,12 +304,12 @@ export class JobTable {
   }
 
   get(id: string): JobRecord | undefined {
-    return this.entries.get(id)?.record ?? this.options.history?.get(id);
+    return this.entries.get(id)?.record ?? this.options.store?.get(id);
   }
 
   /** Stored finished jobs first (oldest first), then this table's own, in submission order. */
   all(): JobRecord[] {
-    const stored = this.options.history?.finished().filter((r) => !this.entries.has(r.id)) ?? [];
+    const stored = this.options.store?.finished().filter((r) => !this.entries.has(r.id)) ?? [];
     return [...stored, ...[...this.entries.values()].map((e) => e.record)];
   }
 
@@ -318,7 +333,7 @@ export class JobTable {
   /** Stops a queued or running job and resolves once it has ended; `why` says why a queued one never started. */
   async cancel(id: string, why = 'cancelled before it started'): Promise<JobRecord | undefined> {
     const entry = this.entries.get(id);
-    if (!entry) return this.options.history?.get(id); // not ours to stop: left as it is
+    if (!entry) return this.options.store?.get(id); // not ours to stop: left as it is
     const { record } = entry;
     if (record.state === 'queued') {
       this.endUnstarted(record, 'cancelled', why);
@@ -423,7 +438,7 @@ export class JobTable {
       at: new Date().toISOString(),
       messageId: `q${asked + 1}`,
       text,
-      ...(options?.length ? { options } : {}),
+      options: options?.length ? options : undefined,
     };
     entries.push(question);
     this.changed(record);
@@ -556,7 +571,7 @@ export class JobTable {
     for (;;) {
       let id = '';
       for (let i = 0; i < ID_LENGTH; i++) id += ID_ALPHABET[randomInt(ID_ALPHABET.length)];
-      if (!this.entries.has(id) && !this.options.idTaken?.(id)) return id;
+      if (!this.entries.has(id) && !this.options.store?.claimId(id)) return id;
     }
   }
 }

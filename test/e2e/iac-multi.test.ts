@@ -173,7 +173,7 @@ describe('two servers on one project', () => {
       const finals = lines.filter((l) => l.st === 'succeeded').map((l) => l.id);
       expect(finals).toHaveLength(200);
       expect(new Set(finals)).toEqual(new Set(ids));
-      // Each state once at most, in order: queued, running, succeeded. iac/runtime.ts saves a turn's
+      // Each state once at most, in order: queued, running, succeeded. src/jobs/recorder.ts saves a turn's
       // changes once (a job that starts in the turn it was queued in is saved once, as running),
       // but always before its process starts: no job runs, or ends, without its running line,
       // however long a burst's spawns hold off the end of the turn (its CLI reads the prompt from

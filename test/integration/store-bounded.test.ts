@@ -68,7 +68,7 @@ describe('bounded memory', () => {
       state: 'succeeded',
       outcome: { ok: true, text: 'done', costSource: 'unknown' },
     });
-    const table = new JobTable({ concurrency: 4, execute, history: store, idTaken: (id) => store.claimId(id) });
+    const table = new JobTable({ concurrency: 4, execute, store });
     table.onChange((job) => store.save(job));
     const ids: string[] = [];
     for (let i = 0; i < 150; i++)

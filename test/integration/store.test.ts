@@ -117,7 +117,7 @@ describe('RunStore', () => {
     const table = new JobTable({
       concurrency: 1,
       execute: async () => ({ state: 'succeeded', outcome: { ok: true, text: '', costSource: 'unknown' } }),
-      idTaken: (id) => b.claimId(id),
+      store: b,
     });
     for (let i = 0; i < 200; i++)
       ids.add(table.submit({ backend: 'x', model: 'm', prompt: 'p', cwd: '/', timeoutS: 1, extra: {} }).id);
@@ -379,7 +379,10 @@ describe('an IAC.md polyspawn did not write', () => {
     const p = project();
     writeFileSync(p.iac, FOREIGN);
     const config = loadConfig(backends, { XDG_CONFIG_HOME: join(p.dir, 'xdg') }, p.dir);
-    const runtime = createIacRuntime({ config, secrets: new Redactor(), log: () => true }, terminateGroup);
+    const runtime = createIacRuntime(
+      { config, secrets: new Redactor(), log: () => true },
+      { endGroup: terminateGroup },
+    );
     const elsewhere = join(p.dir, 'IAC.polyspawn.md');
     expect(runtime.file).toBe(elsewhere);
     expect(runtime.problems).toEqual([
@@ -430,7 +433,10 @@ describe('recovery', () => {
     // The next server's runtime, as src/app.ts builds it: the process runner's terminateGroup.
     const logs: string[] = [];
     const config = loadConfig(backends, { XDG_CONFIG_HOME: join(p.dir, 'xdg'), POLYSPAWN_KILL_GRACE_S: '1' }, p.dir);
-    const runtime = createIacRuntime({ config, secrets: new Redactor(), log: (m) => logs.push(m) }, terminateGroup);
+    const runtime = createIacRuntime(
+      { config, secrets: new Redactor(), log: (m) => logs.push(m) },
+      { endGroup: terminateGroup },
+    );
     expect(sameProcessAlive(group.pid!, processStart(group.pid!))).toBe(true);
     runtime.start();
     await waitFor("the runtime to recover the dead server's jobs", () => logs.some((l) => l.startsWith('marked ')));
@@ -476,7 +482,7 @@ describe('JobTable over the store', () => {
       await gate;
       return { state: 'succeeded', outcome: { ok: true, text: 'new', costSource: 'unknown' } };
     };
-    const table = new JobTable({ concurrency: 2, execute, idTaken: (id) => store.claimId(id), history: store });
+    const table = new JobTable({ concurrency: 2, execute, store });
     expect(table.get(done.id)).toMatchObject({
       id: done.id,
       state: 'succeeded',

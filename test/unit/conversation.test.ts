@@ -119,7 +119,7 @@ describe('a running job asks', () => {
     const jobs = new JobTable({
       concurrency: 1,
       execute: () => new Promise(() => {}),
-      history: { get: (id) => (id === theirs.id ? theirs : undefined), finished: () => [] },
+      store: { claimId: () => false, get: (id) => (id === theirs.id ? theirs : undefined), finished: () => [] },
     });
     expect(() => jobs.reply('other1', 'q1', 'yes')).toThrow(
       'agent other1 runs in another polyspawn server on this project: answer it through that one',

@@ -68,7 +68,8 @@ function setup(
       };
     },
     // The store's summaries carry no session: after a restart only get() finds the totals.
-    history: {
+    store: {
+      claimId: (id) => history.has(id),
       get: (id) => history.get(id),
       finished: () =>
         [...history.values()].map(({ outcome, ...rest }) => ({

@@ -4,7 +4,7 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import { Redactor } from '../../lib/redact.js';
-import { redactPage } from '../../../iac/scrub.js';
+import { redactPage } from '../../lib/scrub.js';
 import type { App } from '../../app.js';
 import { readAt, withFile } from '../../lib/fs.js';
 import { runFolder } from '../../lib/run-folder.js';

@@ -1,8 +1,9 @@
 // Secrets in the files a run leaves behind. The CLI writes its own output (stdout.log,
 // stderr.log, artifacts such as copilot's usage file) while it runs, verbatim; once the run
 // has ended, every file of its folder that holds a secret is rewritten without it (temp
-// file + rename), before the job's final state is recorded. The executor guard below also
-// redacts the outcome (answer, error, raw record) and the live output tail.
+// file + rename), before the job's final state is recorded (src/jobs/recorder.ts, the executor
+// guard, which also redacts the outcome and the live output tail). A log page read back is
+// masked here too (`redactPage`).
 import {
   closeSync,
   createWriteStream,
@@ -16,50 +17,15 @@ import {
 import { open, rename, rm } from 'node:fs/promises';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import type { Outcome } from '../backends/types.js';
-import type { ExecutionResult, Executor } from '../src/jobs/table.js';
-import { REDACTED, type Redactor } from '../src/lib/redact.js';
-import { openRegularFile, PRIVATE_FILE, writeAtomic } from '../src/lib/fs.js';
-import { PROMPT_FILE, RECORD_FILE } from '../src/lib/run-folder.js';
+import { REDACTED, type Redactor } from './redact.js';
+import { openRegularFile, PRIVATE_FILE, writeAtomic } from './fs.js';
+import { PROMPT_FILE, RECORD_FILE } from './run-folder.js';
 
 const CHUNK = 1 << 20;
 /** A secret is never longer than this, so a window this far back holds any that is cut. */
-const OVERLAP = 1024;
+export const OVERLAP = 1024;
 /** Written redacted by the store itself. */
 const STORE_FILES = new Set([RECORD_FILE, PROMPT_FILE]);
-
-function redactOutcome(redactor: Redactor, outcome: Outcome): Outcome {
-  return redactor.deep(outcome);
-}
-
-/**
- * Wraps an executor so that nothing it produces carries a secret: the outcome, the output
- * tail shown while it runs, an error it throws, and (once it has ended) its run folder.
- */
-export function guardExecutor(
-  execute: Executor,
-  redactor: Redactor,
-  runDir: (id: string) => string,
-  log: (message: string) => void,
-): Executor {
-  return async (job, control) => {
-    let result: ExecutionResult;
-    try {
-      result = await execute(job, {
-        ...control,
-        // A secret cut by the tail's start would escape the patterns: redact a longer tail.
-        onOutputTail: (tail) => control.onOutputTail((max) => redactor.text(tail(max + OVERLAP)).slice(-max)),
-      });
-    } catch (error) {
-      throw new Error(redactor.text((error as Error)?.message ?? String(error)));
-    } finally {
-      await scrubDir(runDir(job.id), redactor).catch((error: unknown) =>
-        log(`could not scrub the logs of ${job.id}: ${(error as Error).message}`),
-      );
-    }
-    return { ...result, outcome: redactOutcome(redactor, result.outcome) };
-  };
-}
 
 /** Scrubs every file under `dir` (but the store's own) that holds a secret. */
 export async function scrubDir(dir: string, redactor: Redactor): Promise<string[]> {

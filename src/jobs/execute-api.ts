@@ -1,4 +1,4 @@
-// Runs one job on an HTTP API backend (grok, gemini, mistral): finds the key, calls the
+// Runs one job on an HTTP API backend: finds the key, calls the
 // backend under the shared failure policy (backends/http-policy.ts), and maps the classified
 // outcome to a job state. The run's folder gets the same two logs as a CLI run: stdout.log
 // holds the answer, stderr.log one line per attempt and wait (never the key).
@@ -42,8 +42,28 @@ export async function executeApi(
   control: Parameters<Executor>[1],
   paths: { dir: string; stdout: string; stderr: string },
 ): Promise<ExecutionResult> {
-  // The logs are best effort: a run store that cannot be written (read-only, full) must not
-  // fail the call; the lines stay in memory for the live tail.
+  const logs = runLogs(paths, control);
+  // The key files' values join the redactor here (findApiKey), before anything is written.
+  const key = findApiKey(backend, config, env, secrets);
+  if (!key.found) {
+    // The spawn tool refuses this up front; a key removed while the job was queued lands here.
+    logs.log(`no request sent: ${key.detail}`);
+    return { state: 'failed', outcome: failureOutcome(new ApiFailure('auth', `auth: ${key.detail}`, { attempts: 0 })) };
+  }
+  const baseUrl = config.backends[backend.name]!.baseUrl;
+  const ctx = callContext(backend, job, env, key, baseUrl, control.signal, logs.log);
+  // Secrets out of the answer before it reaches stdout.log (the guard redacts the rest).
+  const outcome = secrets.deep(await callBackend(backend, job, ctx));
+  logs.answer(outcome.ok ? outcome.text : '');
+  if (!outcome.ok) logs.log(outcome.error ?? 'failed');
+  return jobState(outcome, control.signal);
+}
+
+/**
+ * The run's two logs, best effort: a run store that cannot be written (read-only, full) must not
+ * fail the call; the attempt lines stay in memory for the live tail.
+ */
+function runLogs(paths: { dir: string; stdout: string; stderr: string }, control: Parameters<Executor>[1]) {
   let logsWritable = true;
   const logFile = (write: () => void) => {
     if (!logsWritable) return;
@@ -66,39 +86,43 @@ export async function executeApi(
     logFile(() => appendFileSync(paths.stderr, `${stamped}\n`));
   };
   control.onOutputTail((maxChars) => lines.join('\n').slice(-maxChars));
+  return { log, answer: (text: string) => logFile(() => appendFileSync(paths.stdout, text)) };
+}
 
-  const settings = config.backends[backend.name]!;
-  // The key files' values join the redactor here (findApiKey), before anything is written.
-  const key = findApiKey(backend, config, env, secrets);
-  if (!key.found) {
-    // The spawn tool refuses this up front; a key removed while the job was queued lands here.
-    log(`no request sent: ${key.detail}`);
-    return { state: 'failed', outcome: failureOutcome(new ApiFailure('auth', `auth: ${key.detail}`, { attempts: 0 })) };
-  }
-
+/** What the backend's call is given: the key, where to send it, the policy, and how to say which setting to fix. */
+function callContext(
+  backend: ApiBackend,
+  job: Readonly<JobRecord>,
+  env: NodeJS.ProcessEnv,
+  key: { key: string; source: string; name: string },
+  baseUrl: string | undefined,
+  signal: AbortSignal,
+  log: (line: string) => void,
+): ApiCallContext {
   const { knobs, problems } = policyKnobs(env);
   for (const p of problems) log(p);
-  const baseUrlSetting = `POLYSPAWN_${backend.name.toUpperCase()}_BASE_URL or backends.${backend.name}.base_url`;
   log(
-    `${backend.name}: model ${job.model}, key from ${key.source}, base URL ${settings.baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`,
+    `${backend.name}: model ${job.model}, key from ${key.source}, base URL ${baseUrl ?? 'the vendor default'}, timeout ${job.timeoutS} s`,
   );
-  const ctx: ApiCallContext = {
-    signal: control.signal,
+  return {
+    signal,
     env,
     key: key.key,
-    baseUrl: settings.baseUrl || undefined,
+    baseUrl: baseUrl || undefined,
     timeoutMs: job.timeoutS * 1000,
     policy: knobs,
     hints: {
       key: key.source.startsWith('env ') ? `${key.name} (environment variable)` : key.source,
-      baseUrl: baseUrlSetting,
+      baseUrl: `POLYSPAWN_${backend.name.toUpperCase()}_BASE_URL or backends.${backend.name}.base_url`,
     },
     log,
   };
+}
 
-  let outcome: Outcome;
+/** The backend's outcome; a backend that throws is an internal error, never a crash. */
+async function callBackend(backend: ApiBackend, job: Readonly<JobRecord>, ctx: ApiCallContext): Promise<Outcome> {
   try {
-    outcome = await backend.call(
+    return await backend.call(
       {
         prompt: job.prompt,
         model: job.model,
@@ -109,21 +133,19 @@ export async function executeApi(
       ctx,
     );
   } catch (error) {
-    outcome = {
+    return {
       ok: false,
       text: '',
       error: `internal error in ${backend.name}: ${(error as Error)?.message ?? String(error)}`,
       costSource: 'unknown',
     };
   }
-  // Secrets out of the answer before it reaches stdout.log (the guard redacts the rest).
-  outcome = secrets.deep(outcome);
-  logFile(() => appendFileSync(paths.stdout, outcome.ok ? outcome.text : ''));
-  if (!outcome.ok) log(outcome.error ?? 'failed');
+}
 
+function jobState(outcome: Outcome, signal: AbortSignal): ExecutionResult {
   const failure = failureOf(outcome);
   if (outcome.ok) return { state: 'succeeded', outcome };
-  if (control.signal.aborted || failure?.kind === 'cancelled')
+  if (signal.aborted || failure?.kind === 'cancelled')
     return { state: 'cancelled', outcome: { ...outcome, error: 'cancelled' } };
   if (failure?.kind === 'timeout') return { state: 'timed_out', outcome };
   return { state: 'failed', outcome };

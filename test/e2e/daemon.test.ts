@@ -174,6 +174,36 @@ describe('faults', () => {
     }
   });
 
+  test('a daemon SIGKILLed while a response streams to the relayed client: the open call ends with the error, no hang', async () => {
+    const dir = project();
+    const daemon = await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    try {
+      const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'killed mid-stream [[cli:hang]]' });
+      const progress: string[] = [];
+      const waiting = stdio.client
+        .callTool(
+          { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S } },
+          undefined,
+          { onprogress: (p) => void progress.push(p.message ?? ''), timeout: 120_000 },
+        )
+        .then(
+          (r) => JSON.stringify(r),
+          (e: Error) => e.message,
+        );
+      // A progress notification came through: the call's response stream is open.
+      await waitFor('a progress notification through the relay', () => progress.length > 0, 30_000);
+      const startedAt = Date.now();
+      process.kill(daemon.pid, 'SIGKILL');
+      const heard = await waiting;
+      expect(Date.now() - startedAt).toBeLessThan(WOKEN_WITHIN_MS);
+      expect(heard).toContain(`polyspawn daemon (pid ${daemon.pid}`);
+      expect(heard).toContain('has stopped');
+    } finally {
+      await stdio.close();
+    }
+  });
+
   test('daemon stop ends its agents as SIGTERM does', async () => {
     const dir = project();
     const daemon = await startDaemon(dir);

@@ -697,7 +697,7 @@ const MUTATIONS = [
     name: 'a question is answered twice',
     file: 'src/jobs/table.ts',
     find: `if (earlier) throw new InputError(`,
-    replace: `if (earlier && !earlier) throw new InputError(`,
+    replace: `if (earlier && messageId === '') throw new InputError(`,
     tests: ['test/unit/conversation.test.ts'],
   },
   {
@@ -712,6 +712,13 @@ const MUTATIONS = [
     file: 'src/mcp/serve-http.ts',
     find: `      removeDaemonFile(stateDir);`,
     replace: ``,
+    tests: ['test/e2e/daemon.test.ts'],
+  },
+  {
+    name: 'the relay passes the answer to its replayed initialize on to its client',
+    file: 'src/mcp/bridge.ts',
+    find: `if (replayed && message.id === replayed.id) return replayed.answered();`,
+    replace: `if (replayed && message.id === replayed.id) replayed.answered();`,
     tests: ['test/e2e/daemon.test.ts'],
   },
 ];

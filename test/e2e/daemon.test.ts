@@ -212,6 +212,8 @@ describe('faults', () => {
     await http.close();
     const stop = await runPolyspawn(['daemon', 'stop'], dir);
     expect(stop.stdout).toContain(`stopped (pid ${daemon.pid})`);
+    // It takes its daemon.json with it: no client is sent to where it listened.
+    expect(readDaemonJson(dir)).toBeUndefined();
     // Served alone now (no daemon): the store says how the job ended.
     const alone = await startServer({ projectDir: dir });
     try {
@@ -229,6 +231,9 @@ describe('a relayed session the daemon ends', () => {
     const daemon = await startDaemon(dir);
     const stdio = await startServer({ projectDir: dir });
     const held: ClientRequest[] = [];
+    // What the client's SDK finds wrong in what it receives (a response to no request of its own).
+    const strays: string[] = [];
+    stdio.client.onerror = (error) => void strays.push(error.message);
     try {
       expect((await stdio.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
       // Newer sessions, each holding a stream as the relay's does, until the daemon's bound
@@ -240,6 +245,7 @@ describe('a relayed session the daemon ends', () => {
       const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'after the session ended' });
       expect((await stdio.callOk<{ agents: Job[] }>('list')).agents.map((a) => a.agent_id)).toContain(job.agent_id);
       expect(stdio.stderr()).toContain("the daemon ended this client's session: opening a new one");
+      expect(strays).toEqual([]);
     } finally {
       for (const request of held) request.destroy();
       await stdio.close();

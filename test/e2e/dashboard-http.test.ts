@@ -68,6 +68,26 @@ describe("the dashboard's answer form", () => {
   });
 });
 
+describe('admission', () => {
+  test("only the project's token is traded, for a cookie no script can read and no other site can send", async () => {
+    for (const given of [`psp_${'x'.repeat(43)}`, `${server.token}x`, '']) {
+      const refused = await fetch(`${origin}/?token=${encodeURIComponent(given)}`, { redirect: 'manual' });
+      expect(refused.status, given).toBe(401);
+      expect(refused.headers.get('set-cookie'), given).toBeNull();
+    }
+    const traded = await fetch(`${origin}/?token=${encodeURIComponent(server.token)}`, { redirect: 'manual' });
+    expect(traded.status).toBe(303);
+    // The redirect takes the token out of the address bar.
+    expect(traded.headers.get('location')).toBe('/');
+    const attributes = traded.headers
+      .get('set-cookie')!
+      .split(';')
+      .map((a) => a.trim());
+    expect(attributes.slice(1).sort()).toEqual(['HttpOnly', 'Path=/', 'SameSite=Strict']);
+    expect(attributes[0]).not.toContain(server.token);
+  });
+});
+
 /** An agent's question and options as hostile markup: the page must show them as text. */
 const HOSTILE_QUESTION = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">';
 const HOSTILE_OPTION = '<img src=y onerror=alert(3)>';

@@ -281,6 +281,17 @@ describe("a team's budget", () => {
     expect(team.answer).toContain('answer of item 1');
   });
 
+  test("the members' costs are added up: three members each well under the budget reach it together", async () => {
+    const { table, ran, finished } = teamHarness({ concurrency: 1, costUsd: 0.4 });
+    const items = Array.from({ length: 5 }, (_, i) => `item ${i + 1}`);
+    const team = await finished(
+      table.start(spec('map_reduce', ['codex'], { items, maxBudgetUsd: 1, reduceWith: 'codex' })).id,
+    );
+    expect(ran).toHaveLength(3); // $0.40, $0.80, then $1.20: past $1, so the fourth never starts
+    expect(team.budgetReached).toBe(true);
+    expect(team.error).toMatch(/^budget reached: its members spent \$1\.2000 of max_budget_usd \$1/);
+  });
+
   test('a pipeline stopped by its budget returns the stages that answered', async () => {
     const { table, ran, finished } = teamHarness();
     const team = await finished(table.start(spec('pipeline', ['codex', 'codex', 'codex'], { maxBudgetUsd: 1 })).id);

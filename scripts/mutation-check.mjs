@@ -721,6 +721,34 @@ const MUTATIONS = [
     replace: `if (replayed && message.id === replayed.id) replayed.answered();`,
     tests: ['test/e2e/daemon.test.ts'],
   },
+  {
+    name: "a child team's spending is not held against its parent team's budget",
+    file: 'src/jobs/teams/table.ts',
+    find: `for (const owner of this.lineage(entry)) {`,
+    replace: `for (const owner of [entry]) {`,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: "a running member's own max_budget_usd is not counted against its team's",
+    file: 'src/jobs/teams/table.ts',
+    find: `else if (m.state === 'running') committed += this.host.jobs.get(m.jobId)?.maxBudgetUsd ?? 0;`,
+    replace: ``,
+    tests: ['test/unit/teams.test.ts'],
+  },
+  {
+    name: 'a worktree in which the agent changed nothing is kept with its branch',
+    file: 'src/jobs/worktree/worktree.ts',
+    find: `if (removed) await removeWorktree(wt.repo, path, branch);`,
+    replace: ``,
+    tests: ['test/integration/worktree.test.ts'],
+  },
+  {
+    name: "a definition's sandbox mounts replace the ones the user's config set",
+    file: 'src/config/sandbox.ts',
+    find: `mounts: [...configured.mounts, ...(fromDefinition?.mounts ?? [])],`,
+    replace: `mounts: fromDefinition?.mounts.length ? fromDefinition.mounts : configured.mounts,`,
+    tests: ['test/unit/spawn.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

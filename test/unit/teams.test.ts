@@ -391,6 +391,25 @@ describe("a supervisor's child team", () => {
     await h.table.cancel(parent.id);
   });
 
+  test("a sibling's spending counts too: the parent's budget is its whole tree's, not each child's", async () => {
+    const h = teamHarness({ concurrency: 2 });
+    const { parent, supervisor } = await supervised(h, { maxBudgetUsd: 3 });
+    const under = { teamId: parent.id, jobId: supervisor };
+    const first = await h.finished(h.table.start(spec('map_reduce', ['codex'], { parent: under, items: ['x'] })).id);
+    expect(first.state).toBe('succeeded'); // $2.25 of the $3
+    const second = await h.finished(
+      h.table.start(spec('map_reduce', ['codex'], { parent: under, items: ['a', 'b', 'c'] })).id,
+    );
+    // Its own $2.25 is within the $3 it inherited; with its sibling's, the tree is at $4.50.
+    expect(second.members.map((m) => m.state)).toEqual(['succeeded', 'cancelled', 'cancelled']);
+    expect(second.error).toMatch(
+      new RegExp(
+        `^budget reached: the members of team ${parent.id} and of the teams below it spent \\$4\\.5000 of team ${parent.id}'s max_budget_usd \\$3`,
+      ),
+    );
+    await h.table.cancel(parent.id);
+  });
+
   test('ending a team ends its whole tree: the supervisor ending, and a cancel', async () => {
     const h = teamHarness({ concurrency: 4 });
     const first = await supervised(h);

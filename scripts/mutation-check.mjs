@@ -663,7 +663,7 @@ const MUTATIONS = [
     file: 'src/mcp/dashboard/dashboard.ts',
     find: `          return void res.end();`,
     replace: `          return;`,
-    tests: ['test/e2e/http-load.test.ts'],
+    tests: ['test/e2e/dashboard-http.test.ts'],
   },
   {
     name: "the dashboard's cookie can be read by a script and sent from another site",
@@ -748,6 +748,13 @@ const MUTATIONS = [
     find: `mounts: [...configured.mounts, ...(fromDefinition?.mounts ?? [])],`,
     replace: `mounts: fromDefinition?.mounts.length ? fromDefinition.mounts : configured.mounts,`,
     tests: ['test/unit/spawn.test.ts'],
+  },
+  {
+    name: 'a run that ends closes the channel other runs still use',
+    file: 'src/mcp/channel/channel.ts',
+    find: `if (--leases > 0) return;`,
+    replace: `--leases;`,
+    tests: ['test/e2e/ask-parent.test.ts'],
   },
 ];
 

@@ -88,6 +88,23 @@ describe('admission', () => {
   });
 });
 
+describe("an agent's log on the page", () => {
+  test('the stream of an agent that has ended carries its log, then its end, and closes', async () => {
+    const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'a short run' });
+    const waited = await mcp.callOk<Waited>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S });
+    expect(waited.finished[0]).toMatchObject({ state: 'succeeded' });
+    const res = await fetch(`${origin}/agents/${job.agent_id}/log`, {
+      headers: { cookie },
+      // Long: only a stream that never closes runs into it.
+      signal: AbortSignal.timeout(LONG_WAIT_S * 1000),
+    });
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const text = await res.text();
+    expect(text).toContain('event: chunk\ndata: ');
+    expect(text.endsWith('event: end\ndata: "succeeded"\n\n')).toBe(true);
+  });
+});
+
 /** An agent's question and options as hostile markup: the page must show them as text. */
 const HOSTILE_QUESTION = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">';
 const HOSTILE_OPTION = '<img src=y onerror=alert(3)>';

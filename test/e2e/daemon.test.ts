@@ -185,7 +185,7 @@ describe('faults', () => {
         .callTool(
           { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S } },
           undefined,
-          { onprogress: (p) => void progress.push(p.message ?? ''), timeout: 120_000 },
+          { onprogress: (p) => void progress.push(p.message ?? ''), timeout: LONG_WAIT_S * 1000 },
         )
         .then(
           (r) => JSON.stringify(r),

@@ -101,6 +101,27 @@ describe('a stdio client relayed to the daemon and an HTTP client share one tabl
     }
   });
 
+  test('a request the daemon refuses (too large a body): the relayed client gets the refusal, and the relay serves on', async () => {
+    const dir = project();
+    await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    try {
+      const refused = await stdio.client
+        .callTool({ name: 'list', arguments: { pad: 'x'.repeat(300 * 1024) } }, undefined, {
+          timeout: LONG_WAIT_S * 1000,
+        })
+        .then(
+          (r) => `answered: ${JSON.stringify(r).slice(0, 200)}`,
+          (e: Error) => e.message,
+        );
+      expect(refused).toContain('the daemon refused it');
+      expect(refused).toContain('Payload Too Large: a request body may hold at most');
+      expect((await stdio.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
+    } finally {
+      await stdio.close();
+    }
+  });
+
   test('the relayed client going away leaves its agent running in the daemon', async () => {
     const dir = project();
     const daemon = await startDaemon(dir);

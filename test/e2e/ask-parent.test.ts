@@ -194,6 +194,38 @@ describe('answering', () => {
   });
 });
 
+describe('two agents asking at once', () => {
+  test("each question lands on the run that asked it, each answer goes back to that run alone, and one ending leaves the other's channel open", async () => {
+    const a = await spawn('codex', '[[cli:ask:Question of A?]]');
+    // A's session on the channel is open (it asked) before B starts: B's must still speak as B.
+    expect((await questionOf(a)).question).toBe('Question of A?');
+    const b = await spawn('claude', '[[cli:ask:Question of B?]]');
+    const asked = async () => {
+      const { agents } = await server.callOk<{ agents: Job[] }>('list');
+      return Object.fromEntries(
+        [a, b].map((id) => [id, (agents.find((j) => j.agent_id === id)?.questions ?? []).map((q) => q.question)]),
+      );
+    };
+    await waitFor('a second open question', async () => Object.values(await asked()).flat().length === 2, 30_000);
+    expect(await asked()).toEqual({ [a]: ['Question of A?'], [b]: ['Question of B?'] });
+
+    // B answered and ended first: A, still waiting on the channel, keeps it.
+    await server.callOk('reply_subagent', { agent_id: b, message_id: 'q1', answer: 'for B' });
+    const doneB = await finished(b);
+    await server.callOk('reply_subagent', { agent_id: a, message_id: 'q1', answer: 'for A' });
+    const doneA = await finished(a);
+    expect([doneA.text, doneB.text]).toEqual(['ANSWER for A', 'ANSWER for B']);
+    expect(doneA.conversation!.map((e) => [e.kind, e.text])).toEqual([
+      ['question', 'Question of A?'],
+      ['answer', 'for A'],
+    ]);
+    expect(doneB.conversation!.map((e) => [e.kind, e.text])).toEqual([
+      ['question', 'Question of B?'],
+      ['answer', 'for B'],
+    ]);
+  });
+});
+
 describe('the channel admits each run alone, while it runs', () => {
   test('no token, a made-up token, and the token of a run that has ended: 401', async () => {
     expect((await finished(await spawn('codex', '[[cli:probe:none]]'))).text).toBe('PROBE 401');

@@ -101,6 +101,27 @@ describe('a stdio client relayed to the daemon and an HTTP client share one tabl
     }
   });
 
+  test('a request the daemon refuses (too large a body): the relayed client gets the refusal, and the relay serves on', async () => {
+    const dir = project();
+    await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    try {
+      const refused = await stdio.client
+        .callTool({ name: 'list', arguments: { pad: 'x'.repeat(300 * 1024) } }, undefined, {
+          timeout: LONG_WAIT_S * 1000,
+        })
+        .then(
+          (r) => `answered: ${JSON.stringify(r).slice(0, 200)}`,
+          (e: Error) => e.message,
+        );
+      expect(refused).toContain('the daemon refused it');
+      expect(refused).toContain('Payload Too Large: a request body may hold at most');
+      expect((await stdio.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
+    } finally {
+      await stdio.close();
+    }
+  });
+
   test('the relayed client going away leaves its agent running in the daemon', async () => {
     const dir = project();
     const daemon = await startDaemon(dir);
@@ -174,6 +195,36 @@ describe('faults', () => {
     }
   });
 
+  test('a daemon SIGKILLed while a response streams to the relayed client: the open call ends with the error, no hang', async () => {
+    const dir = project();
+    const daemon = await startDaemon(dir);
+    const stdio = await startServer({ projectDir: dir });
+    try {
+      const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'killed mid-stream [[cli:hang]]' });
+      const progress: string[] = [];
+      const waiting = stdio.client
+        .callTool(
+          { name: 'wait_for_agents', arguments: { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S } },
+          undefined,
+          { onprogress: (p) => void progress.push(p.message ?? ''), timeout: LONG_WAIT_S * 1000 },
+        )
+        .then(
+          (r) => JSON.stringify(r),
+          (e: Error) => e.message,
+        );
+      // A progress notification came through: the call's response stream is open.
+      await waitFor('a progress notification through the relay', () => progress.length > 0, 30_000);
+      const startedAt = Date.now();
+      process.kill(daemon.pid, 'SIGKILL');
+      const heard = await waiting;
+      expect(Date.now() - startedAt).toBeLessThan(WOKEN_WITHIN_MS);
+      expect(heard).toContain(`polyspawn daemon (pid ${daemon.pid}`);
+      expect(heard).toContain('has stopped');
+    } finally {
+      await stdio.close();
+    }
+  });
+
   test('daemon stop ends its agents as SIGTERM does', async () => {
     const dir = project();
     const daemon = await startDaemon(dir);
@@ -182,6 +233,8 @@ describe('faults', () => {
     await http.close();
     const stop = await runPolyspawn(['daemon', 'stop'], dir);
     expect(stop.stdout).toContain(`stopped (pid ${daemon.pid})`);
+    // It takes its daemon.json with it: no client is sent to where it listened.
+    expect(readDaemonJson(dir)).toBeUndefined();
     // Served alone now (no daemon): the store says how the job ended.
     const alone = await startServer({ projectDir: dir });
     try {
@@ -199,6 +252,9 @@ describe('a relayed session the daemon ends', () => {
     const daemon = await startDaemon(dir);
     const stdio = await startServer({ projectDir: dir });
     const held: ClientRequest[] = [];
+    // What the client's SDK finds wrong in what it receives (a response to no request of its own).
+    const strays: string[] = [];
+    stdio.client.onerror = (error) => void strays.push(error.message);
     try {
       expect((await stdio.callOk<{ agents: Job[] }>('list')).agents).toEqual([]);
       // Newer sessions, each holding a stream as the relay's does, until the daemon's bound
@@ -210,6 +266,7 @@ describe('a relayed session the daemon ends', () => {
       const job = await stdio.callOk<Job>('spawn_codex', { prompt: 'after the session ended' });
       expect((await stdio.callOk<{ agents: Job[] }>('list')).agents.map((a) => a.agent_id)).toContain(job.agent_id);
       expect(stdio.stderr()).toContain("the daemon ended this client's session: opening a new one");
+      expect(strays).toEqual([]);
     } finally {
       for (const request of held) request.destroy();
       await stdio.close();

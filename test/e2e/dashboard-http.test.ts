@@ -1,5 +1,6 @@
 // The dashboard's routes over plain HTTP against the built `serve --http` with the fake CLIs: what
-// the page's form sends is held to the same limits as the tools (the job table enforces them).
+// the page's form sends is held to the same limits as the tools (the job table enforces them);
+// every route wants the cookie and refuses a foreign Origin; an agent's question is shown as text.
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
 import { dashboardCookie, startHttpServer, type HttpTestClient, type HttpTestServer } from '../helpers/http.js';
@@ -64,5 +65,142 @@ describe("the dashboard's answer form", () => {
         .finished[0];
     expect(done).toMatchObject({ state: 'succeeded' });
     expect(done!.text).toContain('ANSWER blue y');
+  });
+});
+
+describe('admission', () => {
+  test("only the project's token is traded, for a cookie no script can read and no other site can send", async () => {
+    for (const given of [`psp_${'x'.repeat(43)}`, `${server.token}x`, '']) {
+      const refused = await fetch(`${origin}/?token=${encodeURIComponent(given)}`, { redirect: 'manual' });
+      expect(refused.status, given).toBe(401);
+      expect(refused.headers.get('set-cookie'), given).toBeNull();
+    }
+    const traded = await fetch(`${origin}/?token=${encodeURIComponent(server.token)}`, { redirect: 'manual' });
+    expect(traded.status).toBe(303);
+    // The redirect takes the token out of the address bar.
+    expect(traded.headers.get('location')).toBe('/');
+    const attributes = traded.headers
+      .get('set-cookie')!
+      .split(';')
+      .map((a) => a.trim());
+    expect(attributes.slice(1).sort()).toEqual(['HttpOnly', 'Path=/', 'SameSite=Strict']);
+    expect(attributes[0]).not.toContain(server.token);
+  });
+});
+
+describe("an agent's log on the page", () => {
+  test('the stream of an agent that has ended carries its log, then its end, and closes', async () => {
+    const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'a short run' });
+    const waited = await mcp.callOk<Waited>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: LONG_WAIT_S });
+    expect(waited.finished[0]).toMatchObject({ state: 'succeeded' });
+    const res = await fetch(`${origin}/agents/${job.agent_id}/log`, {
+      headers: { cookie },
+      // Long: only a stream that never closes runs into it.
+      signal: AbortSignal.timeout(LONG_WAIT_S * 1000),
+    });
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const text = await res.text();
+    expect(text).toContain('event: chunk\ndata: ');
+    expect(text.endsWith('event: end\ndata: "succeeded"\n\n')).toBe(true);
+  });
+});
+
+/** An agent's question and options as hostile markup: the page must show them as text. */
+const HOSTILE_QUESTION = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">';
+const HOSTILE_OPTION = '<img src=y onerror=alert(3)>';
+const escaped = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+describe('every dashboard route', () => {
+  let asking: string;
+  beforeAll(async () => {
+    const job = await mcp.callOk<Job>('spawn_codex', {
+      prompt: `[[cli:ask:${HOSTILE_QUESTION}]] [[cli:ask-options:${HOSTILE_OPTION}|plain]]`,
+    });
+    asking = job.agent_id;
+    const asked = await mcp.callOk<Waited>('wait_for_agents', { agent_ids: [asking], timeout_s: LONG_WAIT_S });
+    expect(asked.questions).toEqual([expect.objectContaining({ agent_id: asking, message_id: 'q1' })]);
+  });
+  afterAll(async () => {
+    await mcp.callOk('cancel', { agent_id: asking });
+  });
+
+  /** Each route, and its status for a browser with the cookie on the page's own origin. */
+  const routes = (): [method: string, path: string, admitted: number][] => [
+    ['GET', '/', 200],
+    ['GET', '/events', 200],
+    ['GET', '/fragment/active', 200],
+    ['GET', '/fragment/history', 200],
+    ['GET', '/fragment/cost', 200],
+    ['GET', '/fragment/teams', 200],
+    ['GET', `/agents/${asking}`, 200],
+    ['GET', `/agents/${asking}/log`, 200],
+    ['GET', `/agents/${asking}/fragment/record`, 200],
+    ['GET', `/agents/${asking}/fragment`, 200],
+    // An unknown message: refused by the job table, once admitted.
+    ['POST', `/agents/${asking}/reply`, 400],
+  ];
+
+  /** The status and (unless it is an event stream, which never ends) the body; the request is then ended. */
+  const request = async (method: string, path: string, headers: Record<string, string>, messageId = 'q9') => {
+    const ended = new AbortController();
+    try {
+      const res = await fetch(`${origin}${path}`, {
+        method,
+        redirect: 'manual',
+        signal: ended.signal,
+        headers: { ...headers, ...(method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+        ...(method === 'POST'
+          ? { body: new URLSearchParams({ message_id: messageId, answer: 'from elsewhere' }) }
+          : {}),
+      });
+      const streams = res.headers.get('content-type')?.startsWith('text/event-stream');
+      return { status: res.status, body: streams ? '' : await res.text(), cookie: res.headers.get('set-cookie') };
+    } finally {
+      ended.abort();
+    }
+  };
+
+  test('with the cookie, from the page itself, each is served (the routes below are real)', async () => {
+    for (const [method, path, admitted] of routes())
+      expect((await request(method, path, { cookie, origin })).status, `${method} ${path}`).toBe(admitted);
+  });
+
+  test('without the cookie, or with one this server did not give, each is 401 and shows nothing', async () => {
+    const forged = 'polyspawn_dashboard=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA';
+    const unadmitted: Record<string, string>[] = [{}, { origin }, { cookie: forged }];
+    for (const [method, path] of routes())
+      for (const headers of unadmitted) {
+        const res = await request(method, path, headers);
+        expect(res.status, `${method} ${path} ${JSON.stringify(headers)}`).toBe(401);
+        expect(res.body).not.toContain(asking);
+      }
+  });
+
+  test('from a foreign Origin, even with the cookie, each is 403: the token is not traded, an answer not taken', async () => {
+    const foreign = { cookie, origin: 'http://evil.example' };
+    for (const [method, path] of routes())
+      expect((await request(method, path, foreign)).status, `${method} ${path}`).toBe(403);
+    const traded = await request('GET', `/?token=${encodeURIComponent(server.token)}`, { origin: foreign.origin });
+    expect(traded.status).toBe(403);
+    expect(traded.cookie).toBeNull();
+    // The open question itself, posted from another site: refused, and still open.
+    expect((await request('POST', `/agents/${asking}/reply`, foreign, 'q1')).status).toBe(403);
+    const record = await mcp.callOk<Job & { questions?: unknown[] }>('result', { agent_id: asking });
+    expect(record.state).toBe('running');
+    expect(record.questions).toHaveLength(1);
+  });
+
+  test("a question's hostile markup is shown as text wherever the page shows it", async () => {
+    const pages = ['/', '/fragment/active', `/agents/${asking}`, `/agents/${asking}/fragment/record`];
+    for (const path of pages) {
+      const { status, body } = await request('GET', path, { cookie });
+      expect(status, path).toBe(200);
+      expect(body, path).not.toContain(HOSTILE_QUESTION);
+      expect(body, path).not.toContain(HOSTILE_OPTION);
+      expect(body, path).not.toContain('<img');
+      expect(/<span class="question-text">(.*?)<\/span>/.exec(body)?.[1], path).toBe(escaped(HOSTILE_QUESTION));
+      expect(body, path).toContain(escaped(HOSTILE_OPTION));
+    }
   });
 });

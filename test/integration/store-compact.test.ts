@@ -1,12 +1,15 @@
 // index.jsonl compacted (iac/index-file.ts), on a real file system, in one process: a reader that
 // followed the old file notices the new one even when it is as long or longer, a crashed
-// compaction's leftovers are ignored, and a line copied late never moves a run back.
+// compaction's leftovers are ignored, a line copied late never moves a run back, a line appended
+// while a compaction reads reaches the new file, and a finished run copied late is in the base once.
 // (test/reliability/index-compaction.test.ts races appends in other processes against it.)
 import { appendFileSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { jobId } from '../helpers/ids.js';
 import { jobRecord } from '../helpers/records.js';
+import { compactIndex } from '../../iac/index-file.js';
+import { readIndexLine } from '../../iac/index-line.js';
 import { RunStore } from '../../iac/store.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { processStart } from '../../src/lib/proc.js';
@@ -85,4 +88,45 @@ test('a line that arrives late never moves its run back', () => {
   expect(state(open())).toEqual({ count: 1, finished: [`${late.id}:succeeded`], active: [] });
   writer.compact(true);
   expect(state(open())).toEqual({ count: 1, finished: [`${late.id}:succeeded`], active: [] });
+});
+
+test('a line another server appends while a compaction reads the index reaches the file that replaces it', () => {
+  const { open, stateDir } = setup();
+  const writer = open();
+  for (let i = 0; i < 3; i++) writer.save(job('succeeded'));
+  const running = job('running');
+  writer.save(running);
+  const other = open();
+  const late = job('succeeded');
+  let appended = false;
+  compactIndex(stateDir, (raw) => {
+    // Another server's save, after this compaction's read began and before its rename: its
+    // appender finds index.jsonl still the file it wrote to, so only the compaction can carry it over.
+    if (!appended) other.save(late);
+    appended = true;
+    const { line, text } = readIndexLine(raw);
+    return line && { id: line.id, st: line.st, raw: text! };
+  });
+  const fresh = open();
+  expect(fresh.finishedCount).toBe(4);
+  expect(fresh.finished().map((r) => r.id)).toContain(late.id);
+  expect(state(fresh).active).toEqual([`${running.id}:running`]);
+});
+
+test('a finished line copied late into the live file is not added to the base a second time', () => {
+  const { open, index, base } = setup();
+  const writer = open();
+  for (let i = 0; i < 3; i++) writer.save(job('succeeded'));
+  writer.compact(true);
+  // A copy made late (its appender saw the replacement before the compaction had read it).
+  appendFileSync(index, `${readFileSync(base, 'utf8').split('\n')[0]}\n`);
+  writer.save(job('succeeded'));
+  writer.compact(true);
+  const ids = readFileSync(base, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l).id);
+  expect(ids).toHaveLength(4);
+  expect(new Set(ids).size).toBe(4);
+  expect(open().finishedCount).toBe(4);
 });

@@ -1,13 +1,20 @@
 // Budgets' pure parts (src/jobs/budget.ts): a named agent's ceiling, the turn count that stops a
 // followed run, a cost seen only at the end, a cost budget polyspawn cannot price, and the total
-// cost of several jobs.
+// cost of several jobs, and a resumed run's share of its session's totals.
 import { describe, expect, test } from 'vitest';
 import { claude } from '../../backends/claude.js';
 import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
 import type { Outcome } from '../../backends/types.js';
 import { loadModels, modelsFiles } from '../../src/config/models.js';
-import { budgetOf, costBudgetProblem, markCostOverrun, spawnBudget, turnMeter } from '../../src/jobs/budget.js';
+import {
+  budgetOf,
+  costBudgetProblem,
+  markCostOverrun,
+  spawnBudget,
+  thisRunsShare,
+  turnMeter,
+} from '../../src/jobs/budget.js';
 import { InputError } from '../../src/lib/errors.js';
 
 const definition = { maxTurns: 4, maxBudgetUsd: 2, file: '/p/.polyspawn/agents/capped/agent.md' };
@@ -95,5 +102,26 @@ describe('cost', () => {
     expect(costBudgetProblem(copilot, models, 'unpriced-model')).toMatch(
       /^max_budget_usd: polyspawn knows no price for copilot's model unpriced-model, so it cannot follow its cost: add its prices/,
     );
+  });
+});
+
+describe("a resumed run's usage: its share of the session's running totals", () => {
+  const stored = { inputTokens: 1000, outputTokens: 200, cachedInputTokens: 600 };
+
+  test('the totals less what the session had used before this run', () => {
+    const totals = { inputTokens: 1500, outputTokens: 260, cachedInputTokens: 900 };
+    expect(thisRunsShare(totals, stored)).toEqual({ inputTokens: 500, outputTokens: 60, cachedInputTokens: 300 });
+    expect(thisRunsShare(totals, undefined)).toEqual(totals);
+  });
+
+  test('totals lower than the stored ones (the CLI reset its count) are this run alone, never negative', () => {
+    const reset = { inputTokens: 300, outputTokens: 50, cachedInputTokens: 0 };
+    expect(thisRunsShare(reset, stored)).toEqual(reset);
+    // One count reset, the others grown: each is taken on its own.
+    expect(thisRunsShare({ inputTokens: 1200, outputTokens: 40, cachedInputTokens: 600 }, stored)).toEqual({
+      inputTokens: 200,
+      outputTokens: 40,
+      cachedInputTokens: 0,
+    });
   });
 });

@@ -304,6 +304,22 @@ describe('spawnJob', () => {
     expect(spawn(free, { sandbox: 'bwrap' }).sandbox).toEqual({ mode: 'bwrap', network: true, mounts: [] });
     expect(spawn(free, { sandbox: 'none' }).sandbox).toBeUndefined();
   });
+
+  test("the network the user's config turned off stays off, whatever a definition or a caller says", () => {
+    const offline: SandboxSettings = { mode: 'bwrap', network: false, mounts: [] };
+    const configured = {
+      [backend.name]: { enabled: true, permission: 'p', allowTools: [], denyTools: [], env: [], sandbox: offline },
+    };
+    const { ctx } = setup({ backends: configured, allowCallerSandbox: true });
+    const spawn = (over: Partial<SpawnRequest>) => spawnJob(ctx, { backend, label: 'spawn_x', prompt: 'p', ...over });
+    const wantsNetwork = definition({ sandbox: { mode: 'bwrap', network: true, mounts: [] } });
+    expect(spawn({ agent: { definition: wantsNetwork } }).sandbox).toEqual(offline);
+    // A definition's sandbox that leaves network out reads as on (the default): off here all the same.
+    const plain = definition({ sandbox: { mode: 'bwrap', network: true, mounts: [{ path: '/notes', write: false }] } });
+    expect(spawn({ agent: { definition: plain } }).sandbox).toMatchObject({ network: false });
+    // A caller (where allowed) chooses a mode, never the network back.
+    expect(spawn({ sandbox: 'bwrap' }).sandbox).toEqual(offline);
+  });
 });
 
 describe('spawnJob for every door', () => {

@@ -354,6 +354,17 @@ describe("a team's budget", () => {
     expect(team.answer).toContain('answer of item 1');
   });
 
+  test("the members' costs are added up: three members each well under the budget reach it together", async () => {
+    const { table, ran, finished } = teamHarness({ concurrency: 1, costUsd: 0.4 });
+    const items = Array.from({ length: 5 }, (_, i) => `item ${i + 1}`);
+    const team = await finished(
+      table.start(spec('map_reduce', ['codex'], { items, maxBudgetUsd: 1, reduceWith: 'codex' })).id,
+    );
+    expect(ran).toHaveLength(3); // $0.40, $0.80, then $1.20: past $1, so the fourth never starts
+    expect(team.budgetReached).toBe(true);
+    expect(team.error).toMatch(/^budget reached: its members spent \$1\.2000 of max_budget_usd \$1/);
+  });
+
   test('a pipeline stopped by its budget returns the stages that answered', async () => {
     const { table, ran, finished } = teamHarness();
     const team = await finished(table.start(spec('pipeline', ['codex', 'codex', 'codex'], { maxBudgetUsd: 1 })).id);
@@ -450,6 +461,25 @@ describe("a supervisor's child team", () => {
     expect(child.members.map((m) => m.state)).toEqual(['succeeded', 'cancelled', 'cancelled']);
     expect(child.budgetReached).toBe(true);
     expect(child.error).toMatch(new RegExp(`^budget reached: its members spent \\$2\\.2500 of max_budget_usd \\$1`));
+    await h.table.cancel(parent.id);
+  });
+
+  test("a sibling's spending counts too: the parent's budget is its whole tree's, not each child's", async () => {
+    const h = teamHarness({ concurrency: 2 });
+    const { parent, supervisor } = await supervised(h, { maxBudgetUsd: 3 });
+    const under = { teamId: parent.id, jobId: supervisor };
+    const first = await h.finished(h.table.start(spec('map_reduce', ['codex'], { parent: under, items: ['x'] })).id);
+    expect(first.state).toBe('succeeded'); // $2.25 of the $3
+    const second = await h.finished(
+      h.table.start(spec('map_reduce', ['codex'], { parent: under, items: ['a', 'b', 'c'] })).id,
+    );
+    // Its own $2.25 is within the $3 it inherited; with its sibling's, the tree is at $4.50.
+    expect(second.members.map((m) => m.state)).toEqual(['succeeded', 'cancelled', 'cancelled']);
+    expect(second.error).toMatch(
+      new RegExp(
+        `^budget reached: the members of team ${parent.id} and of the teams below it spent \\$4\\.5000 of team ${parent.id}'s max_budget_usd \\$3`,
+      ),
+    );
     await h.table.cancel(parent.id);
   });
 

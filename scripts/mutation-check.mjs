@@ -595,6 +595,20 @@ const MUTATIONS = [
     replace: `sessionId`,
     tests: ['test/integration/http-listener.test.ts'],
   },
+  {
+    name: "the backends' own models tables are not the base the overrides apply to",
+    file: 'src/config/models.ts',
+    find: `const table = shippedModels(backends);`,
+    replace: `const table: ModelsTable = {};`,
+    tests: ['test/unit/config.test.ts'],
+  },
+  {
+    name: "an override's aliases replace the shipped ones instead of merging",
+    file: 'src/config/models.ts',
+    find: `aliases: { ...current.aliases, ...entry.aliases },`,
+    replace: `aliases: { ...entry.aliases },`,
+    tests: ['test/unit/config.test.ts'],
+  },
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -46,6 +46,11 @@ export const claude: CliBackend = {
   title: 'Claude Code agent',
   // Anthropic keys: sk-ant-api03-…; codex's sk- shape covers them too, this one holds without codex.
   secretPatterns: [String.raw`\bsk-ant-[A-Za-z0-9_-]{12,}`],
+  models: {
+    default: 'sonnet',
+    aliases: { opus: 'opus', sonnet: 'sonnet', haiku: 'haiku', fable: 'fable' },
+    prices: {},
+  },
   description: 'Claude Code: multi-file changes, refactors, debugging, reviews.',
   executable: 'claude',
   binEnv: 'POLYSPAWN_CLAUDE_BIN',

@@ -44,6 +44,16 @@ export const codex: CliBackend = {
   title: 'OpenAI Codex agent',
   // OpenAI keys: sk-…, sk-proj-…, sk-svcacct-…
   secretPatterns: [String.raw`\bsk-[A-Za-z0-9_-]{16,}`],
+  models: {
+    default: 'gpt-5.5',
+    aliases: { default: 'gpt-5.5', fast: 'gpt-5.4-mini', codex: 'gpt-5.5-codex' },
+    prices: {
+      'gpt-5.5': { input: 1.25, cachedInput: 0.125, output: 10 },
+      'gpt-5.5-codex': { input: 1.25, cachedInput: 0.125, output: 10 },
+      'gpt-5.4': { input: 1.25, cachedInput: 0.125, output: 10 },
+      'gpt-5.4-mini': { input: 0.25, cachedInput: 0.025, output: 2 },
+    },
+  },
   description: 'OpenAI Codex CLI: focused implementation, tests, fixes.',
   executable: 'codex',
   binEnv: 'POLYSPAWN_CODEX_BIN',

@@ -30,6 +30,7 @@ export const copilot: CliBackend = {
   title: 'GitHub Copilot agent',
   // GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained personal access tokens.
   secretPatterns: [String.raw`\bgh[pousr]_[A-Za-z0-9]{20,}`, String.raw`\bgithub_pat_[A-Za-z0-9_]{20,}`],
+  models: { default: 'gpt-5.4', aliases: { gpt: 'gpt-5.4', claude: 'claude-sonnet-4.5', auto: 'auto' }, prices: {} },
   description: 'GitHub Copilot CLI: billed in premium requests, not tokens.',
   executable: 'copilot',
   binEnv: 'POLYSPAWN_COPILOT_BIN',

@@ -26,6 +26,15 @@ export const gemini: ApiBackend = {
   title: 'Gemini (Google AI API)',
   // Google API keys: AIza…
   secretPatterns: [String.raw`\bAIza[0-9A-Za-z_-]{30,}`],
+  models: {
+    default: 'gemini-3.5-flash',
+    aliases: { flash: 'gemini-3.5-flash', lite: 'gemini-3.1-flash-lite', pro: 'gemini-3.1-pro-preview' },
+    prices: {
+      'gemini-3.5-flash': { input: 1.5, cachedInput: 0.15, output: 9 },
+      'gemini-3.1-flash-lite': { input: 0.25, cachedInput: 0.025, output: 1.5 },
+      'gemini-3.1-pro-preview': { input: 2, cachedInput: 0.2, output: 12 },
+    },
+  },
   description: 'Google Gemini by API: long inputs, second opinions, plans.',
   supportsSystemPrompt: true,
   supportsResume: false,

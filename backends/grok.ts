@@ -57,6 +57,15 @@ export const grok: ApiBackend = {
   defaultBaseUrl: XAI_BASE_URL,
   title: 'Grok (xAI API)',
   secretPatterns: [String.raw`\bxai-[A-Za-z0-9_-]{16,}`],
+  models: {
+    default: 'grok-4.3',
+    aliases: { default: 'grok-4.3', reasoning: 'grok-4.20-0309-reasoning', fast: 'grok-4.20-0309-non-reasoning' },
+    prices: {
+      'grok-4.3': { input: 1.25, output: 2.5 },
+      'grok-4.20-0309-reasoning': { input: 2, cachedInput: 0.2, output: 6 },
+      'grok-4.20-0309-non-reasoning': { input: 2, cachedInput: 0.2, output: 6 },
+    },
+  },
   description: 'xAI Grok by API: second opinions, plans, brainstorming.',
   supportsSystemPrompt: true,
   supportsResume: false,

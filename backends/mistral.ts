@@ -49,6 +49,21 @@ export const mistral: ApiBackend = {
   title: 'Mistral (Mistral AI API)',
   // Its keys have no recognizable shape: only configured values are redacted.
   secretPatterns: [],
+  models: {
+    default: 'mistral-medium-latest',
+    aliases: {
+      medium: 'mistral-medium-latest',
+      large: 'mistral-large-latest',
+      small: 'mistral-small-latest',
+      devstral: 'devstral-latest',
+    },
+    prices: {
+      'mistral-medium-latest': { input: 1.5, output: 7.5 },
+      'mistral-large-latest': { input: 0.5, output: 1.5 },
+      'mistral-small-latest': { input: 0.15, output: 0.6 },
+      'devstral-latest': { input: 0.4, output: 2 },
+    },
+  },
   description: 'Mistral by API: second opinions, plans, European languages.',
   supportsSystemPrompt: true,
   supportsResume: false,

@@ -1,5 +1,5 @@
-// Every backend polyspawn offers. Adding one: a new file beside this one, one line here, and its
-// default model in models.json (docs/ARCHITECTURE.md, "Adding a backend").
+// Every backend polyspawn offers. Adding one: a new file beside this one (its models table
+// included) and one line here (docs/ARCHITECTURE.md, "Adding a backend").
 import type { Backend } from './types.js';
 import { claude } from './claude.js';
 import { codex } from './codex.js';

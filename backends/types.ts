@@ -125,6 +125,12 @@ type BackendBase = {
    * keys have no recognizable shape (only their configured values are redacted then).
    */
   secretPatterns: readonly string[];
+  /**
+   * The shipped models table's entry: the model a spawn without one runs, short names for
+   * models, and prices (USD per million tokens) for where the run reports no cost. The user's
+   * and the project's models.json override parts of it (README, "Models").
+   */
+  models: BackendModels;
   /** Whether the CLI accepts a system prompt (tools hide the field where it does not). */
   supportsSystemPrompt: boolean;
   supportsResume: boolean;

@@ -34,7 +34,7 @@ const IMPORT = '__polyspawnImport';
 
 /**
  * `import.meta.url` keeps meaning "where tsc put this module" (dist/<dir>/<file>.js), so code
- * that finds files beside itself (backends/models.json, package.json, cli.js) finds them from
+ * that finds files beside itself (package.json, cli.js) finds them from
  * inside the bundle too: each use becomes that path, resolved against the bundle's own URL.
  */
 const importMetaUrlAsCompiled = {

@@ -696,7 +696,7 @@ const MUTATIONS = [
   {
     name: "the dashboard's log stream is not ended when its agent has",
     file: 'src/mcp/dashboard/dashboard.ts',
-    find: `          return void res.end();`,
+    find: `        return void res.end();`,
     replace: `          return;`,
     tests: ['test/e2e/dashboard-http.test.ts'],
   },
@@ -804,6 +804,18 @@ const MUTATIONS = [
     find: `      if (request) {\n        unanswered.delete(message.id);`,
     replace: `      if (request && message.id === '') {\n        unanswered.delete(message.id);`,
     tests: ['test/e2e/daemon.test.ts'],
+    name: "the backends' own models tables are not the base the overrides apply to",
+    file: 'src/config/models.ts',
+    find: `const table = shippedModels(backends);`,
+    replace: `const table: ModelsTable = {};`,
+    tests: ['test/unit/config.test.ts'],
+  },
+  {
+    name: "an override's aliases replace the shipped ones instead of merging",
+    file: 'src/config/models.ts',
+    find: `aliases: { ...current.aliases, ...entry.aliases },`,
+    replace: `aliases: { ...entry.aliases },`,
+    tests: ['test/unit/config.test.ts'],
   },
 ];
 

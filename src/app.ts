@@ -19,7 +19,7 @@ import { JobRecorder } from './jobs/recorder.js';
 import { terminateGroup } from './jobs/process/runner.js';
 import { containerName, removeContainer } from './jobs/process/sandbox.js';
 import { CONTAINER_MODES } from './config/sandbox.js';
-import { checkDefaultModels, loadModels, modelsFiles, type ModelsTable } from './config/models.js';
+import { checkDefaultModels, loadModels, modelsOverrideFiles, type ModelsTable } from './config/models.js';
 import { withStructuredOutput } from './jobs/structured-output.js';
 import { withWorktree } from './jobs/worktree/worktree.js';
 import type { ParentChannel } from './jobs/conversation.js';
@@ -69,9 +69,9 @@ export function createApp(
   const config = loadConfig(allBackends, env, cwd);
   const projectNote = config.projectConfig && projectConfigNote(config.projectConfig);
   if (projectNote) log(`the project's config ${projectNote}`);
-  const files = modelsFiles(config.projectDir, config.userConfigDir, env);
-  const models = loadModels(files);
-  config.files.push(...files.slice(1));
+  const modelsFiles = modelsOverrideFiles(config.projectDir, config.userConfigDir, env);
+  const models = loadModels(allBackends, modelsFiles);
+  config.files.push(...modelsFiles);
   const backends = allBackends.filter((b) => config.backends[b.name]!.enabled);
   checkDefaultModels(models, backends);
   // Every key polyspawn could hand out, and anything shaped like one of its backends' keys,

@@ -13,7 +13,7 @@ import { loadPresets, presetsDir, type PresetProblem } from '../jobs/teams/prese
 import { checkBackend } from '../config/availability.js';
 import { loadConfig, projectConfigNote, type Config, type ProjectConfig } from '../config/config.js';
 import { findApiKey, keyFiles } from '../config/keys.js';
-import { checkDefaultModels, loadModels, modelsFiles, shippedModelsFile, type ModelsTable } from '../config/models.js';
+import { checkDefaultModels, loadModels, modelsOverrideFiles, type ModelsTable } from '../config/models.js';
 import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
 import type { SandboxMode } from '../config/sandbox.js';
@@ -61,6 +61,7 @@ type DoctorReport = {
   configFiles: string[];
   /** What the project's own config set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
+  /** The models.json overrides applied over the backends' shipped table, in order. */
   modelsFiles: string[];
   keyFiles: { path: string; exists: boolean }[];
   concurrency: number;
@@ -217,8 +218,8 @@ export async function collectDoctor(
 ): Promise<DoctorReport> {
   const allBackends = options.backends ?? registry;
   const config = loadConfig(allBackends, env, cwd);
-  const files = modelsFiles(config.projectDir, config.userConfigDir, env);
-  const models = loadModels(files);
+  const modelsFiles = modelsOverrideFiles(config.projectDir, config.userConfigDir, env);
+  const models = loadModels(allBackends, modelsFiles);
   // The server would refuse to start without them: said as the configuration error it is.
   checkDefaultModels(
     models,
@@ -249,7 +250,7 @@ export async function collectDoctor(
     storeDamage: store.damage(),
     configFiles: config.files,
     projectConfig: config.projectConfig,
-    modelsFiles: files,
+    modelsFiles,
     keyFiles: keyFiles(config).map((path) => ({ path, exists: existsSync(path) })),
     concurrency: config.concurrency,
     timeoutS: config.timeoutS,
@@ -324,7 +325,7 @@ export function formatDoctor(r: DoctorReport): string {
     ...r.storeDamage.map((d) => `            ${d}`),
     `config      ${r.configFiles.length ? r.configFiles.map(home).join(', ') : 'none: defaults (and POLYSPAWN_* variables)'}`,
     ...(projectNote ? [`project cfg ${projectNote}`] : []),
-    `models      ${r.modelsFiles.map((f) => (f === shippedModelsFile ? 'shipped table' : home(f))).join(', then ')}`,
+    `models      ${['shipped table', ...r.modelsFiles.map(home)].join(', then ')}`,
     `API keys    ${r.keyFiles.map((k) => `${home(k.path)} (${k.exists ? 'found' : 'none'})`).join(', then ')}, then environment variables`,
     `limits      ${r.concurrency} agents at once, ${r.timeoutS} s time-out each`,
     `isolation   ${r.isolation}${r.worktrees.length ? `; ${r.worktrees.length} worktree${r.worktrees.length === 1 ? '' : 's'} kept (integrate or discard each):` : ''}`,

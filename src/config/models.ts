@@ -1,8 +1,10 @@
-// The models table: per backend a default model, aliases and prices. Shipped in
-// backends/models.json; the user's and the project's models.json override parts of it.
+// The models table: per backend a default model, aliases and prices (USD per million tokens).
+// Each backend ships its own entry (`models` in its file in backends/); vendors rename models and
+// change prices every few months, so the user's and the project's models.json override any part
+// of it without touching code. Prices are used only where the CLI or API reports no cost, and
+// results mark such costs as estimates.
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import type { Backend, BackendModels, Usage } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
@@ -23,18 +25,31 @@ const fileSchema = z.record(z.string(), z.union([entrySchema, z.string()]));
 
 export type ModelsTable = Record<string, BackendModels>;
 
-export const shippedModelsFile = fileURLToPath(new URL('../../backends/models.json', import.meta.url));
+/** The table as the backends ship it: each one's own `models`. */
+export function shippedModels(backends: readonly Backend[]): ModelsTable {
+  return Object.fromEntries(
+    backends.map(({ name, models }) => [
+      name,
+      { default: models.default, aliases: { ...models.aliases }, prices: { ...models.prices } },
+    ]),
+  );
+}
 
-export function modelsFiles(projectDir: string, userConfigDir: string, env: NodeJS.ProcessEnv): string[] {
+/** The models.json files that override the shipped table, in the order they apply (those that exist). */
+export function modelsOverrideFiles(projectDir: string, userConfigDir: string, env: NodeJS.ProcessEnv): string[] {
   const overrides = env.POLYSPAWN_MODELS
     ? [resolve(projectDir, env.POLYSPAWN_MODELS)]
     : [join(userConfigDir, 'models.json'), join(projectDir, '.polyspawn', 'models.json')];
-  return [shippedModelsFile, ...overrides.filter((f) => existsSync(f))];
+  return overrides.filter((f) => existsSync(f));
 }
 
-export function loadModels(files: string[]): ModelsTable {
-  const table: ModelsTable = {};
-  for (const file of files) {
+/**
+ * The backends' shipped table with each override file applied over it in turn: a default
+ * replaces, aliases and prices merge (a file may also add a backend's entry; "$comment" is skipped).
+ */
+export function loadModels(backends: readonly Backend[], overrideFiles: string[]): ModelsTable {
+  const table = shippedModels(backends);
+  for (const file of overrideFiles) {
     const parsed = fileSchema.safeParse(readJsonFile(file));
     if (!parsed.success) throw new ConfigError(`${file}: ${describeZodError(parsed.error)}`);
     for (const [backend, entry] of Object.entries(parsed.data)) {
@@ -57,10 +72,11 @@ export function loadModels(files: string[]): ModelsTable {
 export function checkDefaultModels(table: ModelsTable, backends: readonly Backend[]): void {
   const missing = backends.filter((b) => !table[b.name]?.default).map((b) => b.name);
   if (!missing.length) return;
+  const where = missing.map((name) => `models.default in backends/${name}.ts`).join(', ');
   const entries = missing.map((name) => `"${name}": { "default": "<model>" }`).join(', ');
   throw new ConfigError(
-    `no default model for ${missing.join(', ')}: add ${entries} to backends/models.json (shipped with the backends), ` +
-      `or to a models.json override (see README, "Models")`,
+    `no default model for ${missing.join(', ')}: set ${where} (shipped with the backend), ` +
+      `or add ${entries} to a models.json override (see README, "Models")`,
   );
 }
 

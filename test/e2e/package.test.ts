@@ -57,7 +57,7 @@ beforeAll(() => {
     expect.arrayContaining([
       'dist/src/cli.js',
       'dist/src/commands/run.js',
-      'dist/backends/models.json',
+      'dist/backends/registry.js',
       'dist/iac/store.js',
       'README.md',
       'api_keys.example.json',

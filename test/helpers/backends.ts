@@ -5,6 +5,9 @@ import { backends } from '../../backends/registry.js';
 /** Every backend's name, in the registry's order (the order errors and lists name them in). */
 export const backendNames: readonly string[] = backends.map((b) => b.name);
 
+/** How many of them are HTTP APIs (each gets a key prompt from `init`, for instance). */
+export const apiBackendCount = backends.filter((b) => b.kind === 'api').length;
+
 /** The names as errors list them: "a, b, c". */
 export const backendList = backendNames.join(', ');
 

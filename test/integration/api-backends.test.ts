@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test, type ExpectStatic } from 'vitest';
+import { backends } from '../../backends/registry.js';
 import { FAKE_USAGE, startFakeModelApi, type FakeModelApi, type RecordedRequest } from '../fakes/model-api.js';
 import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 
@@ -28,11 +29,8 @@ const KEYS: Record<Name, { env: string; value: string; aliases: string[] }> = {
 const OPENAI_KEY = 'sk-openai-must-never-reach-xai';
 const ALL_ALIASES = NAMES.flatMap((n) => KEYS[n].aliases);
 
-/** The shipped models table: the default model and its price, for the expected cost. */
-const MODELS = JSON.parse(readFileSync(join(repoRoot, 'backends', 'models.json'), 'utf8')) as Record<
-  string,
-  { default: string; prices: Record<string, { input: number; output: number; cachedInput?: number }> }
->;
+/** The backends' shipped models: the default model and its price, for the expected cost. */
+const MODELS = Object.fromEntries(backends.map((b) => [b.name, b.models]));
 function expectedCost(name: Name): number {
   const price = MODELS[name]!.prices[MODELS[name]!.default]!;
   return (FAKE_USAGE.input * price.input + FAKE_USAGE.output * price.output) / 1e6;

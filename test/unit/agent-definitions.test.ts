@@ -13,7 +13,7 @@ import {
   type AgentFileCache,
 } from '../../src/jobs/agents/definitions.js';
 import { loadConfig } from '../../src/config/config.js';
-import { loadModels, modelsFiles } from '../../src/config/models.js';
+import { loadModels, modelsOverrideFiles } from '../../src/config/models.js';
 import { tempDir } from '../helpers/temp.js';
 
 function setup(env: NodeJS.ProcessEnv = {}) {
@@ -22,7 +22,7 @@ function setup(env: NodeJS.ProcessEnv = {}) {
   const config = loadConfig(backends, fullEnv, dir);
   const ctx: AgentContext = {
     config,
-    models: loadModels(modelsFiles(config.projectDir, config.userConfigDir, fullEnv)),
+    models: loadModels(backends, modelsOverrideFiles(config.projectDir, config.userConfigDir, fullEnv)),
     backends,
   };
   const write = (scope: 'project' | 'user', name: string, text: string) => {

@@ -9,7 +9,7 @@ import { mistralText } from '../../backends/mistral.js';
 import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/lib/errors.js';
 import { policyKnobs } from '../../src/jobs/execute-api.js';
-import { estimateCost, loadModels, resolveModel, shippedModelsFile } from '../../src/config/models.js';
+import { estimateCost, resolveModel, shippedModels } from '../../src/config/models.js';
 import { tempProject } from '../helpers/temp.js';
 
 const API = ['grok', 'gemini', 'mistral'] as const;
@@ -69,7 +69,7 @@ describe('policy knobs', () => {
 });
 
 describe('models table', () => {
-  const table = loadModels([shippedModelsFile]);
+  const table = shippedModels(backends);
 
   test.each(API)('%s: a default with a price, every alias priced', (name) => {
     const entry = table[name]!;

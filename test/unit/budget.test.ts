@@ -6,7 +6,7 @@ import { claude } from '../../backends/claude.js';
 import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
 import type { Outcome } from '../../backends/types.js';
-import { loadModels, modelsFiles } from '../../src/config/models.js';
+import { shippedModels } from '../../src/config/models.js';
 import {
   budgetOf,
   costBudgetProblem,
@@ -96,7 +96,7 @@ describe('cost', () => {
   });
 
   test('max_budget_usd needs a price polyspawn knows, unless the backend enforces it itself', () => {
-    const models = loadModels(modelsFiles('/nonexistent', '/nonexistent', {}));
+    const models = shippedModels([claude, codex, copilot]);
     expect(costBudgetProblem(codex, models, models.codex!.default)).toBeUndefined();
     expect(costBudgetProblem(claude, models, 'any-model')).toBeUndefined();
     expect(costBudgetProblem(copilot, models, 'unpriced-model')).toMatch(

@@ -4,7 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/config.js';
-import { estimateCost, loadModels, modelsFiles, resolveModel, shippedModelsFile } from '../../src/config/models.js';
+import { estimateCost, loadModels, modelsOverrideFiles, resolveModel, shippedModels } from '../../src/config/models.js';
 import { tempDir, tempProject } from '../helpers/temp.js';
 
 const project = () => tempProject('config');
@@ -245,7 +245,7 @@ describe('config', () => {
 
 describe('models', () => {
   test('the shipped table has a default for every backend', () => {
-    const table = loadModels([shippedModelsFile]);
+    const table = shippedModels(backends);
     for (const b of backends) expect(table[b.name]?.default, b.name).toBeTruthy();
   });
 
@@ -258,7 +258,7 @@ describe('models', () => {
         codex: { default: 'gpt-9', aliases: { nine: 'gpt-9' }, prices: { 'gpt-9': { input: 2, output: 8 } } },
       }),
     );
-    const table = loadModels(modelsFiles(dir, join(dir, 'xdg', 'polyspawn'), env));
+    const table = loadModels(backends, modelsOverrideFiles(dir, join(dir, 'xdg', 'polyspawn'), env));
     expect(table.codex!.default).toBe('gpt-9');
     expect(table.codex!.aliases.fast).toBeTruthy(); // shipped aliases are kept
     expect(resolveModel(table, 'codex', 'nine')).toEqual({ model: 'gpt-9', known: true });
@@ -267,7 +267,7 @@ describe('models', () => {
   });
 
   test('a model the table does not know is passed on as named, marked unknown; a name that is no name is refused', () => {
-    const table = loadModels([shippedModelsFile]);
+    const table = shippedModels(backends);
     expect(resolveModel(table, 'codex', 'gpt-6-preview')).toEqual({ model: 'gpt-6-preview', known: false });
     expect(resolveModel(table, 'gemini', 'models/gemini-4.0-pro-exp:beta')).toEqual({
       model: 'models/gemini-4.0-pro-exp:beta',

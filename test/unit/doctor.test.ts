@@ -62,6 +62,20 @@ describe('doctor', () => {
     expect(stdout).toContain(usableLine(3));
   });
 
+  test("models: the backends' shipped table, then the models.json overrides in the order they apply", async () => {
+    const p = project();
+    expect((await doctor([], p.withoutClis, p.dir)).stdout).toMatch(/^models {6}shipped table$/m);
+    const user = join(p.withoutClis.XDG_CONFIG_HOME!, 'polyspawn', 'models.json');
+    const projectFile = join(p.dir, '.polyspawn', 'models.json');
+    mkdirSync(dirname(user), { recursive: true });
+    mkdirSync(dirname(projectFile));
+    writeFileSync(user, JSON.stringify({ $comment: 'mine', codex: { default: 'gpt-user' } }));
+    writeFileSync(projectFile, JSON.stringify({ codex: { default: 'gpt-project' } }));
+    const { stdout } = await doctor([], p.withoutClis, p.dir);
+    expect(stdout).toContain(`models      shipped table, then ${user}, then ${projectFile}\n`);
+    expect(row(stdout, 'codex')).toMatch(/^codex +cli +NOT USABLE +gpt-project /);
+  });
+
   test('nothing usable: exit 1, and it says what to do', async () => {
     const p = project();
     const { code, stdout } = await doctor([], p.withoutClis, p.dir);

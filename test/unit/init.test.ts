@@ -13,6 +13,7 @@ import {
   type ServerTarget,
 } from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
+import { apiBackendCount } from '../helpers/backends.js';
 import { memoryIo } from '../helpers/command-io.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -69,17 +70,17 @@ describe('init in an empty project', () => {
 
     const vscode = JSON.parse(t.read(t.file.vscode));
     expect(vscode.servers.agents).toMatchObject({ type: 'stdio', command: server.command, args: server.args });
-    expect(vscode.servers.agents.env).toEqual({
+    // The project folder, and one key per API backend (these three among them), each a password prompt.
+    expect(vscode.servers.agents.env).toMatchObject({
       POLYSPAWN_PROJECT_DIR: '${workspaceFolder}',
       XAI_API_KEY: '${input:xai-api-key}',
       GEMINI_API_KEY: '${input:gemini-api-key}',
       MISTRAL_API_KEY: '${input:mistral-api-key}',
     });
-    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual([
-      'xai-api-key',
-      'gemini-api-key',
-      'mistral-api-key',
-    ]);
+    expect(Object.keys(vscode.servers.agents.env)).toHaveLength(1 + apiBackendCount);
+    const ids = vscode.inputs.map((i: { id: string }) => i.id);
+    expect(ids).toEqual(expect.arrayContaining(['xai-api-key', 'gemini-api-key', 'mistral-api-key']));
+    expect(ids).toHaveLength(apiBackendCount);
     for (const input of vscode.inputs) expect(input).toMatchObject({ type: 'promptString', password: true });
     // Every ${input:...} the server uses is declared, and no key value is in the file.
     for (const ref of JSON.stringify(vscode.servers).matchAll(/\$\{input:([a-z-]+)\}/g))
@@ -156,12 +157,11 @@ describe('init merges into existing files', () => {
     expect(v).toContain('// the token');
     const vj = t.json(t.file.vscode);
     expect(Object.keys(vj.servers)).toEqual(['github', 'agents']);
-    expect(vj.inputs.map((i: { id: string }) => i.id)).toEqual([
-      'gh-token',
-      'xai-api-key',
-      'gemini-api-key',
-      'mistral-api-key',
-    ]);
+    // The user's own input keeps its place; one key prompt per API backend follows it.
+    const ids = vj.inputs.map((i: { id: string }) => i.id);
+    expect(ids[0]).toBe('gh-token');
+    expect(ids.slice(1)).toEqual(expect.arrayContaining(['xai-api-key', 'gemini-api-key', 'mistral-api-key']));
+    expect(ids).toHaveLength(1 + apiBackendCount);
     // Codex: appended only, every byte of the original kept.
     const c = t.read(t.file.codex);
     expect(c.startsWith(codex)).toBe(true);

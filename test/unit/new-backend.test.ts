@@ -31,6 +31,7 @@ const acme: ApiBackend = {
   keyNames: ['ACME_API_KEY', 'ACME_KEY'],
   keyLabel: 'Acme API key',
   secretPatterns: [String.raw`\bacmek_[A-Za-z0-9]{20,}`],
+  models: { default: 'acme-1', aliases: { fast: 'acme-1-mini' }, prices: {} },
   defaultBaseUrl: 'https://api.acme.test/v1',
   supportsSystemPrompt: true,
   supportsResume: false,
@@ -57,6 +58,7 @@ const anvil: CliBackend = {
   supportsToolLists: true,
   permissionModes: ['all'],
   secretPatterns: [],
+  models: { default: 'anvil-1', aliases: {}, prices: {} },
   loginEnv: ['ANVIL_TOKEN', 'ANVIL_HOME'],
   removeEnv: ['ANVIL_NESTED'],
   modelEndpointEnv: ['ANVIL_BASE_URL'],
@@ -78,16 +80,11 @@ afterEach(async () => {
 });
 
 /**
- * A project with api_keys.json holding acme's key (under its second name), a models.json
- * override with the two backends' entries, and a bin folder with an `anvil` whose --version
- * says whether it saw ANVIL_NESTED, and which otherwise answers with its prompt.
+ * A project with api_keys.json holding acme's key (under its second name), no models.json
+ * override (the backends' own tables are the whole story), and a bin folder with an `anvil`
+ * whose --version says whether it saw ANVIL_NESTED, and which otherwise answers with its prompt.
  */
-function project(
-  models: Record<string, unknown> = {
-    acme: { default: 'acme-1', aliases: { fast: 'acme-1-mini' } },
-    anvil: { default: 'anvil-1' },
-  },
-) {
+function project() {
   const root = mkdtempSync(join(tmpdir(), 'polyspawn-new-backend-'));
   cleanups.push(() => rmSync(root, { recursive: true, force: true }));
   const dir = join(root, 'project');
@@ -100,7 +97,6 @@ function project(
   );
   chmodSync(join(bin, 'anvil'), 0o755);
   writeFileSync(join(dir, 'api_keys.json'), JSON.stringify({ ACME_KEY: ACME_KEY }));
-  writeFileSync(join(root, 'models.json'), JSON.stringify(models));
   const env: NodeJS.ProcessEnv = {
     // Named, not left to the working folder: the spawn tools' key check reads the project's
     // api_keys.json from the environment's project, not from createApp's cwd.
@@ -108,7 +104,6 @@ function project(
     PATH: [bin, '/usr/bin', '/bin'].join(delimiter),
     HOME: root,
     XDG_CONFIG_HOME: join(root, 'xdg'),
-    POLYSPAWN_MODELS: join(root, 'models.json'),
     ANVIL_NESTED: '1',
   };
   return { root, dir, env };
@@ -235,12 +230,11 @@ describe('a backend added beside the registry', () => {
       description: 'Acme API key for spawn_acme (leave empty to skip acme)',
       password: true,
     });
-    expect(vscode.inputs.map((i: { id: string }) => i.id)).toEqual([
-      'xai-api-key',
-      'gemini-api-key',
-      'mistral-api-key',
-      'acme-api-key',
-    ]);
+    // One password prompt per API backend: the registry's, then the added one.
+    const ids = vscode.inputs.map((i: { id: string }) => i.id);
+    expect(ids).toHaveLength(all.filter((b) => b.kind === 'api').length);
+    expect(ids).toEqual(expect.arrayContaining(['xai-api-key', 'gemini-api-key', 'mistral-api-key']));
+    expect(ids.at(-1)).toBe('acme-api-key');
     const codex = parseToml(readFileSync(join(codexHome, 'config.toml'), 'utf8')) as {
       mcp_servers: { agents: { env_vars: string[] } };
     };
@@ -308,17 +302,25 @@ describe('a backend added beside the registry', () => {
     });
   });
 
-  test('no default model: a configuration error naming the file to add it to, from the server and doctor alike; disabled, no error', async () => {
-    const p = project({ anvil: { default: 'anvil-1' } });
-    const expected = /^no default model for acme: add "acme": \{ "default": "<model>" \} to backends\/models\.json/;
-    expect(() => createApp(p.env, p.dir, () => true, all)).toThrow(ConfigError);
-    expect(() => createApp(p.env, p.dir, () => true, all)).toThrow(expected);
-    await expect(collectDoctor(p.env, p.dir, { backends: all })).rejects.toThrow(expected);
-    const app = createApp({ ...p.env, POLYSPAWN_ACME_ENABLED: '0' }, p.dir, () => true, all);
+  test('no default model: a configuration error naming the backend file or an override to set it in, from the server and doctor alike; disabled or overridden, no error', async () => {
+    const p = project();
+    const withoutDefault = [...registry, { ...acme, models: { ...acme.models, default: '' } }, anvil];
+    const expected =
+      /^no default model for acme: set models\.default in backends\/acme\.ts \(shipped with the backend\), or add "acme": \{ "default": "<model>" \} to a models\.json override/;
+    expect(() => createApp(p.env, p.dir, () => true, withoutDefault)).toThrow(ConfigError);
+    expect(() => createApp(p.env, p.dir, () => true, withoutDefault)).toThrow(expected);
+    await expect(collectDoctor(p.env, p.dir, { backends: withoutDefault })).rejects.toThrow(expected);
+    const disabled = createApp({ ...p.env, POLYSPAWN_ACME_ENABLED: '0' }, p.dir, () => true, withoutDefault);
+    const override = join(p.root, 'models.json');
+    writeFileSync(override, JSON.stringify({ $comment: 'acme renamed its model', acme: { default: 'acme-2' } }));
+    const overridden = createApp({ ...p.env, POLYSPAWN_MODELS: override }, p.dir, () => true, withoutDefault);
     cleanups.push(async () => {
-      app.agents.close();
-      await app.iac.close();
+      for (const app of [disabled, overridden]) {
+        app.agents.close();
+        await app.iac.close();
+      }
     });
-    expect(app.backends.map((b) => b.name)).not.toContain('acme');
+    expect(disabled.backends.map((b) => b.name)).not.toContain('acme');
+    expect(overridden.models.acme).toEqual({ default: 'acme-2', aliases: { fast: 'acme-1-mini' }, prices: {} });
   });
 });

@@ -12,7 +12,7 @@ import type { CliBackend } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
 import type { SandboxSettings } from '../../src/config/sandbox.js';
 import { checkDefinition } from '../../src/jobs/agents/definitions.js';
-import { loadModels, shippedModelsFile } from '../../src/config/models.js';
+import { shippedModels } from '../../src/config/models.js';
 import { containerName, SandboxError, wrapInSandbox, type SandboxRun } from '../../src/jobs/process/sandbox.js';
 import { fakeBinDir, repoRoot } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
@@ -400,7 +400,7 @@ describe('settings', () => {
 
   test("an agent definition's sandbox: checked, with its defaults; not for an API backend", () => {
     const { dir, env } = project();
-    const ctx = { config: loadConfig(backends, env, dir), models: loadModels([shippedModelsFile]), backends };
+    const ctx = { config: loadConfig(backends, env, dir), models: shippedModels(backends), backends };
     const where = { scope: 'project' as const, file: join(dir, 'agent.md') };
     const checked = checkDefinition(
       'offline',
@@ -432,7 +432,7 @@ describe('settings', () => {
     const { dir, env } = project();
     mkdirSync(join(dir, 'data'));
     symlinkSync(tmpdir(), join(dir, 'leads-out'));
-    const ctx = { config: loadConfig(backends, env, dir), models: loadModels([shippedModelsFile]), backends };
+    const ctx = { config: loadConfig(backends, env, dir), models: shippedModels(backends), backends };
     const define = (scope: 'project' | 'user', mounts: { path: string; write?: boolean }[]) =>
       checkDefinition(
         'mounted',

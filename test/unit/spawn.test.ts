@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import type { CliBackend, Usage } from '../../backends/types.js';
-import { loadModels, shippedModelsFile } from '../../src/config/models.js';
+import { shippedModels } from '../../src/config/models.js';
 import type { AgentDefinition } from '../../src/jobs/agents/definitions.js';
 import { NO_SANDBOX, type SandboxSettings } from '../../src/config/sandbox.js';
 import { spawnJob, type SpawnContext, type SpawnRequest } from '../../src/jobs/spawn.js';
@@ -16,7 +16,7 @@ import { tempDir } from '../helpers/temp.js';
 
 const backend = backends.find((b) => b.kind === 'cli' && b.supportsResume)!;
 const other = backends.find((b) => b !== backend && b.kind === 'cli')!;
-const models = loadModels([shippedModelsFile]);
+const models = shippedModels(backends);
 /** A session id as the CLIs report them. */
 const THREAD = '01a21487-42f2-79c3-8ce6-cd24edf4ef90';
 const totals = (inputTokens: number, outputTokens: number): Usage => ({

@@ -827,6 +827,13 @@ const args = process.argv.slice(2);
 const words = args.filter((a) => !a.startsWith('--'));
 const chosen = MUTATIONS.filter((m) => !words.length || words.some((w) => m.name.includes(w)));
 
+// Two entries joined into one object keep only the last one's keys: the other would never run.
+const written = readFileSync(fileURLToPath(import.meta.url), 'utf8').match(/^    name: /gm)?.length ?? 0;
+if (written !== MUTATIONS.length || new Set(MUTATIONS.map((m) => m.name)).size !== MUTATIONS.length)
+  fail(
+    `${written} mutations are written and ${MUTATIONS.length} listed, each named once: an entry lost its \`},\` or a name is repeated`,
+  );
+
 // Every `find` must still be in the code, once, before anything runs.
 const stale = chosen.flatMap((m) => {
   const count = readFileSync(join(root, m.file), 'utf8').split(m.find).length - 1;

@@ -10,29 +10,39 @@ import type { Backend, BackendModels, Usage } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
 import { describeZodError, readJsonFile } from './config.js';
 
+/**
+ * What a model must look like to be passed on: a name, never an option for a CLI's argv or a path
+ * for an API's URL. Held for a model a caller names and for every model a models.json names (a
+ * cloned repository ships .polyspawn/models.json).
+ */
+const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$/;
+const isModelName = (name: string) => MODEL_NAME.test(name) && !name.includes('..');
+const PLAIN_NAME_RULE = 'letters, digits and . _ : @ / + -, starting with a letter or digit, at most 200';
+const modelName = z.string().refine(isModelName, { message: `a model name: ${PLAIN_NAME_RULE}` });
+
 const priceSchema = z
   .object({ input: z.number().min(0), output: z.number().min(0), cachedInput: z.number().min(0).optional() })
   .strict();
 const entrySchema = z
   .object({
-    default: z.string().min(1),
-    aliases: z.record(z.string(), z.string().min(1)),
-    prices: z.record(z.string(), priceSchema),
+    default: modelName,
+    aliases: z.record(z.string(), modelName),
+    // Keys checked on the record: zod reports a bad record key without the refinement's message.
+    prices: z
+      .record(z.string(), priceSchema)
+      .refine((prices) => Object.keys(prices).every(isModelName), { message: `each a model name: ${PLAIN_NAME_RULE}` }),
   })
   .partial()
   .strict();
-const fileSchema = z.record(z.string(), z.union([entrySchema, z.string()]));
+// Each entry checked on its own, so that an error names the field at fault (a union only says it failed).
+const fileSchema = z.record(z.string(), z.unknown());
 
 export type ModelsTable = Record<string, BackendModels>;
 
 /** The table as the backends ship it: each one's own `models`. */
 export function shippedModels(backends: readonly Backend[]): ModelsTable {
-  return Object.fromEntries(
-    backends.map(({ name, models }) => [
-      name,
-      { default: models.default, aliases: { ...models.aliases }, prices: { ...models.prices } },
-    ]),
-  );
+  // Shared, not copied: loadModels builds a new entry for each backend an override names.
+  return Object.fromEntries(backends.map(({ name, models }) => [name, models]));
 }
 
 /** The models.json files that override the shipped table, in the order they apply (those that exist). */
@@ -52,8 +62,11 @@ export function loadModels(backends: readonly Backend[], overrideFiles: string[]
   for (const file of overrideFiles) {
     const parsed = fileSchema.safeParse(readJsonFile(file));
     if (!parsed.success) throw new ConfigError(`${file}: ${describeZodError(parsed.error)}`);
-    for (const [backend, entry] of Object.entries(parsed.data)) {
-      if (typeof entry === 'string') continue; // "$comment"
+    for (const [backend, raw] of Object.entries(parsed.data)) {
+      if (typeof raw === 'string') continue; // "$comment"
+      const checked = entrySchema.safeParse(raw);
+      if (!checked.success) throw new ConfigError(`${file}: ${backend}: ${describeZodError(checked.error)}`);
+      const entry = checked.data;
       const current = table[backend] ?? { default: '', aliases: {}, prices: {} };
       table[backend] = {
         default: entry.default ?? current.default,
@@ -92,12 +105,6 @@ export function isKnownModel(table: ModelsTable, backend: string, model: string)
 }
 
 /**
- * What a model the table does not know must look like to be passed on: a name (vendors release
- * models faster than the table follows), never an option for a CLI's argv or a path for an API's URL.
- */
-const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$/;
-
-/**
  * The model to run: the backend's default, an alias, a model the table knows, or any other plain
  * model name, passed on as named with `known: false` (the CLI or API knows its vendor's models;
  * polyspawn knows no price for it).
@@ -114,11 +121,10 @@ export function resolveModel(
   if (alias) return { model: alias, known: true };
   const known = knownModels(entry);
   if (known.has(requested)) return { model: requested, known: true };
-  if (MODEL_NAME.test(requested) && !requested.includes('..')) return { model: requested, known: false };
+  if (isModelName(requested)) return { model: requested, known: false };
   return {
     error:
-      `unknown model "${requested}" for ${backend}, and not a plain model name (letters, digits and . _ : @ / + -, ` +
-      `starting with a letter or digit, at most 200): use one of ${[...new Set([...Object.keys(entry.aliases), ...known])].join(', ')}, ` +
+      `unknown model "${requested}" for ${backend}, and not a plain model name (${PLAIN_NAME_RULE}): use one of ${[...new Set([...Object.keys(entry.aliases), ...known])].join(', ')}, ` +
       `or the vendor's name of the model`,
   };
 }

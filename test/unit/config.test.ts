@@ -4,6 +4,7 @@ import { describe, expect, test } from 'vitest';
 import { backends } from '../../backends/registry.js';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/lib/errors.js';
 import { estimateCost, loadModels, modelsOverrideFiles, resolveModel, shippedModels } from '../../src/config/models.js';
 import { tempDir, tempProject } from '../helpers/temp.js';
 
@@ -264,6 +265,24 @@ describe('models', () => {
     expect(resolveModel(table, 'codex', 'nine')).toEqual({ model: 'gpt-9', known: true });
     expect(resolveModel(table, 'codex', undefined)).toEqual({ model: 'gpt-9', known: true });
     expect(resolveModel(table, 'codex', 'gpt-5.4')).toEqual({ model: 'gpt-5.4', known: true });
+  });
+
+  test("a cloned repository's models.json cannot name an option or a path as a model: refused, with the file", () => {
+    const { dir, env } = project();
+    mkdirSync(join(dir, '.polyspawn'));
+    const file = join(dir, '.polyspawn', 'models.json');
+    const files = () => modelsOverrideFiles(dir, join(dir, 'xdg', 'polyspawn'), env);
+    for (const entry of [
+      { default: '--dangerously-skip-permissions' },
+      { aliases: { fast: '../../v1/other' } },
+      { prices: { '-x': { input: 1, output: 1 } } },
+    ]) {
+      writeFileSync(file, JSON.stringify({ claude: entry }));
+      expect(() => loadModels(backends, files())).toThrow(ConfigError);
+      expect(() => loadModels(backends, files())).toThrow(
+        /models\.json: claude: (default|aliases\.fast|prices): .*a model name/,
+      );
+    }
   });
 
   test('a model the table does not know is passed on as named, marked unknown; a name that is no name is refused', () => {

@@ -29,7 +29,7 @@ export type IacRuntime = {
   /** What cannot be written (the store's folder, IAC.md's), found at start: one sentence each. */
   problems: string[];
   /** The JobTable's onChange listener, after the job layer has saved the change: IAC.md is scheduled. */
-  record(job: JobRecord): void;
+  record(): void;
   /** The TeamTable's onChange listener. */
   recordTeam(team: TeamRecord): void;
   /** Loads the history and recovers dead servers' jobs, in the background. */

@@ -103,7 +103,7 @@ export function createApp(
   });
   jobs.onChange((job) => {
     recorder.changed(job);
-    iac.record(job);
+    iac.record();
   });
   const base: Omit<App, 'teams'> = {
     ...context,

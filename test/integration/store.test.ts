@@ -391,7 +391,7 @@ describe('an IAC.md polyspawn did not write', () => {
         'polyspawn.config.json or POLYSPAWN_IAC_FILE.',
     ]);
     const finished = run(runtime.store);
-    runtime.record(finished);
+    runtime.record();
     await runtime.close();
     expect(readFileSync(p.iac, 'utf8')).toBe(FOREIGN);
     expect(parseIac(readFileSync(elsewhere, 'utf8')).entries.map((e) => e.id)).toEqual([finished.id]);

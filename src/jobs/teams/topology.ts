@@ -22,7 +22,7 @@ export type TeamRun<S = unknown> = {
   start(member: string, role: string, prompt: string, options?: { needsChannel?: boolean }): JobRecord;
   /** The job once it has finished (or as it is when the team is cancelled). */
   finished(job: JobRecord): Promise<JobRecord>;
-  event(kind: TeamEvent['kind'], text: string, jobId?: string): void;
+  event: TeamReport;
   /** The task as every member gets it: the preset's instructions first. */
   brief(): string;
   /** Ends the members still running (the leader finished; a debate member is no longer needed). */

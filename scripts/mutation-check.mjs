@@ -3,7 +3,7 @@
 // (its tracked and untracked files, uncommitted changes included, node_modules linked), which
 // is built (`npm run build`) and tested there: the checkout itself is never touched.
 //
-//   npm run test:mutation                  every mutation (110 of them, about 35 minutes on 2 cores)
+//   npm run test:mutation                  every mutation (111 of them, about 35 minutes on 2 cores)
 //   npm run test:mutation -- wait lock     only the mutations whose name contains a word
 //   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
 //   node scripts/mutation-check.mjs --anchors   only check that every `find` still matches once
@@ -817,6 +817,13 @@ const MUTATIONS = [
     file: 'src/config/models.ts',
     find: `aliases: { ...current.aliases, ...entry.aliases },`,
     replace: `aliases: { ...entry.aliases },`,
+    tests: ['test/unit/config.test.ts'],
+  },
+  {
+    name: "a models.json's default model may be any string",
+    file: 'src/config/models.ts',
+    find: `    default: modelName,`,
+    replace: `    default: z.string().min(1),`,
     tests: ['test/unit/config.test.ts'],
   },
 ];

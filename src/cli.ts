@@ -20,6 +20,14 @@ ${commandUsageLines().join('\n')}
   polyspawn <command> --help
 `;
 
+/** What `polyspawn serve` says on stderr when started from a terminal, not by an MCP client. */
+const terminalNotice = (
+  cli: string,
+) => `this is an MCP server: it speaks JSON-RPC on stdin and stdout, and an MCP client starts it.
+  To connect your clients, run \`polyspawn init\` in your project's folder, then restart them
+  (polyspawn not on PATH? \`node ${cli} init <project folder>\`, or \`npm link\` in the checkout).
+  \`polyspawn doctor\` shows which backends are usable here. Ctrl-C ends this server.`;
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve'] = argv;
   if (command === '--help' || command === '-h' || (command === 'help' && !Object.hasOwn(commands, argv[1] ?? '')))
@@ -28,7 +36,11 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'serve') {
     if (argv.includes('--help') || argv.includes('-h')) return void process.stdout.write(USAGE);
     const options = argv.slice(1);
-    if (options.length === 0) return serveStdio(log);
+    if (options.length === 0) {
+      // Someone typed `npm start` or `polyspawn`: say what this is. A client's pipe is no TTY, so it never sees this.
+      if (process.stdin.isTTY) log(terminalNotice(process.argv[1] ?? 'dist/src/cli.js'));
+      return serveStdio(log);
+    }
     return (await import('./mcp/serve-http.js')).serveHttpCommand(options, log);
   }
   const name = command === 'help' ? argv[1] : command;

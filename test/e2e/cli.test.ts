@@ -89,6 +89,44 @@ describe('polyspawn --help and wrong usage', () => {
   });
 });
 
+describe('polyspawn serve started by hand', () => {
+  const NOTICE = 'this is an MCP server';
+
+  test('from a terminal: stderr says what it is, how to connect a client and that Ctrl-C ends it; stdout stays empty', () => {
+    const p = project();
+    const script = spawnSync('script', ['--version'], { encoding: 'utf8' });
+    expect(script.error, 'this test needs script(1) from util-linux (apt-get install bsdutils)').toBeUndefined();
+    const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    // stdin is the pseudo-terminal; stdout and stderr go to files, as a client would read them apart.
+    // script's own stdin is empty, so the server reads the end of its input and ends.
+    const command = `${[process.execPath, serverEntry].map(quote).join(' ')} 2>stderr.txt >stdout.txt`;
+    const r = spawnSync('script', ['-qfec', command, '/dev/null'], {
+      cwd: p.dir,
+      env: p.env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(r.status, r.stdout).toBe(0);
+    const stderr = readFileSync(join(p.dir, 'stderr.txt'), 'utf8');
+    expect(stderr).toContain(`polyspawn: ${NOTICE}`);
+    expect(stderr).toContain('run `polyspawn init` in your project');
+    expect(stderr).toContain(`node ${serverEntry} init <project folder>`);
+    expect(stderr).toContain('Ctrl-C ends this server');
+    // Said before the start-up line, which follows as always.
+    expect(stderr.indexOf(NOTICE)).toBeLessThan(stderr.indexOf('serving on stdio'));
+    expect(readFileSync(join(p.dir, 'stdout.txt'), 'utf8')).toBe('');
+  });
+
+  test('started by a client (stdin a pipe): no notice, only the start-up line', () => {
+    const p = project();
+    const r = p.cli([]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain('serving on stdio');
+    expect(r.stderr).not.toContain(NOTICE);
+    expect(r.stdout).toBe('');
+  });
+});
+
 describe('polyspawn doctor and init, built', () => {
   test('doctor exits 1 when nothing is usable, 0 when something is', () => {
     const p = project();

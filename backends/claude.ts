@@ -65,6 +65,36 @@ export const claude: CliBackend = {
   // An API key, a bearer token (a gateway's), or the token `claude setup-token` makes.
   loginEnv: ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'CLAUDE_CODE_OAUTH_TOKEN'],
   removeEnv: REMOVED_ENV,
+  // `claude auth status` prints JSON ({"loggedIn", "authMethod", "apiKeySource", ...}), exit 1 when signed out.
+  signInCheck: {
+    args: ['auth', 'status', '--json'],
+    read: ({ stdout }) => {
+      let status: unknown;
+      try {
+        status = JSON.parse(stdout);
+      } catch {
+        return undefined;
+      }
+      const loggedIn = field(status, 'loggedIn');
+      if (loggedIn === false)
+        return {
+          signedIn: false,
+          fix: 'not signed in: run `claude auth login` (or `claude`, then /login), or set ANTHROPIC_API_KEY',
+        };
+      if (loggedIn !== true) return undefined;
+      // Names only (a method, a variable's name), never a value; anything else it says is left out.
+      const name = (value: unknown) => {
+        const text = asString(value);
+        return text && /^[\w.-]{1,40}$/.test(text) ? text : undefined;
+      };
+      const method = name(field(status, 'authMethod'));
+      const source = name(field(status, 'apiKeySource'));
+      return {
+        signedIn: true,
+        how: [method, source && `key from ${source}`].filter(Boolean).join(', ') || undefined,
+      };
+    },
+  },
   // CLAUDE_CONFIG_DIR holds everything; without it, ~/.claude and the ~/.claude.json beside it.
   modelEndpointEnv: ['ANTHROPIC_BASE_URL'],
   sandboxPaths: {

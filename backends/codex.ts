@@ -64,6 +64,26 @@ export const codex: CliBackend = {
   permissionModes: ['danger-full-access', 'workspace-write', 'read-only'],
   supportsMcpServers: true,
   loginEnv: LOGIN_ENV,
+  // `codex login status`: exit 0 with "Logged in using ChatGPT" or "API key configured - ***" on
+  // stderr, exit 1 with "Not logged in". It does not look at the keys codex exec reads from its environment.
+  signInCheck: {
+    args: ['login', 'status'],
+    read: ({ exitCode, stdout, stderr }, env) => {
+      const said = `${stdout}\n${stderr}`;
+      if (exitCode === 0)
+        return {
+          signedIn: true,
+          how: /chatgpt/i.test(said) ? 'ChatGPT' : /api key/i.test(said) ? 'API key' : undefined,
+        };
+      if (exitCode !== 1 || !/not logged in/i.test(said)) return undefined;
+      const key = ['CODEX_API_KEY', 'OPENAI_API_KEY'].find((name) => env[name]);
+      if (key) return { signedIn: true, how: `key from ${key}, checked at its first request` };
+      return {
+        signedIn: false,
+        fix: 'not signed in: run `codex login` (or `printenv OPENAI_API_KEY | codex login --with-api-key`), or set CODEX_API_KEY',
+      };
+    },
+  },
   modelEndpointEnv: ['OPENAI_BASE_URL'],
   sandboxPaths: {
     state: (env, home) => ({ dirs: [stateDir(env, 'CODEX_HOME', home, '.codex')], files: [] }),

@@ -186,6 +186,15 @@ export type CliBackend = BackendBase & {
    * doctor's --version check), e.g. a marker that makes the CLI refuse to run nested.
    */
   removeEnv?: readonly string[];
+  /**
+   * How `polyspawn doctor` asks the CLI whether it is signed in, with a command that sends no
+   * model request: its arguments, and its answer read (undefined: the answer does not tell).
+   * Unset: the CLI has no such command, and doctor says the sign-in was not checked.
+   */
+  signInCheck?: {
+    args: readonly string[];
+    read(answer: { exitCode: number | null; stdout: string; stderr: string }, env: Environment): SignIn | undefined;
+  };
   /** What a sandbox must bind for this CLI to run (src/jobs/process/sandbox.ts); unset: nothing of its own. */
   sandboxPaths?: SandboxPaths;
   /**
@@ -203,6 +212,9 @@ export type CliBackend = BackendBase & {
    */
   liveTurn?(record: Record<string, unknown>): boolean;
 };
+
+/** A CLI's sign-in as its status command tells it: how it is signed in (a few words), or what to do. */
+type SignIn = { signedIn: true; how?: string } | { signedIn: false; fix: string };
 
 /** Where a CLI keeps what it needs, for a sandbox that hides the rest of the machine. */
 export type SandboxPaths = {

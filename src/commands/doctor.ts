@@ -1,13 +1,13 @@
 // `polyspawn doctor`: is each backend usable here, and if not, why; where IAC.md and the run
 // store are; which config files are in effect. It is the one place that starts the vendor
-// CLIs outside a job (`<cli> --version`, with a short time-out). Key values are never shown:
-// only the name a key was found under, and where.
+// CLIs outside a job (`<cli> --version` and the backend's sign-in check, each with a short
+// time-out). Key values are never shown: only the name a key was found under, and where.
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { sep } from 'node:path';
 import { backends as registry } from '../../backends/registry.js';
-import type { Backend } from '../../backends/types.js';
+import type { Backend, CliBackend } from '../../backends/types.js';
 import { agentProblems, type AgentProblem } from '../jobs/agents/definitions.js';
 import { loadPresets, presetsDir, type PresetProblem } from '../jobs/teams/presets.js';
 import { checkBackend } from '../config/availability.js';
@@ -28,6 +28,8 @@ import { cell, parseCommandArgs, reportFailure, textTable, type CommandIo } from
 
 const VERSION_TIMEOUT_MS = 5000;
 
+type SignInCheck = { state: 'signed in' | 'not signed in' | 'not checked'; detail: string };
+
 type VersionCheck = { ok: true; version: string } | { ok: false; timedOut: boolean; problem: string };
 
 type BackendCheck = {
@@ -39,6 +41,8 @@ type BackendCheck = {
   /** CLI: the executable found, and what its --version said. */
   path?: string;
   version?: VersionCheck;
+  /** CLI: whether it is signed in, as its own status command says (when it answered --version). */
+  signIn?: SignInCheck;
   /** API: the name the key was found under and where (never its value); the endpoint. */
   keySource?: string;
   baseUrl?: string;
@@ -94,28 +98,38 @@ const BWRAP_PROBE_MS = 1000;
 /** Whether a container engine answers: a client without a daemon may wait that long to say so. */
 const ENGINE_PROBE_MS = 3000;
 
+/** What a probe of a CLI or a sandbox answered: its exit, the start of its output, or a time-out. */
+type ProbeAnswer = {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** Set when it could not start at all. */
+  error?: string;
+};
+
 /**
- * Runs `<file> --version` (or `probe`'s arguments) in its own process group, stdin closed, without
- * the variables named in `removeEnv` (as a job would run it); kills the group on time-out. It
- * answered when it exited 0 and printed a line.
+ * Runs `<file> <args>` in its own process group, stdin closed, without the variables named in
+ * `removeEnv` (as a job would run it); kills the group on time-out.
  */
-function checkVersion(
+function probe(
   file: string,
+  args: readonly string[],
   env: NodeJS.ProcessEnv,
-  timeoutMs = VERSION_TIMEOUT_MS,
+  timeoutMs: number,
   removeEnv: readonly string[] = [],
-  probe: { args: string[]; label: string } = { args: ['--version'], label: '--version' },
-): Promise<VersionCheck> {
+): Promise<ProbeAnswer> {
   return new Promise((resolve) => {
     const childEnv = { ...env };
     for (const name of removeEnv) delete childEnv[name];
-    let out = '';
-    let err = '';
+    let stdout = '';
+    let stderr = '';
     let timedOut = false;
-    const child = spawn(file, probe.args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(file, args, { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const keep = (s: string, chunk: Buffer) => (s.length < 4096 ? s + chunk.toString() : s);
-    child.stdout.on('data', (c: Buffer) => (out = keep(out, c)));
-    child.stderr.on('data', (c: Buffer) => (err = keep(err, c)));
+    child.stdout.on('data', (c: Buffer) => (stdout = keep(stdout, c)));
+    child.stderr.on('data', (c: Buffer) => (stderr = keep(stderr, c)));
     const timer = setTimeout(() => {
       timedOut = true;
       try {
@@ -124,28 +138,69 @@ function checkVersion(
         child.kill('SIGKILL');
       }
     }, timeoutMs);
-    const firstLine = (s: string) =>
-      s
-        .split('\n')
-        .map((l) => l.trim())
-        .find(Boolean) ?? '';
     child.once('error', (error) => {
       clearTimeout(timer);
-      resolve({ ok: false, timedOut: false, problem: error.message });
+      resolve({ exitCode: null, signal: null, stdout, stderr, timedOut: false, error: error.message });
     });
-    child.once('close', (code, signal) => {
+    child.once('close', (exitCode, signal) => {
       clearTimeout(timer);
-      if (timedOut)
-        resolve({ ok: false, timedOut: true, problem: `no answer to ${probe.label} within ${timeoutMs / 1000} s` });
-      else if (code === 0 && firstLine(out)) resolve({ ok: true, version: cell(firstLine(out), 60) });
-      else
-        resolve({
-          ok: false,
-          timedOut: false,
-          problem: `${probe.label} ${signal ? `ended by ${signal}` : `exited with code ${code}`}${firstLine(err) ? `: ${cell(firstLine(err), 120)}` : ''}`,
-        });
+      resolve({ exitCode, signal, stdout, stderr, timedOut });
     });
   });
+}
+
+const firstLine = (s: string) =>
+  s
+    .split('\n')
+    .map((l) => l.trim())
+    .find(Boolean) ?? '';
+
+/**
+ * Runs `<file> --version` (or `check`'s arguments); it answered when it exited 0 and printed a line.
+ */
+async function checkVersion(
+  file: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs = VERSION_TIMEOUT_MS,
+  removeEnv: readonly string[] = [],
+  check: { args: string[]; label: string } = { args: ['--version'], label: '--version' },
+): Promise<VersionCheck> {
+  const answer = await probe(file, check.args, env, timeoutMs, removeEnv);
+  if (answer.error !== undefined) return { ok: false, timedOut: false, problem: answer.error };
+  if (answer.timedOut)
+    return { ok: false, timedOut: true, problem: `no answer to ${check.label} within ${timeoutMs / 1000} s` };
+  if (answer.exitCode === 0 && firstLine(answer.stdout))
+    return { ok: true, version: cell(firstLine(answer.stdout), 60) };
+  const why = answer.signal ? `ended by ${answer.signal}` : `exited with code ${answer.exitCode}`;
+  const said = firstLine(answer.stderr);
+  return { ok: false, timedOut: false, problem: `${check.label} ${why}${said ? `: ${cell(said, 120)}` : ''}` };
+}
+
+/**
+ * Whether the CLI is signed in, by its own status command (the backend's `signInCheck`), which
+ * sends no model request: signed in (how), not (what to do), or not checked (why).
+ */
+async function checkSignIn(
+  backend: CliBackend,
+  file: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+): Promise<SignInCheck> {
+  const check = backend.signInCheck;
+  if (!check) return { state: 'not checked', detail: `${backend.name} cannot tell without sending a request` };
+  const command = `\`${backend.executable} ${check.args.join(' ')}\``;
+  const answer = await probe(file, check.args, env, timeoutMs, backend.removeEnv);
+  const verdict = answer.error || answer.timedOut ? undefined : check.read(answer, env);
+  if (!verdict)
+    return {
+      state: 'not checked',
+      detail: answer.timedOut
+        ? `${command} gave no answer within ${timeoutMs / 1000} s`
+        : `${command} said nothing it reads`,
+    };
+  return verdict.signedIn
+    ? { state: 'signed in', detail: `signed in${verdict.how ? ` (${verdict.how})` : ''}` }
+    : { state: 'not signed in', detail: verdict.fix };
 }
 
 async function checkOne(
@@ -190,13 +245,28 @@ async function checkOne(
   if (!availability.usable) return { ...base, usable: false, detail: availability.detail };
   const path = availability.detail;
   const version = await checkVersion(path, env, timeoutMs, backend.removeEnv);
-  if (version.ok) return { ...base, usable: true, path, version, detail: `${path}, ${version.version}` };
+  if (version.ok) {
+    const signIn = await checkSignIn(backend, path, env, timeoutMs);
+    const installed = `${path}, ${version.version}`;
+    return {
+      ...base,
+      usable: signIn.state !== 'not signed in',
+      path,
+      version,
+      signIn,
+      detail:
+        signIn.state === 'not checked'
+          ? `${installed}; sign-in not checked: ${signIn.detail}`
+          : `${installed}; ${signIn.detail}`,
+    };
+  }
   if (version.timedOut)
     return {
       ...base,
       usable: true,
       path,
       version,
+      signIn: { state: 'not checked', detail: version.problem },
       detail: `${path}; ${version.problem} (a first run may still be unpacking: try again)`,
     };
   return {
@@ -276,12 +346,12 @@ async function checkSandboxes(config: Config, env: NodeJS.ProcessEnv): Promise<S
       const file = which.sync(mode, { path: env.PATH, nothrow: true });
       const install = mode === 'bwrap' ? BWRAP_INSTALL : ENGINE_INSTALL[mode];
       if (!file) return { mode, ok: false, detail: `not on PATH: ${install}`, backends };
-      const probe =
+      const check =
         mode === 'bwrap'
           ? { args: [...BWRAP_PROBE, 'echo', 'sandboxed'], label: 'a bwrap probe' }
           : { args: ['version', '--format', '{{.Server.Version}}'], label: `${mode} version` };
       const timeoutMs = mode === 'bwrap' ? BWRAP_PROBE_MS : ENGINE_PROBE_MS;
-      const checked = await checkVersion(file, env, timeoutMs, [], probe);
+      const checked = await checkVersion(file, env, timeoutMs, [], check);
       if (checked.ok)
         return {
           mode,
@@ -304,15 +374,17 @@ const home = (path: string) => {
   return path.startsWith(h + sep) ? `~${path.slice(h.length)}` : path;
 };
 
+/** ok: it can run; installed: a CLI that answered, whose sign-in is not known; else why not. */
+function backendStatus(b: BackendCheck): string {
+  if (!b.enabled) return 'disabled';
+  if (b.signIn?.state === 'not signed in') return 'NOT SIGNED IN';
+  if (!b.usable) return 'NOT USABLE';
+  return b.signIn?.state === 'not checked' ? 'installed' : 'ok';
+}
+
 export function formatDoctor(r: DoctorReport): string {
   const projectNote = r.projectConfig && projectConfigNote(r.projectConfig);
-  const rows = r.backends.map((b) => [
-    b.name,
-    b.kind,
-    b.usable ? 'ok' : b.enabled ? 'NOT USABLE' : 'disabled',
-    b.model ?? '—',
-    b.detail,
-  ]);
+  const rows = r.backends.map((b) => [b.name, b.kind, backendStatus(b), b.model ?? '—', b.detail]);
   const out = [
     `polyspawn ${r.version} (node ${r.node})`,
     '',
@@ -353,8 +425,10 @@ export function formatDoctor(r: DoctorReport): string {
 
 export const DOCTOR_USAGE = `Usage: polyspawn doctor [--json]
 
-Checks every backend: for a CLI, whether it is found and answers --version; for an API, whether
-a key is found (its name and file, never its value) and which base URL is used. Shows where
+Checks every backend: for a CLI, whether it is found, answers --version and is signed in (asked
+with the CLI's own status command, which sends no request; "installed" where the CLI cannot
+tell); for an API, whether a key is found (its name and file, never its value) and which base
+URL is used. Shows where
 IAC.md and the run store are and which config files are in effect. Settings come from the
 current folder's project (POLYSPAWN_PROJECT_DIR to choose another) and the environment, as the
 server reads them: run it with the environment your MCP client gives the server.

@@ -8,6 +8,7 @@
 // test/fakes/bin/ pass it), else env FAKE_CLI_AS, else the basename it was invoked as.
 //
 // `--version` prints `0.0.0-fake (<name>)` (env FAKE_CLI_VERSION=fail|hang: fails, never answers).
+// `auth status` (claude) and `login status` (codex) say signed in (env FAKE_CLI_SIGNED_IN: see below).
 //
 // Directives anywhere in the prompt change behaviour:
 //   [[cli:fail]]            the CLI's failure shape (claude is_error + exit 1; codex error +
@@ -98,6 +99,27 @@ if (args.includes('--version')) {
   } else {
     process.stdout.write(`0.0.0-fake (${name})\n`);
     process.exit(0);
+  }
+}
+
+// The sign-in status commands (what `polyspawn doctor` runs next), as the real ones answer:
+// `claude auth status --json` and `codex login status`; copilot has none. Env FAKE_CLI_SIGNED_IN=no:
+// signed out; =garbled: an answer that tells nothing; =hang: never answers.
+const statusCommand = { claude: ['auth', 'status'], codex: ['login', 'status'] }[name];
+if (statusCommand && statusCommand.every((word, i) => args[i] === word)) {
+  const state = process.env.FAKE_CLI_SIGNED_IN ?? 'yes';
+  if (state === 'hang') setInterval(() => {}, 1 << 30);
+  else if (state === 'garbled') {
+    process.stdout.write('something else\n');
+    process.exit(0);
+  } else if (name === 'claude') {
+    const signedIn = state !== 'no';
+    const status = { loggedIn: signedIn, authMethod: signedIn ? 'claude.ai' : 'none', apiProvider: 'firstParty' };
+    process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+    process.exit(signedIn ? 0 : 1);
+  } else {
+    process.stderr.write(state === 'no' ? 'Not logged in\n' : 'Logged in using ChatGPT\n');
+    process.exit(state === 'no' ? 1 : 0);
   }
 }
 

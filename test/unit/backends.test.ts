@@ -289,6 +289,56 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
   });
 });
 
+describe("sign-in checks (doctor), on the real CLIs' recorded answers", () => {
+  const answer = (exitCode: number, out: { stdout?: string; stderr?: string }) => ({
+    exitCode,
+    stdout: out.stdout ?? '',
+    stderr: out.stderr ?? '',
+  });
+
+  test('claude: `auth status --json`, signed out and with a key from the environment; no value ever shown', () => {
+    const check = claude.signInCheck!;
+    expect(check.args).toEqual(['auth', 'status', '--json']);
+    expect(check.read(answer(1, { stdout: sample('claude-auth-status-signed-out.json') }), {})).toEqual({
+      signedIn: false,
+      fix: expect.stringContaining('run `claude auth login`'),
+    });
+    expect(check.read(answer(0, { stdout: sample('claude-auth-status-api-key.json') }), {})).toEqual({
+      signedIn: true,
+      how: 'api_key, key from ANTHROPIC_API_KEY',
+    });
+    // A method or source that is not a plain name is left out, not echoed.
+    const odd = JSON.stringify({ loggedIn: true, authMethod: 'sk-ant-api03-secret value', apiKeySource: 'x' });
+    expect(check.read(answer(0, { stdout: odd }), {})).toEqual({ signedIn: true, how: 'key from x' });
+    expect(check.read(answer(0, { stdout: 'Usage: claude auth status' }), {})).toBeUndefined();
+    expect(check.read(answer(0, { stdout: '{"loggedIn": "maybe"}' }), {})).toBeUndefined();
+  });
+
+  test('codex: `login status`, signed out, with a saved key (its masked key never repeated), or a key codex exec reads from the environment', () => {
+    const check = codex.signInCheck!;
+    expect(check.args).toEqual(['login', 'status']);
+    const signedOut = answer(1, { stderr: sample('codex-login-status-signed-out.stderr.txt') });
+    expect(check.read(signedOut, {})).toEqual({ signedIn: false, fix: expect.stringContaining('run `codex login`') });
+    expect(check.read(signedOut, { OPENAI_API_KEY: '' })).toMatchObject({ signedIn: false });
+    expect(check.read(signedOut, { CODEX_API_KEY: 'sk-abc' })).toEqual({
+      signedIn: true,
+      how: 'key from CODEX_API_KEY, checked at its first request',
+    });
+    const saved = sample('codex-login-status-api-key.stderr.txt');
+    expect(saved).toContain('***');
+    expect(check.read(answer(0, { stderr: saved }), {})).toEqual({ signedIn: true, how: 'API key' });
+    expect(check.read(answer(0, { stderr: 'Logged in using ChatGPT' }), {})).toEqual({
+      signedIn: true,
+      how: 'ChatGPT',
+    });
+    expect(check.read(answer(2, { stderr: 'error: unexpected argument' }), {})).toBeUndefined();
+  });
+
+  test('copilot has no command that tells without a request: no check', () => {
+    expect(copilot.signInCheck).toBeUndefined();
+  });
+});
+
 describe('claude parsing', () => {
   test('json success', () => {
     const o = claude.parse(run(sample('claude-json.json')));

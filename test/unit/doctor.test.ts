@@ -45,9 +45,15 @@ describe('doctor', () => {
     const { code, stdout } = await doctor([], p.withClis, p.dir);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^backend +kind +status +model +details$/m);
-    for (const cli of ['claude', 'codex', 'copilot']) {
+    // Signed in, as each CLI's status command says; copilot has none: installed, sign-in not checked.
+    const signIn = {
+      claude: ['ok', '; signed in \\(claude\\.ai\\)'],
+      codex: ['ok', '; signed in \\(ChatGPT\\)'],
+      copilot: ['installed', '; sign-in not checked: copilot cannot tell without sending a request'],
+    };
+    for (const [cli, [status, said]] of Object.entries(signIn)) {
       expect(row(stdout, cli)).toMatch(
-        new RegExp(`^${cli} +cli +ok +\\S+ +${fakeBinDir}/${cli}, 0\\.0\\.0-fake \\(${cli}\\)$`),
+        new RegExp(`^${cli} +cli +${status} +\\S+ +${fakeBinDir}/${cli}, 0\\.0\\.0-fake \\(${cli}\\)${said}$`),
       );
     }
     expect(row(stdout, 'grok')).toMatch(
@@ -120,6 +126,42 @@ describe('doctor', () => {
         });
       }
     }
+  });
+
+  test('sign-in: signed out is NOT SIGNED IN (not usable, and what to do); a key in the environment; an answer that tells nothing is not checked', async () => {
+    const p = project();
+    const out = await collectDoctor({ ...p.withClis, FAKE_CLI_SIGNED_IN: 'no' }, p.dir);
+    const text = formatDoctor(out);
+    expect(row(text, 'claude')).toMatch(
+      /^claude +cli +NOT SIGNED IN +.*; not signed in: run `claude auth login` \(or `claude`, then \/login\), or set ANTHROPIC_API_KEY$/,
+    );
+    expect(row(text, 'codex')).toMatch(/^codex +cli +NOT SIGNED IN +.*; not signed in: run `codex login`/);
+    expect(out.backends.find((b) => b.name === 'claude')).toMatchObject({
+      usable: false,
+      signIn: { state: 'not signed in' },
+    });
+    expect(out.usable).toBe(1); // copilot: installed, not known to be signed out
+    expect(text).toContain(usableLine(1));
+
+    // codex's status command does not look at the key codex exec reads from its environment.
+    const keyed = await collectDoctor(
+      { ...p.withClis, FAKE_CLI_SIGNED_IN: 'no', CODEX_API_KEY: 'sk-abcdefghijklmnopqrstuvwx' },
+      p.dir,
+    );
+    const keyedText = formatDoctor(keyed);
+    expect(row(keyedText, 'codex')).toMatch(
+      /^codex +cli +ok +.*; signed in \(key from CODEX_API_KEY, checked at its first request\)$/,
+    );
+    expect(keyedText).not.toContain('sk-abcdefghijklmnopqrstuvwx');
+
+    const garbled = formatDoctor(await collectDoctor({ ...p.withClis, FAKE_CLI_SIGNED_IN: 'garbled' }, p.dir));
+    expect(row(garbled, 'claude')).toMatch(
+      /^claude +cli +installed +.*; sign-in not checked: `claude auth status --json` said nothing it reads$/,
+    );
+    const hung = await collectDoctor({ ...p.withClis, FAKE_CLI_SIGNED_IN: 'hang' }, p.dir, { versionTimeoutMs: 1000 });
+    const codex = hung.backends.find((b) => b.name === 'codex')!;
+    expect(codex).toMatchObject({ usable: true, signIn: { state: 'not checked' } });
+    expect(codex.detail).toContain('sign-in not checked: `codex login status` gave no answer within 1 s');
   });
 
   test('a CLI that fails --version is broken; one that never answers is killed and still counted', async () => {

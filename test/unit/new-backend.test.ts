@@ -207,7 +207,10 @@ describe('a backend added beside the registry', () => {
         'm',
       ),
     );
-    expect(text).toMatch(/^anvil +cli +ok +anvil-1 +\S+\/anvil, anvil 1\.2\.3$/m);
+    // It declares no signInCheck: installed, and doctor says it did not check the sign-in.
+    expect(text).toMatch(
+      /^anvil +cli +installed +anvil-1 +\S+\/anvil, anvil 1\.2\.3; sign-in not checked: anvil cannot tell without sending a request$/m,
+    );
     expect(text).not.toContain(ACME_KEY);
   });
 

@@ -10,7 +10,7 @@ import * as jsonc from 'jsonc-parser';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
 import writeFileAtomic from 'write-file-atomic';
 import { backends as registry } from '../../backends/registry.js';
-import type { Backend } from '../../backends/types.js';
+import type { ApiBackend, Backend } from '../../backends/types.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
 import { NESTING_ENV } from '../jobs/agents/nesting.js';
 import { InputError } from '../lib/errors.js';
@@ -390,6 +390,8 @@ type InitOptions = {
   codexHome: string;
   /** The backends whose keys and logins the configuration passes on (default: the registry). */
   backends?: readonly Backend[];
+  /** The API backends VS Code asks a key for (default: every one); see vscodeKeyChoice. */
+  vscodeKeys?: readonly string[];
 };
 
 type Target = { client: Client; file: string; merge: (text: string, shown: string) => Merge & { kept?: boolean } };
@@ -414,7 +416,13 @@ export function runInit(options: InitOptions): FileReport[] {
     targets.push({
       client: 'vscode',
       file: join(options.dir, '.vscode', 'mcp.json'),
-      merge: (t, f) => mergeVscodeMcpJson(t, options.server, backends, f),
+      merge: (t, f) =>
+        mergeVscodeMcpJson(
+          t,
+          options.server,
+          backends.filter((b) => !options.vscodeKeys || options.vscodeKeys.includes(b.name)),
+          f,
+        ),
     });
   }
   if (options.clients.includes('codex')) {
@@ -474,7 +482,7 @@ function displayPath(file: string, dir: string): string {
   return file.startsWith(home + sep) ? `~${file.slice(home.length)}` : file;
 }
 
-function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[]): string {
+function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[], keys?: KeyChoice): string {
   const out = [
     `polyspawn init in ${dir}`,
     isHttp(server)
@@ -486,6 +494,11 @@ function formatInitReport(dir: string, server: ServerTarget, reports: FileReport
     out.push(`${CLIENT_NAMES[r.client].padEnd(11)} ${displayPath(r.file, dir)}: ${r.action}`);
     for (const d of r.details) out.push(`              ${d.replace(/\n/g, '\n              ')}`);
   }
+  if (keys)
+    out.push(
+      '',
+      `VS Code asks for ${keys.names.length ? `the API keys of ${keys.names.join(', ')}` : 'no API key'} ${keys.why}`,
+    );
   out.push('');
   const refused = reports.filter((r) => r.action === 'refused');
   if (refused.length) out.push(`${refused.length} file(s) left untouched: see above.`);
@@ -512,16 +525,45 @@ function daemonUrl(port: string | undefined, dir: string, io: CommandIo): string
   return daemon.endpoint;
 }
 
+type KeyChoice = { names: string[]; why: string };
+
+/**
+ * The API backends VS Code is to ask a key for: those --keys names ("none": none), else those
+ * whose key init's own environment holds (VS Code started from a desktop may not have it). A key
+ * in api_keys.json needs no prompt: polyspawn reads that file itself.
+ */
+function vscodeKeyChoice(keys: string | undefined, env: NodeJS.ProcessEnv, backends: readonly Backend[]): KeyChoice {
+  const api = backends.filter((b): b is ApiBackend => b.kind === 'api');
+  const all = api.map((b) => b.name).join(',');
+  if (keys !== undefined) {
+    const names = keys === 'none' ? [] : keys.split(',').map((k) => k.trim());
+    const unknown = names.filter((n) => !api.some((b) => b.name === n));
+    if (unknown.length || (keys !== 'none' && names.length === 0))
+      throw new InputError(
+        `--keys takes API backends, comma-separated (${all}), or none; not "${unknown.join(',') || keys}"`,
+      );
+    return { names, why: '(--keys)' };
+  }
+  const names = api.filter((b) => b.keyNames.some((n) => env[n]?.trim())).map((b) => b.name);
+  return {
+    names,
+    why: names.length
+      ? `(their keys are in this environment; --keys ${all} for others)`
+      : `(none is in this environment, and a key in api_keys.json needs none; --keys ${all} to be asked)`,
+  };
+}
+
 /** dist/src/cli.js of this installation, beside this file's folder. */
 export const installedCli = (): string => fileURLToPath(new URL('../cli.js', import.meta.url));
 
-export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode] [--codex] [--npx | --http [--port N]]
+export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode [--keys a,b|none]] [--codex] [--npx | --http [--port N]]
 
 Writes the MCP configuration that starts polyspawn (server key "${SERVER_KEY}") for each client,
 merged into the files that are already there:
 
   --claude   <dir>/.mcp.json, and "${SERVER_KEY}" in enabledMcpjsonServers of <dir>/.claude/settings.local.json
-  --vscode   <dir>/.vscode/mcp.json (password prompts for the API keys, stored by VS Code)
+  --vscode   <dir>/.vscode/mcp.json, with a password prompt (kept by VS Code) for the key of
+             each API backend whose key is in this environment, or that --keys names
   --codex    [mcp_servers.${SERVER_KEY}] in $CODEX_HOME/config.toml (default ~/.codex/config.toml)
              with tool_timeout_sec = ${CODEX_TOOL_TIMEOUT_S}
 
@@ -542,6 +584,7 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     npx: { type: 'boolean' },
     http: { type: 'boolean' },
     port: { type: 'string' },
+    keys: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return (void io.stdout.write(INIT_USAGE), 0);
@@ -560,7 +603,15 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
       ? { command: 'npx', args: ['-y', 'polyspawn'] }
       : { command: process.execPath, args: [cli] };
   const codexHome = io.env.CODEX_HOME ? resolve(io.cwd, io.env.CODEX_HOME) : join(io.env.HOME || homedir(), '.codex');
-  const reports = runInit({ dir, clients: chosen.length ? chosen : CLIENTS, server, codexHome });
-  io.stdout.write(formatInitReport(dir, server, reports));
+  const clients = chosen.length ? chosen : CLIENTS;
+  if (values.keys !== undefined && (!clients.includes('vscode') || values.http))
+    throw new InputError(
+      '--keys chooses the API keys VS Code asks for: use it with --vscode (or no client option), not --http',
+    );
+  const keyChoice = vscodeKeyChoice(values.keys, io.env, registry);
+  const reports = runInit({ dir, clients, server, codexHome, vscodeKeys: keyChoice.names });
+  io.stdout.write(
+    formatInitReport(dir, server, reports, clients.includes('vscode') && !isHttp(server) ? keyChoice : undefined),
+  );
   return reports.some((r) => r.action === 'refused') ? 1 : 0;
 }

@@ -8,6 +8,12 @@ export const backendNames: readonly string[] = backends.map((b) => b.name);
 /** How many of them are HTTP APIs (each gets a key prompt from `init`, for instance). */
 export const apiBackendCount = backends.filter((b) => b.kind === 'api').length;
 
+/** The HTTP APIs' names, comma-separated, as `init --keys` lists them. */
+export const apiBackendKeys = backends
+  .filter((b) => b.kind === 'api')
+  .map((b) => b.name)
+  .join(',');
+
 /** The names as errors list them: "a, b, c". */
 export const backendList = backendNames.join(', ');
 

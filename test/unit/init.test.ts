@@ -1,5 +1,5 @@
 // `polyspawn init`: merging into every kind of file a user may already have.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
@@ -13,7 +13,7 @@ import {
   type ServerTarget,
 } from '../../src/commands/init.js';
 import { DEFAULT_WAIT_S } from '../../src/jobs/table.js';
-import { apiBackendCount } from '../helpers/backends.js';
+import { apiBackendCount, apiBackendKeys, literal } from '../helpers/backends.js';
 import { memoryIo } from '../helpers/command-io.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -314,6 +314,50 @@ describe('the init command', () => {
     const t = setup();
     expect((await command(['--vscode', '--npx'], t.dir, {})).code).toBe(0);
     expect(t.json(t.file.vscode).servers.agents).toMatchObject({ command: 'npx', args: ['-y', 'polyspawn'] });
+  });
+
+  test('VS Code asks only for the API keys this environment holds, or --keys names; never for the others', async () => {
+    const t = setup();
+    const inputsOf = () => (t.json(t.file.vscode).inputs ?? []).map((i: { id: string }) => i.id);
+    const envOf = () => Object.keys(t.json(t.file.vscode).servers.agents.env);
+
+    // Only the CLIs: no prompt at all, and the report says how to be asked.
+    const none = await command(['--vscode'], t.dir, {});
+    expect(none.code).toBe(0);
+    expect(inputsOf()).toEqual([]);
+    expect(envOf()).toEqual(['POLYSPAWN_PROJECT_DIR']);
+    expect(none.stdout).toMatch(
+      new RegExp(
+        `VS Code asks for no API key \\(none is in this environment, .*--keys ${literal(apiBackendKeys)} to be asked`,
+      ),
+    );
+
+    // A key in the environment: its prompt alone; the value never written.
+    const key = 'mistral-0123456789abcdefghij';
+    const found = await command(['--vscode'], t.dir, { MISTRAL_API_KEY: key, GEMINI_API_KEY: '  ' });
+    expect(inputsOf()).toEqual(['mistral-api-key']);
+    expect(envOf()).toEqual(['POLYSPAWN_PROJECT_DIR', 'MISTRAL_API_KEY']);
+    expect(found.stdout).toContain('VS Code asks for the API keys of mistral (their keys are in this environment');
+    expect(t.read(t.file.vscode)).not.toContain(key);
+
+    // --keys names them; what an earlier run added stays.
+    const named = await command(['--vscode', '--keys', 'grok,gemini'], t.dir, {});
+    expect(named.stdout).toContain('VS Code asks for the API keys of grok, gemini (--keys)');
+    expect(inputsOf()).toEqual(['mistral-api-key', 'xai-api-key', 'gemini-api-key']);
+
+    const other = setup();
+    await command(['--vscode', '--keys', 'none'], other.dir, { MISTRAL_API_KEY: key });
+    expect(other.json(other.file.vscode).inputs).toBeUndefined();
+  });
+
+  test('--keys: only API backends, only with VS Code', async () => {
+    const t = setup();
+    await expect(command(['--vscode', '--keys', 'grok,claude'], t.dir, {})).rejects.toThrow(
+      `--keys takes API backends, comma-separated (${apiBackendKeys}), or none; not "claude"`,
+    );
+    await expect(command(['--vscode', '--keys', ''], t.dir, {})).rejects.toThrow(/--keys takes API backends/);
+    await expect(command(['--claude', '--keys', 'grok'], t.dir, {})).rejects.toThrow(/use it with --vscode/);
+    expect(existsSync(t.file.vscode)).toBe(false);
   });
 
   test('exit 1 when a file was left untouched, and the report says which and why', async () => {

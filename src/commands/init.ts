@@ -17,6 +17,7 @@ import { InputError } from '../lib/errors.js';
 import { parseCommandArgs, type CommandIo } from './io.js';
 import { makeDirs } from '../lib/fs.js';
 import { loadConfig, projectDaemonOf } from '../config/config.js';
+import { ignoreStateDir } from './ignore-store.js';
 
 /** The key every client knows polyspawn by: tools read `mcp__agents__spawn_codex` in Claude Code. */
 const SERVER_KEY = 'agents';
@@ -482,7 +483,13 @@ function displayPath(file: string, dir: string): string {
   return file.startsWith(home + sep) ? `~${file.slice(home.length)}` : file;
 }
 
-function formatInitReport(dir: string, server: ServerTarget, reports: FileReport[], keys?: KeyChoice): string {
+function formatInitReport(
+  dir: string,
+  server: ServerTarget,
+  reports: FileReport[],
+  keys: KeyChoice | undefined,
+  storeLines: string[],
+): string {
   const out = [
     `polyspawn init in ${dir}`,
     isHttp(server)
@@ -499,7 +506,7 @@ function formatInitReport(dir: string, server: ServerTarget, reports: FileReport
       '',
       `VS Code asks for ${keys.names.length ? `the API keys of ${keys.names.join(', ')}` : 'no API key'} ${keys.why}`,
     );
-  out.push('');
+  out.push('', ...storeLines, '');
   const refused = reports.filter((r) => r.action === 'refused');
   if (refused.length) out.push(`${refused.length} file(s) left untouched: see above.`);
   const clients = [...new Set(reports.filter((r) => r.action !== 'refused').map((r) => CLIENT_NAMES[r.client]))];
@@ -553,10 +560,28 @@ function vscodeKeyChoice(keys: string | undefined, env: NodeJS.ProcessEnv, backe
   };
 }
 
+/** What init says of the run store and git (and does, unless --no-gitignore), and of IAC.md. */
+function storeAndGit(dir: string, io: CommandIo, skip: boolean): string[] {
+  let git: string;
+  if (skip) git = '.gitignore left as it is (--no-gitignore)';
+  else {
+    try {
+      git = ignoreStateDir(dir, loadConfig(registry, io.env, dir).stateDir);
+    } catch (error) {
+      git = `no .gitignore written: the config cannot be read (${(error as Error).message})`;
+    }
+  }
+  return [
+    `Git         ${git}`,
+    'IAC.md      the record of every agent, written in the project: meant to be read, and yours to commit or not',
+  ];
+}
+
 /** dist/src/cli.js of this installation, beside this file's folder. */
 export const installedCli = (): string => fileURLToPath(new URL('../cli.js', import.meta.url));
 
 export const INIT_USAGE = `Usage: polyspawn init [dir] [--claude] [--vscode [--keys a,b|none]] [--codex] [--npx | --http [--port N]]
+                      [--no-gitignore]
 
 Writes the MCP configuration that starts polyspawn (server key "${SERVER_KEY}") for each client,
 merged into the files that are already there:
@@ -574,6 +599,10 @@ to be installable by npx). --http writes the project's shared server instead (po
 start --port N): Claude Code and Codex read its token from $${TOKEN_VARIABLE}, VS Code asks for it
 (it is in .polyspawn/http-token). Other servers and settings are kept; a file that cannot be parsed is
 left untouched and reported. Exit code 1 when any file was left untouched.
+
+In a git repository, one line (/.polyspawn/, the run store) is appended to <dir>/.gitignore
+unless it is there already (--no-gitignore: not); the file is never rewritten, and one that is
+a link or cannot be read is left alone and said. IAC.md is meant to be read: commit it or not.
 `;
 
 export async function initCommand(argv: string[], io: CommandIo, options: { cli?: string } = {}): Promise<number> {
@@ -585,6 +614,7 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     http: { type: 'boolean' },
     port: { type: 'string' },
     keys: { type: 'string' },
+    'no-gitignore': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   });
   if (values.help) return (void io.stdout.write(INIT_USAGE), 0);
@@ -610,8 +640,8 @@ export async function initCommand(argv: string[], io: CommandIo, options: { cli?
     );
   const keyChoice = vscodeKeyChoice(values.keys, io.env, registry);
   const reports = runInit({ dir, clients, server, codexHome, vscodeKeys: keyChoice.names });
-  io.stdout.write(
-    formatInitReport(dir, server, reports, clients.includes('vscode') && !isHttp(server) ? keyChoice : undefined),
-  );
+  const vscodeKeys = clients.includes('vscode') && !isHttp(server) ? keyChoice : undefined;
+  const storeLines = storeAndGit(dir, io, values['no-gitignore'] === true);
+  io.stdout.write(formatInitReport(dir, server, reports, vscodeKeys, storeLines));
   return reports.some((r) => r.action === 'refused') ? 1 : 0;
 }

@@ -1,5 +1,6 @@
 // `polyspawn init`: merging into every kind of file a user may already have.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml } from 'smol-toml';
@@ -358,6 +359,81 @@ describe('the init command', () => {
     await expect(command(['--vscode', '--keys', ''], t.dir, {})).rejects.toThrow(/--keys takes API backends/);
     await expect(command(['--claude', '--keys', 'grok'], t.dir, {})).rejects.toThrow(/use it with --vscode/);
     expect(existsSync(t.file.vscode)).toBe(false);
+  });
+
+  describe('the run store kept out of git', () => {
+    /** A project that is a git repository (a `.git` folder is what init looks for: it runs no git). */
+    const repo = () => {
+      const t = setup();
+      mkdirSync(join(t.dir, '.git'));
+      return { ...t, ignore: join(t.dir, '.gitignore') };
+    };
+    const gitLine = (stdout: string) => stdout.split('\n').find((l) => l.startsWith('Git '));
+
+    test('in a repository: /.polyspawn/ appended once, the rest of the file kept byte for byte; IAC.md said to be read', async () => {
+      const t = repo();
+      const first = await command(['--claude'], t.dir, {});
+      expect(first.code).toBe(0);
+      expect(t.read(t.ignore)).toBe('/.polyspawn/\n');
+      expect(gitLine(first.stdout)).toBe(
+        'Git         .gitignore: created with /.polyspawn/ (the run store: logs, records, tokens)',
+      );
+      expect(first.stdout).toMatch(/^IAC\.md +.*meant to be read, and yours to commit or not$/m);
+      const again = await command(['--claude'], t.dir, {});
+      expect(gitLine(again.stdout)).toBe('Git         .gitignore already ignores /.polyspawn/');
+      expect(t.read(t.ignore)).toBe('/.polyspawn/\n');
+
+      // A file without a final newline, in CRLF: one line added after it, in its own line ending.
+      writeFileSync(t.ignore, 'node_modules/\r\ndist');
+      await command(['--claude'], t.dir, {});
+      expect(t.read(t.ignore)).toBe('node_modules/\r\ndist\r\n/.polyspawn/\r\n');
+      for (const written of ['.polyspawn', '  /.polyspawn/  ', '.polyspawn/*']) {
+        writeFileSync(t.ignore, `dist/\n${written}\n`);
+        expect(gitLine((await command(['--claude'], t.dir, {})).stdout)).toContain('already ignores');
+        expect(t.read(t.ignore)).toBe(`dist/\n${written}\n`);
+      }
+    });
+
+    test('--no-gitignore, no repository, a store configured elsewhere', async () => {
+      const t = repo();
+      const skipped = await command(['--claude', '--no-gitignore'], t.dir, {});
+      expect(gitLine(skipped.stdout)).toBe('Git         .gitignore left as it is (--no-gitignore)');
+      expect(existsSync(t.ignore)).toBe(false);
+
+      await command(['--claude'], t.dir, { POLYSPAWN_STATE_DIR: 'var/agents' });
+      expect(t.read(t.ignore)).toBe('/var/agents/\n');
+
+      const plain = setup();
+      const outside = await command(['--claude'], plain.dir, {});
+      expect(gitLine(outside.stdout)).toMatch(/is not in a git repository: no \.gitignore written$/);
+      expect(existsSync(join(plain.dir, '.gitignore'))).toBe(false);
+    });
+
+    test('a .gitignore that is a link, a folder or a FIFO is left as it is, and said', async () => {
+      const t = repo();
+      const target = join(t.root, 'elsewhere');
+      writeFileSync(target, 'theirs\n');
+      symlinkSync(target, t.ignore);
+      const linked = await command(['--claude'], t.dir, {});
+      expect(linked.code).toBe(0);
+      expect(gitLine(linked.stdout)).toBe(
+        'Git         .gitignore is a symbolic link: left as it is; add the line /.polyspawn/ to it yourself',
+      );
+      expect(readFileSync(target, 'utf8')).toBe('theirs\n');
+
+      rmSync(t.ignore);
+      mkdirSync(t.ignore);
+      expect(gitLine((await command(['--claude'], t.dir, {})).stdout)).toMatch(
+        /\.gitignore is not a regular file: left as it is/,
+      );
+
+      rmSync(t.ignore, { recursive: true });
+      execFileSync('mkfifo', [t.ignore]);
+      // Never blocks on it.
+      expect(gitLine((await command(['--claude'], t.dir, {})).stdout)).toMatch(
+        /\.gitignore is not a regular file: left as it is/,
+      );
+    });
   });
 
   test('exit 1 when a file was left untouched, and the report says which and why', async () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, onTestFinished, test } from 'vit
 import { fakeBinDir, repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 import { markedProcesses } from '../helpers/process-groups.js';
 import { waitFor, waitGone } from '../helpers/processes.js';
+import { bwrapWorks } from '../helpers/tools.js';
 
 type Job = { agent_id: string; state: string; text?: string; error?: string; sandbox?: string };
 
@@ -100,7 +101,7 @@ const attempts = async (tool: string, directives: string[], extra: Record<string
   return { job, tried: JSON.parse(job.text!) as Record<string, string> };
 };
 
-describe('bwrap', () => {
+describe.skipIf(!bwrapWorks)('bwrap', () => {
   test('the agent writes its folder, and cannot read the home folder, write outside its folder, or see the host /tmp', async () => {
     writeFileSync(join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker'), 'host\n');
     onTestFinished(() => rmSync(join(tmpdir(), 'polyspawn-sandbox-host-tmp-marker'), { force: true }));

@@ -16,6 +16,7 @@ import { shippedModels } from '../../src/config/models.js';
 import { containerName, SandboxError, wrapInSandbox, type SandboxRun } from '../../src/jobs/process/sandbox.js';
 import { fakeBinDir, repoRoot } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
+import { bwrapWorks } from '../helpers/tools.js';
 
 const cli = (name: string) => backends.find((b) => b.name === name) as CliBackend;
 const TOKEN = 'psp_secret-token-value-0123456789';
@@ -57,7 +58,7 @@ function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}):
 const binds = (args: string[], flag: string) =>
   args.flatMap((a, i) => ((a === flag && args[i + 1] === args[i + 2]) || a === `${flag}-fd` ? [args[i + 2]!] : []));
 
-describe('bwrap', () => {
+describe.skipIf(!bwrapWorks)('bwrap', () => {
   test("the system read-only, the folder and the run's folder read-write, the store hidden, the CLI's own folders; the rest of home gone", () => {
     const r = run({});
     const home = r.env.HOME!;
@@ -143,7 +144,7 @@ describe('bwrap', () => {
   });
 });
 
-describe('what the agent may not reach', () => {
+describe.skipIf(!bwrapWorks)('what the agent may not reach', () => {
   const git = (cwd: string, ...args: string[]) =>
     execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd, stdio: 'ignore' });
   const repo = (r: SandboxRun) => {

@@ -128,7 +128,7 @@ type BackendBase = {
   /**
    * The shipped models table's entry: the model a spawn without one runs, short names for
    * models, and prices (USD per million tokens) for where the run reports no cost. The user's
-   * and the project's models.json override parts of it (README, "Models").
+   * and the project's models.json override parts of it (docs/configuration.md, "Models").
    */
   models: BackendModels;
   /** Whether the CLI accepts a system prompt (tools hide the field where it does not). */

@@ -108,8 +108,8 @@ Options:
       --timeout <seconds>  stop it after this long (default: the configured timeout_s)
       --system-prompt <t>  extra system instructions
       --resume <id>        continue an earlier agent (its agent id or session id)
-      --max-turns <n>      stop it past this many model requests (README, "Budgets")
-      --max-budget-usd <x> stop it past this many US dollars (README, "Budgets")
+      --max-turns <n>      stop it past this many model requests (docs/agents.md, "Budgets")
+      --max-budget-usd <x> stop it past this many US dollars (docs/agents.md, "Budgets")
       --isolation <mode>   worktree: work in a git worktree of its own, on branch polyspawn/<id>
                            (CLI backends; default: the configured isolation, none)
       --base <ref>         the commit or ref that worktree starts from (default: HEAD)

@@ -89,7 +89,7 @@ export function checkDefaultModels(table: ModelsTable, backends: readonly Backen
   const entries = missing.map((name) => `"${name}": { "default": "<model>" }`).join(', ');
   throw new ConfigError(
     `no default model for ${missing.join(', ')}: set ${where} (shipped with the backend), ` +
-      `or add ${entries} to a models.json override (see README, "Models")`,
+      `or add ${entries} to a models.json override (see docs/configuration.md, "Models")`,
   );
 }
 

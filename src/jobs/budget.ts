@@ -55,7 +55,7 @@ export function costBudgetProblem(backend: Backend, models: ModelsTable, model: 
   if ((backend.budgetFlags ?? []).includes('cost') || models[backend.name]?.prices[model]) return undefined;
   return (
     `max_budget_usd: polyspawn knows no price for ${backend.name}'s model ${model}, so it cannot follow its cost: ` +
-    'add its prices to a models.json override (README, "Models"), or leave max_budget_usd out'
+    'add its prices to a models.json override (docs/configuration.md, "Models"), or leave max_budget_usd out'
   );
 }
 

@@ -117,7 +117,7 @@ function costNote(ctx: Pick<ResultContext, 'models'>, job: JobRecord): string | 
   if (job.outcome?.costSource === 'reported' || isKnownModel(ctx.models, job.backend, job.model)) return undefined;
   return (
     `model "${job.model}" is not in polyspawn's models table: it is passed to ${job.backend} as named, and its cost is ` +
-    `unknown unless ${job.backend} reports one (add its prices to a models.json override to have it estimated: README, "Models")`
+    `unknown unless ${job.backend} reports one (add its prices to a models.json override to have it estimated: docs/configuration.md, "Models")`
   );
 }
 

@@ -60,6 +60,9 @@ beforeAll(() => {
       'dist/backends/registry.js',
       'dist/iac/store.js',
       'README.md',
+      // The pages the README links.
+      'docs/tools.md',
+      'docs/security.md',
       'api_keys.example.json',
     ]),
   );

@@ -4,7 +4,7 @@
 // parsed byte-for-byte untouched.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as jsonc from 'jsonc-parser';
 import { parse as parseToml, stringify as stringifyToml } from 'smol-toml';
@@ -566,7 +566,13 @@ function storeAndGit(dir: string, io: CommandIo, skip: boolean): string[] {
   if (skip) git = '.gitignore left as it is (--no-gitignore)';
   else {
     try {
-      git = ignoreStateDir(dir, loadConfig(registry, io.env, dir).stateDir);
+      const config = loadConfig(registry, io.env, dir);
+      // A cloned repository's config could name any folder (src) as the store, to hide it from git.
+      const movedByProject =
+        !io.env.POLYSPAWN_STATE_DIR && config.projectConfig?.changed.some((c) => c.startsWith('state_dir '));
+      git = movedByProject
+        ? `no .gitignore written: the project's ${basename(config.projectConfig!.file)} puts the run store in ${config.stateDir}; add that folder to .gitignore yourself if it is right`
+        : ignoreStateDir(dir, config.stateDir);
     } catch (error) {
       git = `no .gitignore written: the config cannot be read (${(error as Error).message})`;
     }

@@ -403,6 +403,15 @@ describe('the init command', () => {
       await command(['--claude'], t.dir, { POLYSPAWN_STATE_DIR: 'var/agents' });
       expect(t.read(t.ignore)).toBe('/var/agents/\n');
 
+      // The project's own config (it came with the repository) cannot have init ignore a folder of its choice.
+      const cloned = repo();
+      writeFileSync(join(cloned.dir, 'polyspawn.config.json'), JSON.stringify({ state_dir: 'src' }));
+      const moved = await command(['--claude'], cloned.dir, {});
+      expect(gitLine(moved.stdout)).toBe(
+        `Git         no .gitignore written: the project's polyspawn.config.json puts the run store in ${join(cloned.dir, 'src')}; add that folder to .gitignore yourself if it is right`,
+      );
+      expect(existsSync(cloned.ignore)).toBe(false);
+
       const plain = setup();
       const outside = await command(['--claude'], plain.dir, {});
       expect(gitLine(outside.stdout)).toMatch(/is not in a git repository: no \.gitignore written$/);

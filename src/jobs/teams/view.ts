@@ -17,7 +17,8 @@ type ViewCell = string | { agent: string };
 /** What the members share, as a table. */
 type ViewTable = { title: string; columns: string[]; rows: ViewCell[][]; empty: string };
 
-export type TeamView = { steps: ViewStep[]; tables: ViewTable[] };
+/** `together`: its steps run at the same time (a leader and its teammates), not one after another. */
+export type TeamView = { steps: ViewStep[]; tables: ViewTable[]; together?: boolean };
 
 /** What a cell shows of a member's text (a task's result, a board's value): the rest is in its agent's record. */
 const CELL_CHARS = 1000;

@@ -3,7 +3,7 @@
 // name holds: git's quoted `diff --git "a/…"` headers are never parsed), the hunks from the
 // unified diff, file by file in the order git writes both. Read-only: no lock is taken.
 import { InputError } from '../../lib/errors.js';
-import type { JobRecord, JobTable } from '../table.js';
+import type { JobTable } from '../table.js';
 import { branchExists, gitOk, NO_DIFF_PROGRAMS, type GitPlace } from './git.js';
 import { worktreePlace } from './report.js';
 import { repositoryOf, type WorktreeContext } from './worktree.js';
@@ -61,10 +61,10 @@ const DIFF = ['diff', ...NO_DIFF_PROGRAMS, '--no-color', '-M', '-O/dev/null'];
 type ReviewContext = WorktreeContext & { jobs: Pick<JobTable, 'get'> };
 
 /**
- * The diff of job `id`'s branch from its base; an InputError when it ran in no worktree or its
- * branch is gone (integrated, discarded, or it changed nothing).
+ * Job `id`'s branch, to review; an InputError when it ran in no worktree or its branch is gone
+ * (integrated, discarded, or it changed nothing).
  */
-export async function branchDiff(ctx: ReviewContext, id: string): Promise<BranchDiff> {
+export async function reviewedBranch(ctx: ReviewContext, id: string) {
   const job = ctx.jobs.get(id);
   if (!job) throw new InputError(`no agent with id "${id}"`);
   if (job.isolation !== 'worktree' || !job.worktree)
@@ -75,11 +75,16 @@ export async function branchDiff(ctx: ReviewContext, id: string): Promise<Branch
     throw new InputError(
       `agent ${id}'s branch ${branch} is gone: it was integrated or discarded already, or the agent changed nothing`,
     );
-  return readDiff(repo, job, branch);
+  return { repo, job, branch, base: job.worktree.base };
 }
 
-async function readDiff(repo: GitPlace, job: JobRecord, branch: string): Promise<BranchDiff> {
-  const base = job.worktree!.base;
+/** The diff of job `id`'s branch from its base (refused as reviewedBranch refuses). */
+export async function branchDiff(ctx: ReviewContext, id: string): Promise<BranchDiff> {
+  const { repo, branch, base } = await reviewedBranch(ctx, id);
+  return readDiff(repo, base, branch);
+}
+
+async function readDiff(repo: GitPlace, base: string, branch: string): Promise<BranchDiff> {
   const tip = `refs/heads/${branch}`;
   const [names, patch] = await Promise.all([
     gitOk(repo, [...DIFF, '--name-status', '-z', base, tip, '--']),

@@ -13,7 +13,7 @@ import { cutWhenStalled } from '../http/stalled.js';
 import type { App } from '../../app.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { TEAM_ID, type TeamRecord } from '../../jobs/teams/record.js';
-import { branchDiff } from '../../jobs/worktree/diff.js';
+import { branchDiff, reviewedBranch } from '../../jobs/worktree/diff.js';
 import { integrate, INTEGRATE_MODES, type IntegrateMode } from '../../jobs/worktree/integrate.js';
 import { InputError } from '../../lib/errors.js';
 import { runFolder } from '../../lib/run-folder.js';
@@ -21,7 +21,7 @@ import { tokenMatches } from '../../lib/daemon-file.js';
 import { readLogPage } from '../tools/logs.js';
 import { esc } from './html.js';
 import { activeSection, agentPage, costSection, historySection, overviewPage, page, recordSection } from './render.js';
-import { integrationSection, reviewSection } from './review.js';
+import { diffSection, integrationSection, reviewSection } from './review.js';
 import { teamSection, teamsSection } from './team-view.js';
 
 const COOKIE = 'polyspawn_dashboard';
@@ -175,12 +175,18 @@ async function reply(app: App, req: IncomingMessage, res: ServerResponse, job: J
   return redirect(res, `/agents/${job.id}`);
 }
 
-/** An agent's review: its branch's diff, or why there is none to show (the error says). */
-async function review(app: App, job: JobRecord): Promise<string> {
-  const diff = await branchDiff(app, job.id).catch((error: unknown) =>
-    error instanceof Error ? error : new Error(String(error)),
-  );
-  return reviewSection(app, job, diff);
+/**
+ * An agent's review: its live part, and on the page its branch's diff (read once: git runs for
+ * a page, not for every change a refresh follows); or why there is nothing to review.
+ */
+async function review(app: App, job: JobRecord, withDiff: boolean): Promise<string> {
+  try {
+    if (!withDiff) return (await reviewedBranch(app, job.id), reviewSection(app, job, undefined));
+    const diff = await branchDiff(app, job.id);
+    return reviewSection(app, job, undefined) + diffSection(diff);
+  } catch (error) {
+    return reviewSection(app, job, error instanceof Error ? error : new Error(String(error)));
+  }
 }
 
 /**
@@ -285,8 +291,8 @@ export function dashboard(app: App, token: string): Handler {
     if (req.method === 'POST' && rest === 'reply') return reply(app, req, res, job);
     const sub = path.split('/').slice(3).join('/');
     if (req.method === 'GET' && sub === 'review')
-      return send(res, 200, page(`review of ${job.id}`, await review(app, job)));
-    if (req.method === 'GET' && sub === 'review/fragment/record') return send(res, 200, await review(app, job));
+      return send(res, 200, page(`review of ${job.id}`, await review(app, job, true)));
+    if (req.method === 'GET' && sub === 'review/fragment/record') return send(res, 200, await review(app, job, false));
     if (req.method === 'POST' && sub === 'integrate') return integrateFromPage(app, req, res, job);
     if (req.method === 'POST' && sub === 'cancel') {
       if (!(await readForm(req, res))) return true;

@@ -52,18 +52,19 @@ function fileDiff(f: FileDiff, i: number): string {
   return `<details class="file" id="file-${i}" open><summary><span class="status">${f.status}</span> <code>${pathOf(f)}</code> ${countOf(f)}</summary>${body}${cut}</details>`;
 }
 
-function diffView(diff: BranchDiff): string {
+/** The branch's diff: the files it changes, then each with its hunks (the page's, drawn once: a review is read, not refreshed). */
+export function diffSection(diff: BranchDiff): string {
   const list = diff.files.map(
     (f, i) => `<li><span class="status">${f.status}</span> <a href="#file-${i}">${pathOf(f)}</a> ${countOf(f)}</li>`,
   );
   const cut = diff.cut
     ? `<p class="note">Part of the diff is left out here: <code>${esc(diff.command)}</code> shows the whole.</p>`
     : '';
-  return `<h2>Files changed (${diff.files.length})</h2>${
+  return `<section id="diff">${STYLE}<h2>Files changed (${diff.files.length})</h2>${
     diff.files.length
       ? `<ol class="files">${list.join('')}</ol>${cut}${diff.files.map(fileDiff).join('')}`
       : '<p class="empty">Its branch changes nothing yet.</p>'
-  }`;
+  }</section>`;
 }
 
 const cancelButton = (job: JobRecord) =>
@@ -81,17 +82,17 @@ export function agentActions(job: JobRecord): string {
   return cancel || review ? `<div class="actions">${cancel}${review}</div>` : '';
 }
 
-function actions(job: JobRecord, diff: BranchDiff | Error): string {
+function actions(job: JobRecord, problem: Error | undefined): string {
   if (!isFinished(job.state))
-    return `<div class="actions">${cancelButton(job)}</div><p class="note">It is ${esc(job.state)}: what it has not committed yet shows here when it ends; land it then.</p>`;
-  if (diff instanceof Error) return '';
+    return `<div class="actions">${cancelButton(job)}</div><p class="note">It is ${esc(job.state)}: the diff below is what it has committed so far; what it leaves uncommitted is committed when it ends. Reload then, and land it.</p>`;
+  if (problem) return '';
   const modes = MODES.map(
     ([how, label, what]) =>
       `<div>${postButton(`/agents/${job.id}/integrate`, label, { fields: { how } })}<small>${esc(what)}</small></div>`,
   );
   const discard = postButton(`/agents/${job.id}/integrate`, 'Discard', {
     fields: { how: 'discard' },
-    confirm: `Discard agent ${job.id}'s work? Its worktree and branch ${diff.branch} are deleted.`,
+    confirm: `Discard agent ${job.id}'s work? Its worktree and branch ${job.worktree?.branch ?? ''} are deleted.`,
     danger: true,
   });
   return `<div class="actions">${modes.join('')}<div>${discard}<small>delete its worktree and branch</small></div></div>`;
@@ -108,8 +109,8 @@ function overlaps(app: App, job: JobRecord): string {
   return `<h2>Changed by other agents too (${found.length})</h2><p>They ran at the same time from the same base: landing one may conflict with the other.</p><ul class="overlaps">${items.join('')}</ul>`;
 }
 
-/** The review page's section (it refreshes as the agent changes): who, what, the buttons, the diff. */
-export function reviewSection(app: App, job: JobRecord, diff: BranchDiff | Error): string {
+/** The review's live part (it refreshes as the agent changes): who, what, the buttons, the overlaps; `problem`: why there is nothing to land. */
+export function reviewSection(app: App, job: JobRecord, problem: Error | undefined): string {
   const r = fullResult(app, job);
   const wt = job.worktree;
   const where = wt
@@ -121,8 +122,8 @@ export function reviewSection(app: App, job: JobRecord, diff: BranchDiff | Error
     : '';
   return `<section id="record" data-agent="${esc(job.id)}">${STYLE}
 <p>${agentLink(job.id)} · ${esc(r.backend)}${r.agent ? ` (${esc(r.agent)})` : ''} · <b>${esc(r.state)}</b>${team}</p>
-<p class="task">${esc(r.task)}</p>${where}${notes}${actions(job, diff)}
-${diff instanceof Error ? `<p class="error">${esc(diff.message)}</p>` : ''}${overlaps(app, job)}${diff instanceof Error ? '' : diffView(diff)}</section>`;
+<p class="task">${esc(r.task)}</p>${where}${notes}${actions(job, problem)}
+${problem ? `<p class="error">${esc(problem.message)}</p>` : ''}${overlaps(app, job)}</section>`;
 }
 
 /** What an integrate from the page did: as the tool returns it, for a person. */

@@ -18,8 +18,8 @@ const ANSWER_CHARS = 2000;
 const STYLE = `<style>
 .shape{display:flex;flex-wrap:wrap;gap:.25em 1.6em;list-style:none;padding:0;margin:.5em 0}
 .step{position:relative;border:1px solid #c8d0da;border-radius:6px;padding:.3em .6em;background:#fafbfc;min-width:9em}
-.step+.step::before{content:"→";position:absolute;left:-1.25em;top:.9em;color:#667}
-.step>b{display:block;font-size:12px;color:#445;text-transform:uppercase;letter-spacing:.03em}
+.shape:not(.together) .step+.step::before{content:"→";position:absolute;left:-1.25em;top:.9em;color:#667}
+.step-title{display:block;font-size:12px;color:#445;text-transform:uppercase;letter-spacing:.03em}
 .slots{list-style:none;padding:0;margin:.2em 0 0}.slot{margin:.15em 0;padding:.1em .4em;border-radius:4px;border-left:4px solid #999}
 .slot small{color:#556}.slot.planned{color:#556;border-left-style:dashed;background:#fff}
 .slot.state-running{border-color:#1f6feb;background:#eef6ff}.slot.state-queued{border-color:#8a939d;background:#f3f4f6}
@@ -31,7 +31,7 @@ const STYLE = `<style>
 .timeline time{color:#445;font-variant-numeric:tabular-nums;display:inline-block;min-width:4.5em}
 .kind{display:inline-block;min-width:4.5em;font-size:12px;color:#445}.kind-failed .kind,.kind-budget .kind,.kind-limit .kind{color:#b3261e}
 .shared td{max-width:40em;overflow-wrap:anywhere;white-space:pre-wrap}.children{list-style:none;padding:0}
-.children>li{border-left:3px solid #b07aa1;padding-left:.6em;margin:.4em 0}.error{color:#b3261e}
+.whole-task{max-height:12em}.children>li{border-left:3px solid #b07aa1;padding-left:.6em;margin:.4em 0}.error{color:#b3261e}
 </style>`;
 
 /** The state of the member job `jobId`, as the team last saw it (or the job table, for a job it no longer follows). */
@@ -47,9 +47,10 @@ function shape(app: App, team: TeamRecord, view: TeamView): string {
     return `<li class="slot state-${esc(state)}" data-agent="${esc(jobId)}">${agentLink(jobId, member)} <span class="badge">${esc(state)}</span> <small>${esc(jobId)}</small></li>`;
   };
   const steps = view.steps.map(
-    (step) => `<li class="step"><b>${esc(step.title)}</b><ul class="slots">${step.slots.map(slot).join('')}</ul></li>`,
+    (step) => `<li class="step"><span class="step-title">${esc(step.title)}</span><ul class="slots">${step.slots.map(slot).join('')}</ul></li>`,
   );
-  return `<ol class="shape" aria-label="the team's steps in order">${steps.join('')}</ol>`;
+  const label = view.together ? 'the parts of the team, at work together' : "the team's steps in order";
+  return `<ol class="shape${view.together ? ' together' : ''}" aria-label="${label}">${steps.join('')}</ol>`;
 }
 
 /** What the members share: each table as its topology declares it, agents linked, texts redacted. */
@@ -75,7 +76,9 @@ function timeline(app: App, team: TeamRecord): string {
   const start = Date.parse(team.createdAt);
   const items = team.events.map((e) => {
     const at = ((Date.parse(e.at) - start) / 1000).toFixed(1);
-    return `<li class="kind-${esc(e.kind)}"><time datetime="${esc(e.at)}">+${esc(at)} s</time> <span class="kind">${esc(e.kind)}</span> ${esc(app.secrets.text(e.text))}${e.jobId ? ` · ${agentLink(e.jobId)}` : ''}</li>`;
+    const member = e.jobId && team.members.find((m) => m.jobId === e.jobId);
+    const who = e.jobId ? ` · ${agentLink(e.jobId, member ? `${member.member}, ${member.role}` : e.jobId)}` : '';
+    return `<li class="kind-${esc(e.kind)}"><time datetime="${esc(e.at)}">+${esc(at)} s</time> <span class="kind">${esc(e.kind)}</span> ${esc(app.secrets.text(e.text))}${who}</li>`;
   });
   return items.length
     ? `<ol class="timeline" aria-label="the team's events">${items.join('')}</ol>`
@@ -164,8 +167,11 @@ export function teamSection(app: App, team: TeamRecord): string {
         confirm: `Cancel team ${team.id} and every member still running?`,
         danger: true,
       });
+  const task = app.secrets.text(team.spec.task);
+  // The whole task where the line above is cut: shown, not folded, since the section is redrawn as the team changes.
+  const whole = task.trim() === t.task ? '' : `<pre class="prompt whole-task">${esc(task)}</pre>`;
   return `<section id="record" data-team="${esc(team.id)}">${STYLE}${heading(team, 'h2')}
-<p class="task">${esc(t.task)}</p><p>${facts(app, team)}</p>${cancel}
+<p class="task">${esc(t.task)}</p>${whole}<p>${facts(app, team)}</p>${cancel}
 ${shape(app, team, view)}${sharedTables(app, view)}${childTeams(app, team)}${memberOverlaps(app, team)}${answerOf(app, team, true)}
 <h2>Timeline</h2>${timeline(app, team)}</section>`;
 }

@@ -129,6 +129,7 @@ function leaderView(team: TeamRecord, tasks: TaskList | undefined): TeamView {
   ]);
   return {
     steps: [plannedStep(team, 'leader', leader), { title: 'teammates', slots }],
+    together: true,
     tables: [
       {
         title: 'Tasks',

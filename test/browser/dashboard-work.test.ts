@@ -4,7 +4,7 @@
 // a running agent cancelled; and a running team of each shape drawn as what it is (a pipeline's
 // stages, a debate's rounds and judge, a leader's task list, a board, a supervisor's team), its
 // members' states live and its events as a timeline. The screenshots for the note are written to
-// test/browser/output/ (git-ignored): overview-team.png, team.png, review.png.
+// test/browser/output/ (git-ignored): overview-team.png, team-view.png, review.png.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -87,7 +87,11 @@ describe("an isolated agent's work, reviewed and landed from the page", () => {
   beforeAll(async () => {
     // Both ran from the same base and changed shared.txt: each review names the other.
     [first, second] = await Promise.all([
-      isolatedAgent('add the greeting', { 'shared.txt': 'hello from the first', [HOSTILE_NAME]: HOSTILE_TEXT }),
+      isolatedAgent('add the greeting', {
+        'shared.txt': 'hello from the first',
+        'README.md': 'a project that greets',
+        [HOSTILE_NAME]: HOSTILE_TEXT,
+      }),
       isolatedAgent('add another greeting', { 'shared.txt': 'hello from the second' }),
     ]);
   });
@@ -96,9 +100,12 @@ describe("an isolated agent's work, reviewed and landed from the page", () => {
     await page.goto(`${origin}/agents/${first}`);
     await page.click(`a[href="/agents/${first}/review"]`);
     const files = page.locator('details.file');
-    await expect.poll(() => files.count()).toBe(2);
+    await expect.poll(() => files.count()).toBe(3);
     const names = await page.locator('details.file summary code').allTextContents();
-    expect(names.sort()).toEqual([HOSTILE_NAME, 'shared.txt'].sort());
+    expect(names.sort()).toEqual([HOSTILE_NAME, 'README.md', 'shared.txt'].sort());
+    const readme = page.locator('details.file', { hasText: 'README.md' });
+    expect(await readme.locator('tr.remove').textContent()).toBe('1−a project');
+    expect(await readme.locator('tr.add').textContent()).toBe('1+a project that greets');
     const hostile = page.locator('details.file', { hasText: HOSTILE_NAME });
     expect(await hostile.locator('tr.add').textContent()).toContain(HOSTILE_TEXT);
     expect(await page.locator('details.file b, details.file img, details.file script').count()).toBe(0);
@@ -241,7 +248,7 @@ describe('a running team, drawn as what it is', () => {
     const team2 = await mcp.callOk<Team>('result', { agent_id: team.team_id });
     const teammates = team2.members.filter((m) => m.role.startsWith('teammate')).map((m) => m.agent_id);
     expect(teammates).toContain(owner);
-    await shot('team');
+    await shot('team-view');
     await waitTeam(team.team_id);
     await expect
       .poll(() => page.locator('#record table.shared td:nth-child(3)').allTextContents(), { timeout: APPEARS_MS })

@@ -47,7 +47,8 @@ function shape(app: App, team: TeamRecord, view: TeamView): string {
     return `<li class="slot state-${esc(state)}" data-agent="${esc(jobId)}">${agentLink(jobId, member)} <span class="badge">${esc(state)}</span> <small>${esc(jobId)}</small></li>`;
   };
   const steps = view.steps.map(
-    (step) => `<li class="step"><span class="step-title">${esc(step.title)}</span><ul class="slots">${step.slots.map(slot).join('')}</ul></li>`,
+    (step) =>
+      `<li class="step"><span class="step-title">${esc(step.title)}</span><ul class="slots">${step.slots.map(slot).join('')}</ul></li>`,
   );
   const label = view.together ? 'the parts of the team, at work together' : "the team's steps in order";
   return `<ol class="shape${view.together ? ' together' : ''}" aria-label="${label}">${steps.join('')}</ol>`;
@@ -168,10 +169,11 @@ export function teamSection(app: App, team: TeamRecord): string {
         danger: true,
       });
   const task = app.secrets.text(team.spec.task);
-  // The whole task where the line above is cut: shown, not folded, since the section is redrawn as the team changes.
-  const whole = task.trim() === t.task ? '' : `<pre class="prompt whole-task">${esc(task)}</pre>`;
+  // A task longer than its first line shown whole, not folded: the section is redrawn as the team changes.
+  const shownTask =
+    task.trim() === t.task ? `<p class="task">${esc(t.task)}</p>` : `<pre class="prompt whole-task">${esc(task)}</pre>`;
   return `<section id="record" data-team="${esc(team.id)}">${STYLE}${heading(team, 'h2')}
-<p class="task">${esc(t.task)}</p>${whole}<p>${facts(app, team)}</p>${cancel}
+${shownTask}<p>${facts(app, team)}</p>${cancel}
 ${shape(app, team, view)}${sharedTables(app, view)}${childTeams(app, team)}${memberOverlaps(app, team)}${answerOf(app, team, true)}
 <h2>Timeline</h2>${timeline(app, team)}</section>`;
 }

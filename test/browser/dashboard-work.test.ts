@@ -4,7 +4,7 @@
 // a running agent cancelled; and a running team of each shape drawn as what it is (a pipeline's
 // stages, a debate's rounds and judge, a leader's task list, a board, a supervisor's team), its
 // members' states live and its events as a timeline. The screenshots for the note are written to
-// test/browser/output/ (git-ignored): overview-team.png, team-view.png, review.png.
+// test/browser/output/ (git-ignored): overview-team.png, team-view.png, team-supervisor.png, review.png.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +30,9 @@ let browser: Browser;
 let page: Page;
 let origin: string;
 let project: string;
+/** What the page's buttons asked to confirm, in order; `refuseNext` answers the next one no. */
+const asked: string[] = [];
+let refuseNext = false;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
@@ -45,8 +48,12 @@ beforeAll(async () => {
   origin = new URL(server.url).origin;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  // Every confirm() a button asks is answered yes, as a user who means it would.
-  page.on('dialog', (dialog) => void dialog.accept());
+  // Every confirm() a button asks is answered yes, as a user who means it would, unless a test says no.
+  page.on('dialog', (dialog) => {
+    asked.push(dialog.message());
+    void (refuseNext ? dialog.dismiss() : dialog.accept());
+    refuseNext = false;
+  });
   await page.goto(`${origin}/?token=${encodeURIComponent(server.token)}`);
 });
 afterAll(async () => {
@@ -145,6 +152,14 @@ describe("an isolated agent's work, reviewed and landed from the page", () => {
     expect(branches()).toContain(`polyspawn/${second}`);
 
     await page.goto(`${origin}/agents/${second}/review`);
+    // Asked first: answered no, nothing is posted and the branch stays.
+    refuseNext = true;
+    await page.click('form.danger:has(input[value="discard"]) button');
+    expect(asked.at(-1)).toBe(
+      `Discard agent ${second}'s work? Its worktree and branch polyspawn/${second} are deleted.`,
+    );
+    expect(page.url()).toBe(`${origin}/agents/${second}/review`);
+    expect(branches()).toContain(`polyspawn/${second}`);
     await page.click('form.danger:has(input[value="discard"]) button');
     await expect.poll(() => page.locator('#integrated').getAttribute('data-how')).toBe('discard');
     expect(branches()).not.toContain(second);
@@ -158,6 +173,7 @@ test('a running agent is cancelled from its page, and ends cancelled', async () 
   const job = await mcp.callOk<Job>('spawn_codex', { prompt: 'works forever [[cli:hang]]' });
   await page.goto(`${origin}/agents/${job.agent_id}`);
   await page.locator(`form[action="/agents/${job.agent_id}/cancel"] button`).click();
+  expect(asked.at(-1)).toBe(`Stop agent ${job.agent_id} and every process it started?`);
   await expect.poll(() => page.url()).toBe(`${origin}/agents/${job.agent_id}`);
   expect((await finished(job.agent_id)).state).toBe('cancelled');
   await expect
@@ -211,6 +227,20 @@ describe('a running team, drawn as what it is', () => {
     const timeline = await page.locator('.timeline').textContent();
     expect(timeline).toMatch(/started[\s\S]*stage 1: codex started[\s\S]*answer[\s\S]*stage 2: claude started/);
     expect(await page.locator('details pre.answer').textContent()).toContain('FAKE claude');
+  });
+
+  test('a running team is cancelled from its page: its members end, the page says cancelled', async () => {
+    const team = await runTeam({ topology: 'pipeline', members: ['codex', 'claude'], task: 'forever [[cli:hang]]' });
+    await page.goto(`${origin}/teams/${team.team_id}`);
+    await expect.poll(() => slot('stage 1').locator('.slot.state-running').count(), { timeout: APPEARS_MS }).toBe(1);
+    await page.click(`form[action="/teams/${team.team_id}/cancel"] button`);
+    expect(asked.at(-1)).toBe(`Cancel team ${team.team_id} and every member still running?`);
+    expect((await waitTeam(team.team_id)).state).toBe('cancelled');
+    await expect
+      .poll(() => page.locator('#record h2').first().textContent(), { timeout: APPEARS_MS })
+      .toContain('cancelled');
+    expect(await slot('stage 1').locator('.slot').getAttribute('class')).toContain('state-cancelled');
+    expect(await page.locator(`form[action="/teams/${team.team_id}/cancel"]`).count()).toBe(0);
   });
 
   test('debate: its rounds, then the judge', async () => {
@@ -296,6 +326,7 @@ describe('a running team, drawn as what it is', () => {
     await child.waitFor({ timeout: APPEARS_MS });
     await expect.poll(() => child.locator('.slot.state-running').count(), { timeout: APPEARS_MS }).toBe(1);
     expect(await child.locator('.step > .step-title').allTextContents()).toEqual(['stage 1', 'stage 2']);
+    await shot('team-supervisor');
     const childId = (await child.getAttribute('data-team'))!;
     await waitTeam(team.team_id);
     await expect

@@ -67,8 +67,10 @@ type ReviewContext = WorktreeContext & { jobs: Pick<JobTable, 'get'> };
 export async function reviewedBranch(ctx: ReviewContext, id: string) {
   const job = ctx.jobs.get(id);
   if (!job) throw new InputError(`no agent with id "${id}"`);
-  if (job.isolation !== 'worktree' || !job.worktree)
+  if (job.isolation !== 'worktree')
     throw new InputError(`agent ${id} did not run in a worktree: its changes are in your checkout already`);
+  if (!job.worktree)
+    throw new InputError(`agent ${id} has no worktree yet (it is ${job.state}): look again once it runs`);
   const repo = await repositoryOf(ctx.config.projectDir);
   const { branch } = worktreePlace(ctx.config.stateDir, job.worktreeOf ?? id);
   if (!(await branchExists(repo, branch)))

@@ -328,6 +328,7 @@ describe('a running team, drawn as what it is', () => {
     expect(await child.locator('.step > .step-title').allTextContents()).toEqual(['stage 1', 'stage 2']);
     await shot('team-supervisor');
     const childId = (await child.getAttribute('data-team'))!;
+    expect(await page.locator('.timeline').textContent()).toContain(`started team ${childId} (pipeline, 2 member(s))`);
     await waitTeam(team.team_id);
     await expect
       .poll(() => page.locator('#record h2').first().textContent(), { timeout: APPEARS_MS })

@@ -133,7 +133,13 @@ export class TeamTable {
     this.entries.set(record.id, entry);
     if (parent) {
       parent.record.children = [...(parent.record.children ?? []), record.id];
-      this.changed(parent.record);
+      const by = spec.parent!.jobId;
+      this.event(
+        parent.record,
+        'team',
+        `${by} started team ${record.id} (${spec.topology}, ${spec.members.length} member(s))`,
+        by,
+      );
     }
     this.changed(record);
     void this.run(entry).finally(settle);

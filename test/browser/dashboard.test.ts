@@ -117,12 +117,12 @@ test('a team shows with its members, live, then its answer; its task is text', a
   });
   const article = page.locator(`article[data-team="${team.team_id}"]`);
   await article.waitFor({ timeout: APPEARS_MS });
-  await expect.poll(() => article.locator('.members li').count(), { timeout: APPEARS_MS }).toBe(2);
+  await expect.poll(() => article.locator('.slot[data-agent]').count(), { timeout: APPEARS_MS }).toBe(2);
   await expect.poll(() => article.locator('h3').textContent(), { timeout: APPEARS_MS }).toContain('succeeded');
   expect(await article.locator('.task').textContent()).toContain('<b>bold</b>');
   expect(await article.locator('b').count()).toBe(0);
-  expect(await article.locator('.members').textContent()).toMatch(
-    /stage 1 · codex · succeeded[\s\S]*stage 2 · claude · succeeded/,
+  expect(await article.locator('.shape').textContent()).toMatch(
+    /stage 1\s*codex\s*succeeded[\s\S]*stage 2\s*claude\s*succeeded/,
   );
   expect(await article.locator('pre.answer').textContent()).toContain('FAKE claude: draft then polish');
   await shot('team');

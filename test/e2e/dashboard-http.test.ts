@@ -113,7 +113,19 @@ const escaped = (text: string) =>
 
 describe('every dashboard route', () => {
   let asking: string;
+  /** An agent and a team that have ended: what their cancel buttons post changes nothing. */
+  let ended: string;
+  let team: string;
   beforeAll(async () => {
+    ended = (await mcp.callOk<Job>('spawn_codex', { prompt: 'done', wait_s: LONG_WAIT_S })).agent_id;
+    team = (
+      await mcp.callOk<{ team_id: string }>('run_team', {
+        topology: 'pipeline',
+        members: ['codex', 'claude'],
+        task: 'x',
+      })
+    ).team_id;
+    await mcp.callOk('wait_for_agents', { agent_ids: [team], timeout_s: LONG_WAIT_S });
     const job = await mcp.callOk<Job>('spawn_codex', {
       prompt: `[[cli:ask:${HOSTILE_QUESTION}]] [[cli:ask-options:${HOSTILE_OPTION}|plain]]`,
     });
@@ -139,6 +151,15 @@ describe('every dashboard route', () => {
     ['GET', `/agents/${asking}/fragment`, 200],
     // An unknown message: refused by the job table, once admitted.
     ['POST', `/agents/${asking}/reply`, 400],
+    // It ran in no worktree: the review says so.
+    ['GET', `/agents/${asking}/review`, 200],
+    ['GET', `/agents/${asking}/review/fragment/record`, 200],
+    // No `how` in the form: refused, once admitted.
+    ['POST', `/agents/${asking}/integrate`, 400],
+    ['POST', `/agents/${ended}/cancel`, 303],
+    ['GET', `/teams/${team}`, 200],
+    ['GET', `/teams/${team}/fragment/record`, 200],
+    ['POST', `/teams/${team}/cancel`, 303],
   ];
 
   /** The status and (unless it is an event stream, which never ends) the body; the request is then ended. */
@@ -189,6 +210,21 @@ describe('every dashboard route', () => {
     const record = await mcp.callOk<Job & { questions?: unknown[] }>('result', { agent_id: asking });
     expect(record.state).toBe('running');
     expect(record.questions).toHaveLength(1);
+  });
+
+  test('an id from the URL is looked up only by its pattern and never echoed unescaped; a GET changes nothing', async () => {
+    const hostile = ['<img src=x onerror=alert(1)>', 'team-<b>x</b>', '..%2F..%2Fetc'];
+    for (const id of hostile)
+      for (const path of [`/agents/${id}/review`, `/teams/${id}`, `/agents/${id}/integrate`]) {
+        const { status, body } = await request('GET', path, { cookie });
+        expect(status, path).toBe(404);
+        expect(body, path).not.toContain('<img src=x');
+        expect(body, path).not.toContain('<b>x</b>');
+      }
+    // The actions are POSTs only: a link or an image on another page cannot cancel an agent.
+    expect((await request('GET', `/agents/${asking}/cancel`, { cookie })).status).toBe(404);
+    expect((await request('GET', `/agents/${asking}/integrate?how=discard`, { cookie })).status).toBe(404);
+    expect((await mcp.callOk<Job>('result', { agent_id: asking })).state).toBe('running');
   });
 
   test("a question's hostile markup is shown as text wherever the page shows it", async () => {

@@ -17,7 +17,8 @@
 //   [[cli:team]]             play the part a team's prompt gives (src/jobs/teams/topologies/):
 //                            a leader creates the tasks of [[cli:tasks:A|B]] and waits until all
 //                            are done (`LEAD <results>`); a teammate claims and finishes tasks
-//                            until none is left (`MATE <task ids>`); a blackboard member writes
+//                            until none is left (`MATE <task ids>`), each after [[cli:task-ms:MS]]
+//                            ms when given (a task seen claimed); a blackboard member writes
 //                            `seen-<pid>`, and `done` in the round [[cli:done-round:N]] says; a
 //                            supervisor runs the team [[cli:subteam:{run_team args}]] and waits
 //                            for it (`SUPERVISED <its answer>`)
@@ -166,6 +167,7 @@ async function playTeamPart(client, prompt, valueOf) {
       const { task } = await call('task_claim');
       if (task) {
         claimed.push(task.id);
+        await new Promise((resolve) => setTimeout(resolve, Number(valueOf('task-ms') ?? 0)));
         await call('task_update', { task_id: task.id, status: 'done', result: `${task.subject} by ${process.pid}` });
         continue;
       }

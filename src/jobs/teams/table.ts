@@ -12,6 +12,7 @@ import { childSpec, type TeamSpec } from './spec.js';
 import { namedMembers, topologyNamed } from './options.js';
 import { LimitReached, type TeamRun, type TopologyOutcome } from './topology.js';
 import { labelled, succeeded, type MemberAnswer } from './topologies/answers.js';
+import { stepsByRole, type TeamView } from './view.js';
 
 /** What a member's job is asked to do, and how it is tagged. */
 export type MemberRequest = {
@@ -132,7 +133,13 @@ export class TeamTable {
     this.entries.set(record.id, entry);
     if (parent) {
       parent.record.children = [...(parent.record.children ?? []), record.id];
-      this.changed(parent.record);
+      const by = spec.parent!.jobId;
+      this.event(
+        parent.record,
+        'team',
+        `${by} started team ${record.id} (${spec.topology}, ${spec.members.length} member(s))`,
+        by,
+      );
     }
     this.changed(record);
     void this.run(entry).finally(settle);
@@ -353,6 +360,13 @@ export class TeamTable {
     const id = this.teamOfJob.get(jobId);
     const entry = id ? this.entries.get(id) : undefined;
     return entry && !isTeamFinished(entry.record.state) ? { team: entry.record, state: entry.state } : undefined;
+  }
+
+  /** How the team is drawn: its topology's view, with what its members share while this table runs it. */
+  view(team: TeamRecord): TeamView {
+    const topology = topologyNamed(team.spec.topology);
+    const state = this.entries.get(team.id)?.state;
+    return topology.view?.(team, state) ?? { steps: stepsByRole(team), tables: [] };
   }
 
   /** This table's teams and the newest stored ones, newest first. */

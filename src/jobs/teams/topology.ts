@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import type { JobRecord } from '../table.js';
 import type { TeamEvent, TeamRecord } from './record.js';
 import type { TeamSpec } from './spec.js';
+import type { TeamView } from './view.js';
 
 /**
  * Thrown by TeamRun.start when no member may start: the cost of the team's tree has reached its
@@ -101,5 +102,10 @@ export type Topology<S = unknown> = {
   state?(report: TeamReport): S;
   /** The tools a member gets on its channel, bound to its session. */
   memberTools?(member: MemberSession<S>): MemberTool[];
+  /**
+   * How the dashboard draws the team (src/jobs/teams/view.ts); `state` is undefined for a team
+   * another server ran or one read back after a restart. Default: one step per role.
+   */
+  view?(team: TeamRecord, state: S | undefined): TeamView;
   run(run: TeamRun<S>): Promise<TopologyOutcome>;
 };

@@ -3,27 +3,26 @@
 // token once, in the URL `polyspawn dashboard` prints (`/?token=...`), traded at once for an
 // HttpOnly, SameSite=Strict cookie that holds a secret of this server process only, and a
 // redirect that takes the token out of the address bar and history. The listener has checked
-// Host and Origin already, so a form posted from another site never gets here.
+// Host and Origin already, so a form posted from another site never gets here. Every form (an
+// answer; integrate, discard and cancel from an agent's review; cancel of a team) is a POST
+// under that same admission; a GET changes nothing.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody } from '../http/body.js';
 import { cutWhenStalled } from '../http/stalled.js';
 import type { App } from '../../app.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
+import { TEAM_ID, type TeamRecord } from '../../jobs/teams/record.js';
+import { branchDiff, reviewedBranch } from '../../jobs/worktree/diff.js';
+import { integrate, INTEGRATE_MODES, type IntegrateMode } from '../../jobs/worktree/integrate.js';
+import { InputError } from '../../lib/errors.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { tokenMatches } from '../../lib/daemon-file.js';
 import { readLogPage } from '../tools/logs.js';
-import {
-  activeSection,
-  agentPage,
-  costSection,
-  teamsSection,
-  esc,
-  historySection,
-  overviewPage,
-  page,
-  recordSection,
-} from './render.js';
+import { esc } from './html.js';
+import { activeSection, agentPage, costSection, historySection, overviewPage, page, recordSection } from './render.js';
+import { diffSection, integrationSection, reviewSection } from './review.js';
+import { teamSection, teamsSection } from './team-view.js';
 
 const COOKIE = 'polyspawn_dashboard';
 const ID = /^[a-z0-9]{1,64}$/;
@@ -156,18 +155,81 @@ function streamChanges(app: App, req: IncomingMessage, res: ServerResponse): voi
   });
 }
 
+/** A form's fields, or undefined once a body too large was refused (413). */
+async function readForm(req: IncomingMessage, res: ServerResponse): Promise<URLSearchParams | undefined> {
+  const body = await readBody(req, MAX_FORM_BYTES);
+  if (body !== 'too-large') return new URLSearchParams(body.toString('utf8'));
+  send(res, 413, page('too large', '<p>What the form sent is too long.</p>'), { Connection: 'close' });
+  return undefined;
+}
+
 /** The answer form's post: the answer given to the job's question, then back to its page. */
 async function reply(app: App, req: IncomingMessage, res: ServerResponse, job: JobRecord): Promise<boolean> {
-  const body = await readBody(req, MAX_FORM_BYTES);
-  if (body === 'too-large')
-    return send(res, 413, page('too large', '<p>The answer is too long.</p>'), { Connection: 'close' });
-  const form = new URLSearchParams(body.toString('utf8'));
+  const form = await readForm(req, res);
+  if (!form) return true;
   try {
     app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '');
   } catch (error) {
     return send(res, 400, page('not answered', `<p>${esc((error as Error).message)}</p><p><a href="/">back</a></p>`));
   }
   return redirect(res, `/agents/${job.id}`);
+}
+
+/**
+ * An agent's review: its live part, and on the page its branch's diff (read once: git runs for
+ * a page, not for every change a refresh follows); or why there is nothing to review.
+ */
+async function review(app: App, job: JobRecord, withDiff: boolean): Promise<string> {
+  try {
+    if (!withDiff) return (await reviewedBranch(app, job.id), reviewSection(app, job, undefined));
+    const diff = await branchDiff(app, job.id);
+    return reviewSection(app, job, undefined) + diffSection(diff);
+  } catch (error) {
+    return reviewSection(app, job, error instanceof Error ? error : new Error(String(error)));
+  }
+}
+
+/**
+ * A review's integrate button: the `integrate` tool's use case, so its refusals (a dirty checkout,
+ * a conflict, a branch gone) are the tool's own words; what it did is shown, never redone on a reload.
+ */
+async function integrateFromPage(app: App, req: IncomingMessage, res: ServerResponse, job: JobRecord) {
+  const form = await readForm(req, res);
+  if (!form) return true;
+  const how = form.get('how') ?? '';
+  const back = `<p><a href="/agents/${esc(job.id)}/review">back to the review</a></p>`;
+  if (!(INTEGRATE_MODES as readonly string[]).includes(how))
+    return send(
+      res,
+      400,
+      page(
+        'not integrated',
+        `<p class="error">how must be one of ${INTEGRATE_MODES.join(', ')}, not "${esc(how)}".</p>${back}`,
+      ),
+    );
+  try {
+    const done = await integrate(app, job.id, how as IntegrateMode);
+    return send(res, 200, page(`${how} of agent ${job.id}`, integrationSection(done)));
+  } catch (error) {
+    const status = error instanceof InputError ? 409 : 500;
+    return send(res, status, page('not integrated', `<p class="error">${esc((error as Error).message)}</p>${back}`));
+  }
+}
+
+/** A team's page and its fragment, and its cancel button. */
+async function teamRoute(app: App, req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
+  const [, , id = '', ...rest] = path.split('/');
+  const team: TeamRecord | undefined = TEAM_ID.test(id) ? app.teams.get(id) : undefined;
+  if (!team) return send(res, 404, page('not found', `<p>No team "${esc(id)}" here.</p>`));
+  const sub = rest.join('/');
+  if (req.method === 'GET' && sub === '') return send(res, 200, page(`team ${team.id}`, teamSection(app, team)));
+  if (req.method === 'GET' && sub === 'fragment/record') return send(res, 200, teamSection(app, team));
+  if (req.method === 'POST' && sub === 'cancel') {
+    if (!(await readForm(req, res))) return true;
+    await app.teams.cancel(team.id);
+    return redirect(res, `/teams/${team.id}`);
+  }
+  return send(res, 404, page('not found', '<p>Nothing here.</p>'));
 }
 
 export function dashboard(app: App, token: string): Handler {
@@ -189,7 +251,12 @@ export function dashboard(app: App, token: string): Handler {
         return send(res, 401, page('not admitted', "<p>That token is not this project's.</p>"));
       return redirect(res, '/', { 'Set-Cookie': `${COOKIE}=${secret}; HttpOnly; SameSite=Strict; Path=/` });
     }
-    const known = path === '/' || path === '/events' || path.startsWith('/fragment/') || path.startsWith('/agents/');
+    const known =
+      path === '/' ||
+      path === '/events' ||
+      path.startsWith('/fragment/') ||
+      path.startsWith('/agents/') ||
+      path.startsWith('/teams/');
     if (!known) return false;
     if (!admitted(req)) {
       return send(
@@ -212,6 +279,7 @@ export function dashboard(app: App, token: string): Handler {
     if (req.method === 'GET' && path === '/fragment/history') return send(res, 200, historySection(app, filter));
     if (req.method === 'GET' && path === '/fragment/cost') return send(res, 200, costSection(app));
     if (req.method === 'GET' && path === '/fragment/teams') return send(res, 200, teamsSection(app));
+    if (path.startsWith('/teams/')) return teamRoute(app, req, res, path);
     const [, , id = '', rest = '', more = ''] = path.split('/');
     const job = path.startsWith('/agents/') ? findJob(id) : undefined;
     if (!job) return send(res, 404, page('not found', `<p>No agent "${esc(id)}" here.</p>`));
@@ -221,6 +289,16 @@ export function dashboard(app: App, token: string): Handler {
       return send(res, 200, recordSection(app, job));
     if (req.method === 'GET' && rest === 'fragment') return send(res, 200, '');
     if (req.method === 'POST' && rest === 'reply') return reply(app, req, res, job);
+    const sub = path.split('/').slice(3).join('/');
+    if (req.method === 'GET' && sub === 'review')
+      return send(res, 200, page(`review of ${job.id}`, await review(app, job, true)));
+    if (req.method === 'GET' && sub === 'review/fragment/record') return send(res, 200, await review(app, job, false));
+    if (req.method === 'POST' && sub === 'integrate') return integrateFromPage(app, req, res, job);
+    if (req.method === 'POST' && sub === 'cancel') {
+      if (!(await readForm(req, res))) return true;
+      await app.jobs.cancel(job.id);
+      return redirect(res, `/agents/${job.id}`);
+    }
     return send(res, 404, page('not found', '<p>Nothing here.</p>'));
   };
 }

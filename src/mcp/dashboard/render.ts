@@ -7,14 +7,9 @@ import type { App } from '../../app.js';
 import { CONVERSATION_LIMITS } from '../../jobs/conversation.js';
 import { fullResult, type JobResult } from '../../jobs/result.js';
 import { isFinished, JOB_STATES, type JobRecord } from '../../jobs/table.js';
-import { summarizeTeam } from '../../jobs/teams/result.js';
-import type { TeamRecord } from '../../jobs/teams/record.js';
-
-export const esc = (text: unknown): string =>
-  String(text ?? '').replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
-  );
+import { esc } from './html.js';
+import { agentActions } from './review.js';
+import { teamsSection } from './team-view.js';
 
 type HistoryFilter = { backend?: string; state?: string; text?: string };
 
@@ -27,13 +22,14 @@ const cost = (r: JobResult) =>
 
 function agentRow(r: JobResult): string {
   return `<tr data-agent="${esc(r.agent_id)}" class="state-${esc(r.state)}">
-<td><a href="/agents/${esc(r.agent_id)}">${esc(r.agent_id)}</a></td><td>${esc(r.backend)}${r.agent ? ` (${esc(r.agent)})` : ''}</td>
+<td><a href="/agents/${esc(r.agent_id)}">${esc(r.agent_id)}</a></td>
+<td>${r.team_id ? `<a href="/teams/${esc(r.team_id)}">${esc(r.team_id)}</a>` : ''}</td><td>${esc(r.team_role)}</td><td>${esc(r.backend)}${r.agent ? ` (${esc(r.agent)})` : ''}</td>
 <td>${esc(r.model)}</td><td class="task">${esc(r.task)}</td><td>${esc(r.state)}</td><td>${r.elapsed_s.toFixed(1)} s</td>
 <td>${esc(tokens(r))}</td><td>${esc(cost(r))}</td></tr>`;
 }
 
 const HEAD =
-  '<tr><th>agent</th><th>backend</th><th>model</th><th>task</th><th>state</th><th>elapsed</th><th>tokens</th><th>cost</th></tr>';
+  '<tr><th>agent</th><th>team</th><th>role</th><th>backend</th><th>model</th><th>task</th><th>state</th><th>elapsed</th><th>tokens</th><th>cost</th></tr>';
 
 function questionForms(r: JobResult): string {
   return (r.questions ?? [])
@@ -83,33 +79,6 @@ export function historySection(app: App, filter: HistoryFilter): string {
 <label>state <select name="state">${['', ...JOB_STATES.filter((s) => isFinished(s))].map((s) => option(s, filter.state)).join('')}</select></label>
 <label>text <input name="text" value="${esc(filter.text ?? '')}"></label> <button type="submit">Filter</button></form>
 <table>${HEAD}${finished.map(agentRow).join('\n')}</table>${finished.length ? '' : '<p class="empty">Nothing finished matches.</p>'}</section>`;
-}
-
-/** How many teams the page shows, newest first. */
-const TEAMS_SHOWN = 20;
-const ANSWER_CHARS = 2000;
-
-/** Teams (run_team): each with its topology, task and members (linked to their agents), and its answer. */
-export function teamsSection(app: App): string {
-  const teams = app.teams.recent(TEAMS_SHOWN);
-  const one = (record: TeamRecord) => {
-    const t = summarizeTeam(app, record);
-    const answer = record.answer ? app.secrets.text(record.answer) : '';
-    const members = t.members
-      .map(
-        (m) =>
-          `<li><a href="/agents/${esc(m.agent_id)}">${esc(m.agent_id)}</a> ${esc(m.role)} · ${esc(m.member)} · <span class="state-${esc(m.state)}">${esc(m.state)}</span></li>`,
-      )
-      .join('');
-    return `<article class="team state-${esc(t.state)}" data-team="${esc(t.team_id)}"><h3>${esc(t.team_id)} · ${esc(t.topology)} · ${esc(t.state)}</h3>
-<p class="task">${esc(t.task)}</p><p>${t.elapsed_s.toFixed(1)} s${t.cost_usd !== undefined ? ` · $${t.cost_usd.toFixed(4)}` : ''}${t.parent_team_id ? ` · started by team ${esc(t.parent_team_id)}` : ''}</p>
-<ul class="members">${members || '<li class="empty">no member started yet</li>'}</ul>${
-      answer
-        ? `<details><summary>Answer</summary><pre class="answer">${esc(answer.length > ANSWER_CHARS ? `${answer.slice(0, ANSWER_CHARS)}…` : answer)}</pre></details>`
-        : ''
-    }${record.error && t.state !== 'succeeded' ? `<p class="error">${esc(app.secrets.text(record.error))}</p>` : ''}</article>`;
-  };
-  return `<section id="teams"><h2>Teams (${teams.length})</h2>${teams.length ? teams.map(one).join('\n') : '<p class="empty">No team has run.</p>'}</section>`;
 }
 
 /** Cost per backend and per day, as an inline SVG bar chart (one bar a day, stacked by backend). */
@@ -204,7 +173,7 @@ export function overviewPage(app: App, filter: HistoryFilter): string {
 export function recordSection(app: App, job: JobRecord): string {
   const r = fullResult(app, job);
   const answer = r.text ?? r.error ?? '';
-  return `<section id="record"><table>${HEAD}${agentRow(r)}</table>${questionForms(r)}
+  return `<section id="record"><table>${HEAD}${agentRow(r)}</table>${agentActions(job)}${questionForms(r)}
 <h2>Prompt</h2><pre class="prompt">${esc(app.secrets.text(job.prompt))}</pre>
 ${isFinished(r.state) ? `<h2>${r.text !== undefined ? 'Answer' : 'Error'}</h2><pre class="answer">${esc(answer)}</pre>` : ''}</section>`;
 }

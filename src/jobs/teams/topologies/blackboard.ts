@@ -15,6 +15,8 @@ import {
   type TopologyOutcome,
 } from '../topology.js';
 import { failureLine, succeeded } from './answers.js';
+import type { TeamRecord } from '../record.js';
+import { cell, type TeamView } from '../view.js';
 
 type BoardEntry = { key: string; value: string; author: string; at: string };
 
@@ -126,6 +128,26 @@ const memberTools = ({ jobId, state: board }: MemberSession<Board>) => [
   }),
 ];
 
+/** The rounds (every member in each, in the order they started) and the board. */
+function boardView(team: TeamRecord, board: Board | undefined): TeamView {
+  const { spec } = team;
+  const n = spec.members.length;
+  const steps = Array.from({ length: spec.rounds ?? DEFAULT_ROUNDS }, (_, r) => {
+    const started = team.members.slice(r * n, (r + 1) * n);
+    return {
+      title: `round ${r + 1}`,
+      slots: started.length
+        ? started.map((m) => ({ member: m.member, jobId: m.jobId }))
+        : spec.members.map((member) => ({ member })),
+    };
+  });
+  const rows = (board?.read() ?? []).map((e) => [e.key, cell(e.value), { agent: e.author }, e.at]);
+  const empty = board
+    ? 'Nothing written yet.'
+    : 'The board lived in the server that ran this team: its events below say what was written.';
+  return { steps, tables: [{ title: 'Board', columns: ['key', 'value', 'by', 'at'], rows, empty }] };
+}
+
 export const blackboard: Topology<Board> = {
   name: 'blackboard',
   description: 'CLI members share a key/value board until one writes "done".',
@@ -134,5 +156,6 @@ export const blackboard: Topology<Board> = {
   channel: true,
   state: (report) => new Board(report),
   memberTools,
+  view: boardView,
   run: runBlackboard,
 };

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { InputError } from '../../../lib/errors.js';
 import { ANSWER_WAIT_S, PARENT_SERVER } from '../../conversation.js';
 import { memberTool, type MemberSession, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
+import type { TeamRecord } from '../record.js';
+import { cell, plannedStep, type TeamView } from '../view.js';
 import { TaskList, TASK_LIST_LIMITS as LIMITS } from './task-list.js';
 import { answerText, failureLine, succeeded } from './answers.js';
 
@@ -110,6 +112,37 @@ function memberTools({ jobId, team, state: tasks }: MemberSession<TaskList>) {
   ];
 }
 
+/** The leader, its teammates, and the task list: who claimed what, done or not. */
+function leaderView(team: TeamRecord, tasks: TaskList | undefined): TeamView {
+  const [leader, ...teammates] = team.spec.members as [string, ...string[]];
+  const slots = teammates.map((member, i) => ({
+    member,
+    jobId: team.members.find((m) => m.role === `teammate ${i + 1}`)?.jobId,
+  }));
+  const rows = (tasks?.listTasks() ?? []).map((t) => [
+    t.id,
+    t.subject,
+    t.status,
+    t.owner ? { agent: t.owner } : '',
+    t.blockedBy.join(', '),
+    cell(t.result),
+  ]);
+  return {
+    steps: [plannedStep(team, 'leader', leader), { title: 'teammates', slots }],
+    together: true,
+    tables: [
+      {
+        title: 'Tasks',
+        columns: ['task', 'subject', 'status', 'claimed by', 'blocked by', 'result'],
+        rows,
+        empty: tasks
+          ? 'No task yet: the leader plans them.'
+          : 'The task list lived in the server that ran this team: its events below say what happened.',
+      },
+    ],
+  };
+}
+
 export const leaderTeammate: Topology<TaskList> = {
   name: 'leader_teammate',
   description: 'the first CLI member lists tasks, the others take them.',
@@ -118,5 +151,6 @@ export const leaderTeammate: Topology<TaskList> = {
   channel: true,
   state: (report) => new TaskList(report),
   memberTools,
+  view: leaderView,
   run: runLeaderTeammate,
 };

@@ -2,7 +2,9 @@
 // reducer that gets every answer, labelled, and writes the team's answer.
 import { z } from 'zod';
 import { memberOption, TEAM_LIMITS } from '../spec.js';
+import type { TeamRecord } from '../record.js';
 import type { TeamRun, Topology, TopologyOutcome } from '../topology.js';
+import { plannedStep, type TeamView } from '../view.js';
 import { failureLine, labelled, succeeded, answerText, type MemberAnswer } from './answers.js';
 
 async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {
@@ -45,6 +47,18 @@ async function runMapReduce(run: TeamRun): Promise<TopologyOutcome> {
   return { ok: true, answer: answerText(reduce) };
 }
 
+/** Every member (or item) at once, then the reducer. */
+function mapReduceView(team: TeamRecord): TeamView {
+  const { spec } = team;
+  const roles = spec.items ? spec.items.map((_, i) => `item ${i + 1}`) : spec.members.map((_, i) => `member ${i + 1}`);
+  const slots = roles.map((role, i) => ({
+    member: spec.members[i % spec.members.length]!,
+    jobId: team.members.find((m) => m.role === role)?.jobId,
+  }));
+  const reduce = spec.reduceWith ? [plannedStep(team, 'reduce', spec.reduceWith)] : [];
+  return { steps: [{ title: spec.items ? `map: ${roles.length} items` : 'map', slots }, ...reduce], tables: [] };
+}
+
 export const mapReduce: Topology = {
   name: 'map_reduce',
   description: 'each member gets the task (or one of options.items), options.reduce_with merges.',
@@ -53,5 +67,6 @@ export const mapReduce: Topology = {
     reduce_with: memberOption,
   },
   plannedAgents: (spec) => (spec.items?.length ?? spec.members.length) + (spec.reduceWith ? 1 : 0),
+  view: mapReduceView,
   run: runMapReduce,
 };

@@ -2,7 +2,9 @@
 // and revises its own. A member that fails drops out and the debate goes on without it. The
 // team's answer is the last round's answers, or a judge's verdict on them.
 import { DEFAULT_ROUNDS, memberOption, roundsOption } from '../spec.js';
+import type { TeamRecord } from '../record.js';
 import type { TeamRun, Topology, TopologyOutcome } from '../topology.js';
+import { plannedStep, slotsIn, type TeamView } from '../view.js';
 import { answerText, failureLine, labelled, succeeded, type MemberAnswer } from './answers.js';
 
 async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
@@ -58,11 +60,23 @@ async function runPeerRing(run: TeamRun): Promise<TopologyOutcome> {
   return { ok: true, answer: answerText(verdict), note };
 }
 
+/** The rounds (each with its members, planned ones as the spec names them), then the judge. */
+function debateView(team: TeamRecord): TeamView {
+  const { spec } = team;
+  const steps = Array.from({ length: spec.rounds ?? DEFAULT_ROUNDS }, (_, i) => {
+    const started = slotsIn(team, `round ${i + 1}`);
+    return { title: `round ${i + 1}`, slots: started.length ? started : spec.members.map((member) => ({ member })) };
+  });
+  if (spec.judge) steps.push(plannedStep(team, 'judge', spec.judge));
+  return { steps, tables: [] };
+}
+
 export const peerRing: Topology = {
   name: 'peer_ring',
   description: 'a debate of options.rounds, options.judge decides.',
   options: { judge: memberOption, rounds: roundsOption },
   refuse: (spec) => (spec.members.length < 2 ? 'a debate needs at least two members' : undefined),
   plannedAgents: (spec) => spec.members.length * (spec.rounds ?? DEFAULT_ROUNDS) + (spec.judge ? 1 : 0),
+  view: debateView,
   run: runPeerRing,
 };

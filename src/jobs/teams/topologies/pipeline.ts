@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { LimitReached, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
 import { answerText, failureLine, succeeded, type MemberAnswer } from './answers.js';
+import { plannedStep } from '../view.js';
 
 async function runPipeline(run: TeamRun): Promise<TopologyOutcome> {
   const { spec } = run;
@@ -56,5 +57,6 @@ export const pipeline: Topology = {
       ? 'a pipeline needs at least two stages (members, in order); for one agent, call its spawn tool'
       : undefined,
   plannedAgents: (spec) => spec.members.length,
+  view: (team) => ({ steps: team.spec.members.map((m, i) => plannedStep(team, `stage ${i + 1}`, m)), tables: [] }),
   run: runPipeline,
 };

@@ -7,6 +7,7 @@ import { ANSWER_WAIT_S, PARENT_SERVER } from '../../conversation.js';
 import { isTeamFinished, TEAM_ID } from '../record.js';
 import { memberTool, type MemberSession, type TeamRun, type Topology, type TopologyOutcome } from '../topology.js';
 import { answerText, failureLine, succeeded } from './answers.js';
+import { plannedStep } from '../view.js';
 
 const SUPERVISOR_BRIEF =
   `You supervise. Do the task yourself, or split it: run_team (MCP server "${PARENT_SERVER}") runs a team of ` +
@@ -67,5 +68,7 @@ export const supervisorTree: Topology = {
   channel: true,
   runsTeams: true,
   memberTools,
+  // The teams it started are the record's children, which every team's page draws.
+  view: (team) => ({ steps: [plannedStep(team, 'supervisor', team.spec.members[0]!)], tables: [] }),
   run: runSupervisorTree,
 };

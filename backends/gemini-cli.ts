@@ -6,15 +6,14 @@
 //   result's stats list the tokens per model, so both are counted and priced (usageByModel).
 // - Its shell commands run in sessions of their own (setsid): the runner finds them by the run's
 //   mark (src/jobs/process/run-processes.ts), so a cancel or the end of the run ends them too.
-// - Its temp files (gemini-shell-*, gemini-client-error-*.json) go to a folder of the run's own.
+// - Its temp files (gemini-shell-*, gemini-client-error-*.json) go to the run's folder.
 // - An untrusted folder makes it exit 55: the user asked polyspawn to run it in that folder,
 //   so --skip-trust (for this run only; nothing is written to its trusted-folders file).
-import type { CliBackend, McpServerSpec, Usage } from './types.js';
+import type { CliBackend, Usage } from './types.js';
 import { join } from 'node:path';
 import { gemini } from './gemini.js';
 import { npmInstall } from './sandbox-paths.js';
 import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
-import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
 /** Its permission modes: polyspawn's name for each, and its --approval-mode. */
 const APPROVAL_MODES = {
@@ -78,7 +77,12 @@ export const geminiCli: CliBackend = {
   supportsResume: true,
   supportsToolLists: false,
   permissionModes: ['yolo', 'auto_edit', 'read-only'],
-  supportsMcpServers: true,
+  // It reads MCP servers from its settings files alone: the user's and the project's, which
+  // polyspawn never writes, and system ones that it skips unless root owns them and every folder
+  // above them (measured: "Skipping system settings file ...: Parent directory '/tmp' is
+  // insecure"). So no agent MCP servers and no channel to the orchestrator (ask_parent) here:
+  // Gemini CLI over ACP takes MCP servers per session.
+  supportsMcpServers: false,
   // Its API keys, a service account's key file, and its home (settings, logins, sessions).
   loginEnv: ['GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GOOGLE_APPLICATION_CREDENTIALS', 'GEMINI_CLI_HOME'],
   modelEndpointEnv: ['GOOGLE_GEMINI_BASE_URL'],
@@ -88,39 +92,19 @@ export const geminiCli: CliBackend = {
     install: npmInstall,
   },
 
-  command(input, settings, { scratchDir, parent }) {
+  command(input, settings, { scratchDir }) {
     const mode = APPROVAL_MODES[settings.permission as Permission] ?? 'default';
     const args = ['-p', '', '-o', 'stream-json', '--skip-trust', '--approval-mode', mode];
     // The alias auto is its own default: left out, so its settings' model.name still applies.
     if (input.model !== 'auto') args.push('--model', input.model);
     // Joined with `=`: the id is --resume's value, never an option of its own.
     if (input.resumeSessionId) args.push(`--resume=${input.resumeSessionId}`);
-    const folder = join(scratchDir, 'gemini');
-    const files: Record<string, string> = {};
-    const env: Record<string, string> = {
-      // Its shell folders and error reports land in the run's folder, not the machine's /tmp.
-      TMPDIR: folder,
-    };
-    const servers: Record<string, Record<string, unknown>> = mapValues(input.mcpServers ?? {}, geminiMcpServer);
-    if (parent) {
-      servers[parent.name] = {
-        ...geminiMcpServer({ url: parent.url, headers: bearerFromEnv(parent) }),
-        // A question may block for the whole answer wait.
-        timeout: parent.toolCallS * 2 * 1000,
-      };
-    }
-    // Its system-defaults file, the lowest of its settings: its mcpServers are merged with the
-    // user's, by name. A file of the run's own (a server's headers may hold a token), never the
-    // user's settings. Always written: it makes the folder TMPDIR names.
-    const defaults = join(folder, 'system-defaults.json');
-    files[defaults] = JSON.stringify({ mcpServers: servers }, null, 2);
-    env.GEMINI_CLI_SYSTEM_DEFAULTS_PATH = defaults;
-    // An agent definition's servers replace the user's: only those names are loaded.
-    if (input.mcpServers) args.push('--allowed-mcp-server-names', ...Object.keys(servers));
     const stdin = input.systemPrompt
       ? `<${INSTRUCTIONS_TAG}>\n${input.systemPrompt}\n</${INSTRUCTIONS_TAG}>\n\n${input.prompt}`
       : input.prompt;
-    return { file: settings.bin ?? 'gemini', args, env, stdin, files };
+    // Its shell folders (gemini-shell-*) and error reports (gemini-client-error-*.json) land in
+    // the run's folder, beside its logs, not in the machine's /tmp.
+    return { file: settings.bin ?? 'gemini', args, env: { TMPDIR: scratchDir }, stdin };
   },
 
   // The first model request begins with init; each tool call is followed by another.
@@ -173,10 +157,3 @@ export const geminiCli: CliBackend = {
     return { ok: true, ...common };
   },
 };
-
-function geminiMcpServer(spec: McpServerSpec): Record<string, unknown> {
-  // trust: its tools run without a confirmation nobody in headless mode would give.
-  return 'url' in spec
-    ? { httpUrl: spec.url, headers: spec.headers ?? {}, trust: true }
-    : { command: spec.command, args: spec.args ?? [], env: spec.env ?? {}, trust: true };
-}

@@ -26,9 +26,8 @@ let server: TestServer;
 beforeAll(async () => {
   rig = await startContractRig();
   server = rig.server;
-  // The stricter modes: claude asks before edits, codex is read-only, copilot runs listed tools
-  // only, Gemini CLI offers read-only tools only.
-  const strict = { claude: 'acceptEdits', codex: 'read-only', copilot: 'listed', gemini_cli: 'read-only' } as const;
+  // The stricter modes: claude asks before edits, codex is read-only, copilot runs listed tools only.
+  const strict = { claude: 'acceptEdits', codex: 'read-only', copilot: 'listed' } as const;
   for (const [backend, permission] of Object.entries(strict)) {
     await server.callOk('define_agent', {
       name: `strict-${backend}`,
@@ -51,8 +50,6 @@ describe.each([
   ['codex', 'spawn_strict-codex'],
   ['copilot', 'spawn_copilot'],
   ['copilot', 'spawn_strict-copilot'],
-  ['gemini_cli', 'spawn_gemini_cli'],
-  ['gemini_cli', 'spawn_strict-gemini_cli'],
 ])('%s through %s', (backend, tool) => {
   test(
     'the model asks; wait_for_agents returns the question; the reply reaches the CLI in the same run',

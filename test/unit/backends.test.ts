@@ -219,13 +219,11 @@ describe('copilot arguments', () => {
 });
 
 describe('gemini_cli arguments', () => {
-  test('defaults: -p with the prompt on stdin, stream-json, trusted for this run, yolo, its own temp folder', () => {
+  test('defaults: -p with the prompt on stdin, stream-json, trusted for this run, yolo, temp files in the run folder', () => {
     const spec = geminiCli.command(input({ model: 'auto' }), settings(geminiCli), ctx);
     expect(spec.args).toEqual(['-p', '', '-o', 'stream-json', '--skip-trust', '--approval-mode', 'yolo']);
-    expect(spec.env.TMPDIR).toBe('/scratch/gemini');
-    // Its system-defaults file (the folder TMPDIR names), never the user's settings.
-    expect(spec.env.GEMINI_CLI_SYSTEM_DEFAULTS_PATH).toBe('/scratch/gemini/system-defaults.json');
-    expect(JSON.parse(spec.files!['/scratch/gemini/system-defaults.json']!)).toEqual({ mcpServers: {} });
+    expect(spec.env).toEqual({ TMPDIR: '/scratch' });
+    expect(spec.files).toBeUndefined();
   });
 
   test('the system prompt goes before the task, in an element of its own', () => {
@@ -242,25 +240,6 @@ describe('gemini_cli arguments', () => {
     const { args } = geminiCli.command(input({ model: 'pro', resumeSessionId: 'abc-123' }), settings(geminiCli), ctx);
     expect(args).toEqual(expect.arrayContaining(['--model', 'pro', '--resume=abc-123']));
   });
-
-  test("an agent's MCP servers in its file, and only those loaded", () => {
-    const spec = geminiCli.command(
-      input({
-        mcpServers: { docs: { url: 'https://d.test/mcp', headers: { 'x-k': 'v' } }, fs: { command: 'fs-mcp' } },
-      }),
-      settings(geminiCli),
-      ctx,
-    );
-    expect(spec.args.slice(spec.args.indexOf('--allowed-mcp-server-names'))).toEqual([
-      '--allowed-mcp-server-names',
-      'docs',
-      'fs',
-    ]);
-    expect(JSON.parse(spec.files!['/scratch/gemini/system-defaults.json']!).mcpServers).toEqual({
-      docs: { httpUrl: 'https://d.test/mcp', headers: { 'x-k': 'v' }, trust: true },
-      fs: { command: 'fs-mcp', args: [], env: {}, trust: true },
-    });
-  });
 });
 
 describe('the channel to the orchestrator (CommandContext.parent)', () => {
@@ -273,20 +252,6 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
   };
   const withParent = { ...ctx, parent };
   const noToken = (args: string[]) => expect(args.join(' ')).not.toContain(parent.token);
-
-  test("gemini_cli: an http server in its system-defaults file, beside the user's servers, trusted, the token in a variable", () => {
-    const spec = geminiCli.command(input(), settings(geminiCli, { permission: 'read-only' }), withParent);
-    noToken(spec.args);
-    expect(spec.args).not.toContain('--allowed-mcp-server-names');
-    const file = spec.files!['/scratch/gemini/system-defaults.json']!;
-    expect(file).not.toContain(parent.token);
-    expect(JSON.parse(file).mcpServers.parent).toEqual({
-      httpUrl: parent.url,
-      headers: { Authorization: 'Bearer ${POLYSPAWN_PARENT_TOKEN}' },
-      trust: true,
-      timeout: 100_000,
-    });
-  });
 
   test("claude: an http server in its --mcp-config file, beside the user's servers, its tools allowed", () => {
     const spec = claude.command(input(), settings(claude, { permission: 'dontAsk', allowTools: ['Read'] }), withParent);

@@ -1,0 +1,86 @@
+// The ACP agents measured with polyspawn (test/contract/acp.test.ts, ../shared facts): a config
+// line `"acp_agents": { "<name>": { "preset": "<preset>" } }` turns one on; any field of the
+// declaration overrides the preset's. What each knows of its vendor's CLI (its keys' shapes, its
+// login variables, where it keeps its state) is the built-in backend's own.
+import type { AcpAgent } from './acp.js';
+import { claude } from './claude.js';
+import { codex } from './codex.js';
+import { copilot } from './copilot.js';
+
+type Preset = Omit<AcpAgent, 'name'>;
+
+/** Allow, refuse, or ask the orchestrator: the permission modes every preset offers, `ask` the default. */
+const ASK_FIRST = { ask: 'ask', allow: 'allow', deny: 'deny' } as const;
+
+export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
+  gemini: {
+    description: 'Gemini CLI over ACP: edits files, runs commands; permission requests go to you.',
+    command: 'gemini',
+    // --skip-trust: an untrusted folder ignores MCP servers and refuses yolo (measured).
+    args: ['--acp', '--skip-trust'],
+    env: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'],
+    permissions: ASK_FIRST,
+    usage: 'meta_token_count',
+    mcp: 'http',
+    reportsCost: false,
+    // It reads and writes through the client when offered, and needs a missing file read as empty.
+    fs: true,
+    startTimeoutS: 60,
+    installHint: 'install it with `npm install -g @google/gemini-cli`',
+    modelEndpointEnv: ['GOOGLE_GEMINI_BASE_URL'],
+  },
+  copilot: {
+    description: 'GitHub Copilot CLI over ACP: edits files, runs commands; permission requests go to you.',
+    command: 'copilot',
+    args: ['--acp'],
+    env: [...copilot.loginEnv],
+    permissions: ASK_FIRST,
+    // PromptResponse.usage adds up over the session (measured).
+    usage: 'cumulative',
+    // It refuses stdio MCP servers from the client; HTTP with a bearer header works.
+    mcp: 'http',
+    reportsCost: false,
+    fs: false,
+    startTimeoutS: 60,
+    installHint: copilot.installHint,
+    secretPatterns: copilot.secretPatterns,
+    modelEndpointEnv: copilot.modelEndpointEnv,
+    sandboxPaths: copilot.sandboxPaths,
+  },
+  claude: {
+    description: 'Claude Code through its ACP adapter: edits files, runs commands; permission requests go to you.',
+    command: 'claude-agent-acp',
+    args: [],
+    // CLAUDE_CODE_EXECUTABLE: which claude the adapter runs.
+    env: [...claude.loginEnv, 'CLAUDE_CODE_EXECUTABLE'],
+    permissions: ASK_FIRST,
+    usage: 'per_turn',
+    mcp: 'http',
+    // usage_update.cost, in USD, over the session.
+    reportsCost: true,
+    fs: false,
+    startTimeoutS: 60,
+    installHint: 'install it with `npm install -g @agentclientprotocol/claude-agent-acp`',
+    secretPatterns: claude.secretPatterns,
+    removeEnv: claude.removeEnv,
+    modelEndpointEnv: claude.modelEndpointEnv,
+    sandboxPaths: claude.sandboxPaths,
+  },
+  codex: {
+    description: 'Codex through its ACP adapter: edits files, runs commands; permission requests go to you.',
+    command: 'codex-acp',
+    args: [],
+    // CODEX_PATH: which codex the adapter runs.
+    env: [...codex.loginEnv, 'CODEX_PATH'],
+    permissions: ASK_FIRST,
+    usage: 'per_turn',
+    mcp: 'http',
+    reportsCost: false,
+    fs: false,
+    startTimeoutS: 60,
+    installHint: 'install it with `npm install -g @agentclientprotocol/codex-acp`',
+    secretPatterns: codex.secretPatterns,
+    modelEndpointEnv: codex.modelEndpointEnv,
+    sandboxPaths: codex.sandboxPaths,
+  },
+};

@@ -51,7 +51,8 @@ async function serverWithRunningJobs(count: number) {
   for (let i = 0; i < count; i++) {
     // One job ignores SIGTERM: the grace period and SIGKILL must still end it.
     const extra = i === 0 ? '[[cli:ignore-term]]' : '[[cli:hang]]';
-    const prompt = `job ${i} ${extra} [[cli:grandchild:${join(dir, `gc-${i}`)}]]`;
+    // And one started in a session of its own (setsid), out of the job's process group.
+    const prompt = `job ${i} ${extra} [[cli:grandchild:${join(dir, `gc-${i}`)}]] [[cli:setsid-grandchild:${join(dir, `sgc-${i}`)}]]`;
     send({
       jsonrpc: '2.0',
       id: i + 1,
@@ -63,18 +64,18 @@ async function serverWithRunningJobs(count: number) {
   await waitFor(
     'all jobs to start',
     () =>
-      readdirSync(dir).filter((f) => /^gc-\d+$/.test(f)).length === count &&
+      readdirSync(dir).filter((f) => /^s?gc-\d+$/.test(f)).length === 2 * count &&
       readdirSync(dir).filter((f) => /^\d+\.json$/.test(f)).length === count,
     20_000,
   );
   const pids = readdirSync(dir).flatMap((f) =>
     /^\d+\.json$/.test(f)
       ? [Number(f.slice(0, -5))]
-      : /^gc-\d+$/.test(f)
+      : /^s?gc-\d+$/.test(f)
         ? [Number(readFileSync(join(dir, f), 'utf8'))]
         : [],
   );
-  expect(pids).toHaveLength(2 * count);
+  expect(pids).toHaveLength(3 * count);
   return { server, pids, stdout: () => stdout, dir };
 }
 

@@ -21,6 +21,10 @@
 //   [[cli:grandchild-keeps-pipes]]  ... the grandchild inherits stdout/stderr instead, so the
 //                           pipes stay open after the leader exits
 //   [[cli:exit-leaving-grandchild]] with a grandchild: print the output and exit 0 at once
+//   [[cli:setsid-grandchild:FILE]]  spawn a long-lived node grandchild in a session of its own
+//                           (setsid: out of the process group, as Gemini CLI runs its shell
+//                           commands), its environment inherited, and write its pid to FILE;
+//                           [[cli:setsid-grandchild-bare:FILE]] the same with an empty environment
 //   [[cli:flood:MB]]        print MB megabytes of valid-looking JSONL noise after the first line
 //                           and before the rest (which ends with the result)
 //   [[cli:malformed]]       a non-JSON line instead of the final (result) line, exit 0
@@ -126,6 +130,22 @@ if (grandchildFile !== undefined) {
     stdio: has('grandchild-keeps-pipes') ? ['ignore', 'inherit', 'inherit'] : 'ignore',
   });
   writeAtomically(grandchildFile, String(gc.pid));
+  gc.unref();
+}
+
+for (const [key, env] of [
+  ['setsid-grandchild', process.env],
+  ['setsid-grandchild-bare', {}],
+]) {
+  const file = valueOf(key);
+  if (file === undefined) continue;
+  // detached: setsid(), a session and a process group of its own.
+  const gc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], {
+    detached: true,
+    stdio: 'ignore',
+    env,
+  });
+  writeAtomically(file, String(gc.pid));
   gc.unref();
 }
 

@@ -7,8 +7,10 @@
  *   Anthropic Messages       POST  /v1/messages[?beta=true]                  claude
  *   OpenAI Responses         POST  /v1/responses                             codex
  *   OpenAI Chat Completions  POST  /v1/chat/completions                      copilot, openai SDK, Mistral SDK
- *   Gemini                   POST  /v1beta/models/{model}:generateContent     @google/genai
+ *   Gemini                   POST  /v1beta/models/{model}:generateContent     @google/genai, gemini
  *                            POST  /v1beta/models/{model}:streamGenerateContent?alt=sse
+ *                            POST  /v1beta/models/{model}:countTokens
+ *                            GET   /v1beta/models, /v1beta/models/{model}
  *
  * Routing is by path suffix, so a client whose base URL lacks `/v1` still lands.
  *
@@ -24,22 +26,32 @@
  *   [[fake:empty]]         200 with empty content
  *   [[fake:mistral-chunks]] chat completion whose message.content is [{type:"text",text}]
  *   [[fake:tool:COMMAND]]  ask the client to run COMMAND with its shell tool (claude: Bash,
- *                          codex: exec_command / shell, copilot: bash); the follow-up request
- *                          that carries the tool's output is answered `TOOL_RESULT: <output>`
+ *                          codex: exec_command / shell, copilot: bash, Gemini CLI:
+ *                          run_shell_command); the follow-up request that carries the tool's
+ *                          output is answered `TOOL_RESULT: <output>`
+ *   [[fake:write:PATH=CONTENT]]  ask the client to write CONTENT (up to `]]`) into PATH with its
+ *                          file-writing tool (Gemini CLI: write_file); then `TOOL_RESULT: …`.
+ *                          A request that offers none is answered `FAKE WRITE ERROR: …` with the
+ *                          tools it saw (Gemini CLI's default mode offers none)
  *   [[fake:mcp:SERVER:TOOL:{"json":"args"}]]  (or [[fake:mcp:SERVER:TOOL]] for no arguments)
  *                          call tool TOOL of MCP server SERVER with those arguments, under the
  *                          client's name for it: claude `mcp__SERVER__TOOL` after a `ToolSearch`
  *                          `select:` that loads it; codex TOOL in the namespace `mcp__SERVER`
  *                          (after its built-in `tool_search` when the model is in its catalog);
- *                          copilot `SERVER-TOOL`. Then `TOOL_RESULT: <output>`, as above. The
+ *                          copilot `SERVER-TOOL`, Gemini CLI `mcp_SERVER_TOOL`. Then
+ *                          `TOOL_RESULT: <output>`, as above. The
  *                          arguments are one JSON object (any spaces, colons or brackets inside).
  *                          A tool the request does not offer gets the text `FAKE MCP ERROR: …`
  *                          with the tools it saw.
  *
+ * A Gemini request in JSON mode (generationConfig.responseMimeType application/json: Gemini CLI's
+ * model router and its own summaries) is answered with a value of the schema it gives, whatever
+ * directive the prompt carries: the router's request carries the user's prompt too.
+ *
  * Otherwise the answer is `FAKE REPLY (turn N): <first 200 chars of the last user prompt>`,
  * N = the number of user turns in the conversation the request carries (a resumed session
  * says turn 2). The "prompt" is the user's text with the CLIs' own wrappers removed
- * (<system-reminder>, <current_datetime>, <environment_context>, ...).
+ * (<system-reminder>, <current_datetime>, <environment_context>, Gemini CLI's <session_context>, ...).
  *
  * Usage is always input 12, output 7, cached 0, under each API's own field names.
  */
@@ -141,6 +153,8 @@ const WRAPPER_TAGS = [
   'reminder',
   'ide_opened_file',
   'ide_selection',
+  // Gemini CLI: the folder listing and date it puts before the first prompt.
+  'session_context',
 ];
 
 /** The user's own text: the CLIs' wrapper elements removed, trimmed. */
@@ -184,6 +198,8 @@ interface Parsed {
   toolResult?: string;
   /** Chat Completions: the client asked for a usage chunk (stream_options.include_usage). */
   includeUsage?: boolean;
+  /** Gemini: the JSON Schema of the answer the client asked for (JSON mode), if any. */
+  jsonSchema?: unknown;
 }
 
 /**
@@ -418,6 +434,10 @@ function parseGemini(body: Json, model: string, stream: boolean): Parsed {
     calls,
   };
   if (toolResult !== undefined) p.toolResult = toolResult;
+  const config = body.generationConfig ?? body.generation_config;
+  if (isObj(config) && str(config.responseMimeType ?? config.response_mime_type) === 'application/json') {
+    p.jsonSchema = config.responseJsonSchema ?? config.responseSchema ?? config.response_schema ?? {};
+  }
   return p;
 }
 
@@ -438,6 +458,7 @@ type Directive =
   | { kind: '401' | '429' | '429-once' | '500' | 'malformed' | 'empty' | 'mistral-chunks' }
   | { kind: 'slow'; ms: number }
   | { kind: 'tool'; command: string }
+  | { kind: 'write'; path: string; content: string }
   | McpDirective;
 
 const OPEN = '[[fake:';
@@ -462,7 +483,10 @@ function findDirectives(text: string): Directive[] {
       const d = text.slice(start, m.index);
       end = m.index + 2;
       if (d.startsWith('tool:')) out.push({ kind: 'tool', command: d.slice('tool:'.length) });
-      else if (d.startsWith('slow:')) out.push({ kind: 'slow', ms: Math.max(0, Number(d.slice(5)) || 0) });
+      else if (d.startsWith('write:')) {
+        const [path = '', ...content] = d.slice('write:'.length).split('=');
+        out.push({ kind: 'write', path, content: content.join('=') });
+      } else if (d.startsWith('slow:')) out.push({ kind: 'slow', ms: Math.max(0, Number(d.slice(5)) || 0) });
       else if (['401', '429', '429-once', '500', 'malformed', 'empty', 'mistral-chunks'].includes(d)) {
         out.push({ kind: d as '401' });
       }
@@ -627,8 +651,21 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
       sendJson(res, 200, {
         object: 'list',
         data: [{ id: 'fake-model', object: 'model', created: 0, owned_by: 'fake' }],
-        models: [{ name: 'models/fake-model' }],
+        models: [geminiModel('fake-model')],
       });
+      return;
+    }
+    const oneModel = /\/models\/([^/:]+)$/.exec(path);
+    if (req.method === 'GET' && oneModel) {
+      record.outcome = 'model';
+      sendJson(res, 200, geminiModel(oneModel[1] ?? ''));
+      return;
+    }
+    const count = /\/models\/([^/:]+):countTokens$/.exec(path);
+    if (req.method === 'POST' && count) {
+      // Gemini: a rough count (a token per 4 characters of the request), never below 1.
+      Object.assign(record, { protocol: 'gemini', model: count[1] ?? '', outcome: 'count-tokens' });
+      sendJson(res, 200, { totalTokens: Math.max(1, Math.ceil(rawBody.length / 4)) });
       return;
     }
 
@@ -669,6 +706,14 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
 
     const mistral = /mistral/i.test(String(req.headers['user-agent'] ?? ''));
     const ctx: Ctx = { n, parsed, mistral, res };
+
+    // Gemini CLI's own calls ask for JSON (its model router; a session's summary): answer the
+    // shape asked for, whatever directive the prompt carries, so the main request meets it.
+    if (parsed.jsonSchema !== undefined) {
+      record.outcome = 'json';
+      reply(ctx, { kind: 'text', text: JSON.stringify(exampleOf(parsed.jsonSchema)) });
+      return;
+    }
 
     // A tool result: answer it, whatever the conversation's first message asked for, unless an
     // MCP directive's tool was only searched for so far: then call it now.
@@ -731,6 +776,12 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
       case 'tool':
         reply(ctx, shellCall(parsed, main.command));
         return;
+      case 'write': {
+        const step = writeStep(parsed, main.path, main.content);
+        record.outcome = step.outcome;
+        reply(ctx, step.answer);
+        return;
+      }
       case 'mcp': {
         const step = mcpStep(parsed, main);
         record.outcome = step.outcome;
@@ -888,6 +939,8 @@ function sendMalformed(ctx: Ctx): void {
 function shellCall(parsed: Parsed, command: string): Answer {
   const { tools, protocol } = parsed;
   const call = (name: string, args: Json): Answer => ({ kind: 'call', name, args });
+  // Gemini CLI offers run_shell_command only in its yolo mode.
+  if (tools.includes('run_shell_command')) return call('run_shell_command', { command, description: 'fake tool call' });
   if (protocol === 'gemini') return call(tools[0] ?? 'bash', { command });
   if (tools.includes('exec_command')) return call('exec_command', { cmd: command });
   if (tools.includes('shell_command')) return call('shell_command', { command });
@@ -897,12 +950,72 @@ function shellCall(parsed: Parsed, command: string): Answer {
 }
 
 /**
+ * A file written by the client's own file-writing tool: Gemini CLI's `write_file` (offered in
+ * its auto_edit and yolo modes). Without one, a text naming the tools the request offered.
+ */
+function writeStep(parsed: Parsed, path: string, content: string): Step {
+  if (parsed.tools.includes('write_file')) {
+    return { outcome: 'write', answer: { kind: 'call', name: 'write_file', args: { file_path: path, content } } };
+  }
+  const text = `FAKE WRITE ERROR: the request offers no write_file tool; tools seen: ${parsed.tools.join(', ') || 'none'}`;
+  return { outcome: 'write-missing', answer: { kind: 'text', text } };
+}
+
+/** Gemini's description of one model (GET models, GET models/{model}). */
+function geminiModel(name: string): Json {
+  return {
+    name: `models/${name}`,
+    displayName: name,
+    inputTokenLimit: 1048576,
+    outputTokenLimit: 65536,
+    supportedGenerationMethods: ['generateContent', 'countTokens'],
+  };
+}
+
+/**
+ * A value of the JSON Schema given (Gemini's upper-case types or standard lower-case ones):
+ * every property of an object, the first of an enum, 1 for a number, "fake" for a string.
+ */
+export function exampleOf(schema: unknown): unknown {
+  if (!isObj(schema)) return {};
+  const first = arr(schema.enum)[0];
+  if (first !== undefined) return first;
+  const types = arr(schema.type).length ? arr(schema.type) : [schema.type];
+  const type = str(types.find((t) => t !== 'null')).toLowerCase();
+  const variants = arr(schema.anyOf ?? schema.oneOf);
+  if (!type && variants.length) return exampleOf(variants[0]);
+  switch (type) {
+    case 'object':
+    case '': {
+      const props = isObj(schema.properties) ? schema.properties : {};
+      return Object.fromEntries(Object.entries(props).map(([k, v]) => [k, exampleOf(v)]));
+    }
+    case 'array':
+      return [exampleOf(schema.items)];
+    case 'integer':
+    case 'number':
+      return typeof schema.minimum === 'number' ? schema.minimum : 1;
+    case 'boolean':
+      return true;
+    default:
+      return 'fake';
+  }
+}
+
+/** The names of MCP tool T of server S as one function: claude `mcp__S__T`, copilot `S-T`, Gemini CLI `mcp_S_T`. */
+const flatMcpNames = (d: McpDirective): string[] => [
+  `mcp__${d.server}__${d.tool}`,
+  `${d.server}-${d.tool}`,
+  `mcp_${d.server}_${d.tool}`,
+];
+
+/**
  * Whether an earlier call was to the MCP tool itself, under any client's name for it:
- * claude `mcp__S__T`, codex `T` in namespace `mcp__S`, copilot `S-T`.
+ * claude `mcp__S__T`, codex `T` in namespace `mcp__S`, copilot `S-T`, Gemini CLI `mcp_S_T`.
  */
 function isMcpTarget(call: PastCall, d: McpDirective): boolean {
   if (call.namespace !== undefined) return call.namespace === `mcp__${d.server}` && call.name === d.tool;
-  return call.name === `mcp__${d.server}__${d.tool}` || call.name === `${d.server}-${d.tool}`;
+  return flatMcpNames(d).includes(call.name);
 }
 
 /**
@@ -911,7 +1024,7 @@ function isMcpTarget(call: PastCall, d: McpDirective): boolean {
  *   `select:mcp__S__T` loads one; then `mcp__S__T` is called.
  * - codex offers a server's tools as a `namespace` tool `mcp__S` (models outside its catalog),
  *   or defers them behind its built-in `tool_search` (gpt-5.5): search, then call.
- * - copilot offers `S-T`.
+ * - copilot offers `S-T`, Gemini CLI `mcp_S_T`.
  * A tool that is nowhere gets a text answer naming the tools the request offered.
  */
 function mcpStep(parsed: Parsed, d: McpDirective): Step {
@@ -927,7 +1040,7 @@ function mcpStep(parsed: Parsed, d: McpDirective): Step {
   if (parsed.namespaced.some((f) => f.namespace === namespace && f.name === d.tool)) {
     return call('mcp', d.tool, d.args, { namespace });
   }
-  for (const name of [claudeName, `${d.server}-${d.tool}`]) {
+  for (const name of flatMcpNames(d)) {
     if (parsed.tools.includes(name)) return call('mcp', name, d.args);
   }
   const searched = parsed.calls.some((c) => c.name === 'ToolSearch' || c.name === 'tool_search');
@@ -941,7 +1054,7 @@ function mcpStep(parsed: Parsed, d: McpDirective): Step {
   return say(
     'mcp-missing',
     `FAKE MCP ERROR: ${label}: the request offers no such tool${searched ? ' after a tool search' : ''}` +
-      ` (looked for ${claudeName}, ${d.tool} in namespace ${namespace}, ${d.server}-${d.tool});` +
+      ` (looked for ${flatMcpNames(d).join(', ')}, ${d.tool} in namespace ${namespace});` +
       ` tools seen: ${seen.join(', ') || 'none'}`,
   );
 }

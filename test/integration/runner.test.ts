@@ -191,6 +191,39 @@ describe('runProcess with the fake CLIs', () => {
     await waitFor('nothing of this test to be left', () => leftOver().length === 0);
   }, 15_000);
 
+  it('ends what the job started in sessions of their own (setsid), with its mark or only its ancestry, on cancel and on exit', async () => {
+    const dir = await tempDir();
+    const files = { marked: join(dir, 'marked.pid'), bare: join(dir, 'bare.pid'), left: join(dir, 'left.pid') };
+    const pids: number[] = [];
+    try {
+      // Cancel: one keeps the run's mark in its environment; the other has none, and is found
+      // as a descendant of the leader.
+      const ac = new AbortController();
+      const { proc } = await start(
+        `[[cli:setsid-grandchild:${files.marked}]] [[cli:setsid-grandchild-bare:${files.bare}]] [[cli:hang]]`,
+        { signal: ac.signal, graceMs: 60_000 },
+      );
+      await waitFor('the setsid grandchildren', () => existsSync(files.marked) && existsSync(files.bare));
+      const [marked, bare] = [files.marked, files.bare].map((f) => Number(readFileSync(f, 'utf8')));
+      pids.push(marked!, bare!);
+      expect(groupMembers(proc.pid!)).not.toContain(marked);
+      expect(isGone(marked!) || isGone(bare!)).toBe(false);
+      ac.abort();
+      expect((await proc.done).end).toBe('cancelled');
+      await waitGone(marked!);
+      await waitGone(bare!);
+      // Exit: the leader is gone, so only the mark finds what it left.
+      const exiting = await start(`[[cli:setsid-grandchild:${files.left}]]`, { graceMs: 60_000 });
+      expect(await exiting.proc.done).toMatchObject({ end: 'exited', exitCode: 0 });
+      const left = Number(readFileSync(files.left, 'utf8'));
+      pids.push(left);
+      await waitGone(left);
+    } finally {
+      // The bare one carries no mark of this test's: ended by pid if the runner missed it.
+      for (const pid of pids) if (!isGone(pid)) process.kill(pid, 'SIGKILL');
+    }
+  }, 30_000);
+
   for (const keepsPipes of [false, true]) {
     it(`ends a grandchild left behind by a leader that exits 0 (${keepsPipes ? 'holding' : 'not holding'} its pipes)`, async () => {
       const dir = await tempDir();

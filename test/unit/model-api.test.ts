@@ -544,6 +544,108 @@ describe('Gemini', () => {
     const reply: Any = await (await post(PATHS.gemini, follow)).json();
     expect(reply.candidates[0].content.parts[0].text).toBe('TOOL_RESULT: a.txt');
   });
+
+  // What Gemini CLI 0.61.0 sends (test/fakes/fake-api.md, "Gemini CLI").
+  const tools = (...names: string[]): Any => ({ tools: [{ functionDeclarations: names.map((name) => ({ name })) }] });
+  const cliPrompt = (prompt: string): Any => ({
+    contents: [
+      {
+        role: 'user',
+        parts: [{ text: '<session_context>\nThis is the Gemini CLI.\n</session_context>' }, { text: prompt }],
+      },
+    ],
+  });
+
+  test('Gemini CLI: its <session_context> is no part of the prompt, nor a turn of its own', async () => {
+    const routerShaped = {
+      contents: [
+        { role: 'user', parts: [{ text: '<session_context>\nfolders\n</session_context>' }] },
+        { role: 'user', parts: [{ text: 'the task' }] },
+      ],
+    };
+    const body: Any = await (await post(PATHS.gemini, routerShaped)).json();
+    expect(body.candidates[0].content.parts[0].text).toBe('FAKE REPLY (turn 1): the task');
+    await post(PATHS.gemini, cliPrompt('again'));
+    expect(last()).toMatchObject({ prompt: 'again', turn: 1 });
+  });
+
+  test('JSON mode (its model router, its summaries): an answer of the schema asked for, whatever the directive', async () => {
+    const schema = {
+      type: 'OBJECT',
+      properties: {
+        complexity_reasoning: { type: 'STRING' },
+        complexity_score: { type: 'INTEGER' },
+        tags: { type: 'ARRAY', items: { type: 'STRING', enum: ['a', 'b'] } },
+      },
+    };
+    const res = await post(PATHS.gemini, {
+      ...gemini('[[fake:401]] route me'),
+      generationConfig: { responseMimeType: 'application/json', responseJsonSchema: schema },
+    });
+    expect(res.status).toBe(200);
+    const body: Any = await res.json();
+    expect(JSON.parse(body.candidates[0].content.parts[0].text)).toEqual({
+      complexity_reasoning: 'fake',
+      complexity_score: 1,
+      tags: ['a'],
+    });
+    expect(last().outcome).toBe('json');
+  });
+
+  test('countTokens, GET models and GET models/{model}', async () => {
+    const count = await post('/v1beta/models/gemini-x:countTokens', gemini('count me'));
+    expect(count.status).toBe(200);
+    const counted: Any = await count.json();
+    expect(counted.totalTokens).toBeGreaterThan(0);
+    expect(last()).toMatchObject({ outcome: 'count-tokens', model: 'gemini-x' });
+    const list: Any = await (await fetch(`${api.url}/v1beta/models`)).json();
+    expect(list.models[0]).toMatchObject({
+      name: 'models/fake-model',
+      supportedGenerationMethods: ['generateContent', 'countTokens'],
+    });
+    const one = await fetch(`${api.url}/v1beta/models/gemini-x`);
+    expect(one.status).toBe(200);
+    expect(await one.json()).toMatchObject({ name: 'models/gemini-x' });
+  });
+
+  test('Gemini CLI: [[fake:tool:…]] calls run_shell_command, [[fake:write:PATH=CONTENT]] write_file', async () => {
+    const shell: Any = await (
+      await post(PATHS.gemini, { ...cliPrompt('[[fake:tool:echo a=b]]'), ...tools('read_file', 'run_shell_command') })
+    ).json();
+    expect(shell.candidates[0].content.parts[0].functionCall).toEqual({
+      name: 'run_shell_command',
+      args: { command: 'echo a=b', description: 'fake tool call' },
+    });
+    const write: Any = await (
+      await post(PATHS.gemini, {
+        ...cliPrompt('[[fake:write:notes/a.txt=x = y]]'),
+        ...tools('read_file', 'write_file'),
+      })
+    ).json();
+    expect(write.candidates[0].content.parts[0].functionCall).toEqual({
+      name: 'write_file',
+      args: { file_path: 'notes/a.txt', content: 'x = y' },
+    });
+    expect(last().outcome).toBe('write');
+    // Its default mode offers no write_file: the answer says so, and what it saw.
+    const refused: Any = await (
+      await post(PATHS.gemini, { ...cliPrompt('[[fake:write:a.txt=x]]'), ...tools('read_file', 'glob') })
+    ).json();
+    expect(refused.candidates[0].content.parts[0].text).toBe(
+      'FAKE WRITE ERROR: the request offers no write_file tool; tools seen: read_file, glob',
+    );
+    expect(last().outcome).toBe('write-missing');
+    const mcp: Any = await (
+      await post(PATHS.gemini, {
+        ...cliPrompt('[[fake:mcp:parent:ask_parent:{"question":"q?"}]]'),
+        ...tools('read_file', 'mcp_parent_ask_parent'),
+      })
+    ).json();
+    expect(mcp.candidates[0].content.parts[0].functionCall).toEqual({
+      name: 'mcp_parent_ask_parent',
+      args: { question: 'q?' },
+    });
+  });
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -1,19 +1,29 @@
 // The reaper: a sidecar that outlives the server by design. The server tells it on stdin
-// which process groups are live ("+PGID" / "-PGID" lines). When its stdin ends, the server
-// has exited or died (even by SIGKILL, which no handler can catch), and every group still
-// listed is ended: SIGTERM, a grace period, then SIGKILL. Started with the first job.
+// which process groups are live ("+PGID MARK" / "-PGID" lines, MARK the run's mark:
+// src/jobs/process/run-processes.ts). When its stdin ends, the server has exited or died (even
+// by SIGKILL, which no handler can catch), and every group still listed is ended, with the
+// run's processes that left it: SIGTERM, a grace period, then SIGKILL. Started with the first job.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { liveRunProcesses } from './run-processes.js';
 
-/** Runs in the sidecar (`node -e`), so it may use only globals: no imports, no closure. */
-function reaperMain(graceMs: number): void {
+/**
+ * Runs in the sidecar (`node -e`), so it may use only globals (require included): no imports,
+ * no closure. `runProcesses` is liveRunProcesses, passed as its source text.
+ */
+function reaperMain(graceMs: number, runProcesses: typeof liveRunProcesses): void {
   process.title = 'polyspawn-reaper';
-  const groups = new Set<number>();
+  const fs = require('node:fs') as typeof import('node:fs');
+  const groups = new Map<number, string | undefined>();
   const signalAll = (signal: NodeJS.Signals) => {
-    for (const pgid of groups) {
-      try {
-        process.kill(-pgid, signal);
-      } catch {
-        groups.delete(pgid); // already gone
+    for (const [pgid, mark] of groups) {
+      // Found before the group is signalled: a dying leader takes the ancestry of what it started.
+      const strays = runProcesses(pgid, mark, fs)?.strays ?? [];
+      for (const pid of [-pgid, ...strays]) {
+        try {
+          process.kill(pid, signal);
+        } catch {
+          // gone already
+        }
       }
     }
   };
@@ -23,9 +33,10 @@ function reaperMain(graceMs: number): void {
     const lines = (pending + chunk).split('\n');
     pending = lines.pop() ?? '';
     for (const line of lines) {
-      const pgid = Number(line.slice(1));
+      const [group, mark] = line.slice(1).split(' ');
+      const pgid = Number(group);
       if (!Number.isInteger(pgid) || pgid <= 1) continue;
-      if (line.startsWith('+')) groups.add(pgid);
+      if (line.startsWith('+')) groups.set(pgid, mark);
       else if (line.startsWith('-')) groups.delete(pgid);
     }
   });
@@ -48,8 +59,9 @@ export class Reaper {
 
   constructor(private readonly graceMs: number) {}
 
-  watch(pgid: number): void {
-    this.send(`+${pgid}`);
+  /** `mark`: the run's mark (hex), which finds the run's processes that left the group. */
+  watch(pgid: number, mark: string): void {
+    this.send(`+${pgid} ${mark}`);
   }
 
   unwatch(pgid: number): void {
@@ -67,7 +79,8 @@ export class Reaper {
     const lines = this.pending;
     this.pending = '';
     if (!this.child) {
-      this.child = spawn(process.execPath, ['-e', `(${reaperMain.toString()})(${this.graceMs})`], {
+      const main = `(${reaperMain.toString()})(${this.graceMs}, ${liveRunProcesses.toString()})`;
+      this.child = spawn(process.execPath, ['-e', main], {
         detached: true, // its own group, so a signal to the server's group does not reach it
         stdio: ['pipe', 'ignore', 'ignore'],
       });

@@ -1,15 +1,18 @@
 // The process runner: one child per job, in its own process group, prompt on stdin, its
 // stdout and stderr written by the child itself straight into the run's log files, and the
 // whole group ended on exit, timeout, cancel or server shutdown, so no grandchild outlives
-// its job. The server reads the output back once the child has exited (src/jobs/process/log-reader.ts):
+// its job; nor one that left the group (setsid): each run's processes carry a mark of its own
+// in their environment (src/jobs/process/run-processes.ts). The server reads the output back once the child has exited (src/jobs/process/log-reader.ts):
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
-import { closeSync, constants, fstatSync, openSync, readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import { openRegularFile, PRIVATE_FILE } from '../../lib/fs.js';
-import { procStat } from '../../lib/proc.js';
 import { readHeadAndTail, readNewest } from './log-reader.js';
 import { Reaper } from './reaper.js';
+import { liveRunProcesses, RUN_MARK_ENV } from './run-processes.js';
 
 export type RunSpec = {
   file: string;
@@ -76,8 +79,8 @@ const STDERR_TAIL_BYTES = 64 << 10;
 /** A run's stdout log as parse() gets it: its head and tail when it is very long. */
 export const readStdoutLog = (path: string) => readHeadAndTail(path, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
 
-/** Process groups started and not yet ended; shutdown kills every one of them. */
-const liveGroups = new Set<number>();
+/** Process groups started and not yet ended, with their runs' marks; shutdown kills every one of them. */
+const liveGroups = new Map<number, string>();
 /** Ends the live groups even if this process dies without running any handler. */
 let reaper: Reaper | undefined;
 
@@ -95,7 +98,7 @@ export function childEnv({
 const LOG_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
 
 /** Starts the child in a process group of its own, writing straight into its logs; or says why it could not. */
-function startChild(spec: RunSpec): { child: ChildProcess } | { error: NodeJS.ErrnoException } {
+function startChild(spec: RunSpec, mark: string): { child: ChildProcess } | { error: NodeJS.ErrnoException } {
   const fds: number[] = [...(spec.passFds ?? [])];
   try {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile, spec.stdin);
@@ -108,7 +111,7 @@ function startChild(spec: RunSpec): { child: ChildProcess } | { error: NodeJS.Er
     // The child's stdin gets the prompt and is closed (an open stdin hangs codex).
     const child = spawn(spec.file, spec.args, {
       cwd: spec.cwd,
-      env: childEnv(spec),
+      env: { ...childEnv(spec), [RUN_MARK_ENV]: mark },
       detached: true, // its own process group, so a signal reaches every descendant
       stdio: spec.pipes
         ? ['pipe', 'pipe', stdout, ...(spec.passFds ?? [])]
@@ -125,14 +128,15 @@ function startChild(spec: RunSpec): { child: ChildProcess } | { error: NodeJS.Er
 }
 
 export function runProcess(spec: RunSpec): RunningProcess {
-  const started = startChild(spec);
+  const mark = randomBytes(16).toString('hex');
+  const started = startChild(spec, mark);
   const child = 'child' in started ? started.child : undefined;
   let spawnError = 'error' in started ? started.error.message : undefined;
   let spawnErrorCode = 'error' in started ? started.error.code : undefined;
   const pgid = child?.pid;
   if (pgid !== undefined) {
-    liveGroups.add(pgid);
-    (reaper ??= new Reaper(spec.graceMs)).watch(pgid);
+    liveGroups.set(pgid, mark);
+    (reaper ??= new Reaper(spec.graceMs)).watch(pgid, mark);
   }
 
   // How the child ended, or why it never started (ENOENT, EACCES: an 'error' and no 'exit').
@@ -154,7 +158,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
   const stop = (why: RunEnd) => {
     if (stopping) return;
     end = why;
-    const group = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs);
+    const group = pgid === undefined ? Promise.resolve() : terminateGroup(pgid, spec.graceMs, mark);
     stopping = spec.stop ? Promise.all([spec.stop(), group]).then(() => undefined) : group;
   };
   const timer = setTimeout(() => stop('timeout'), spec.timeoutMs);
@@ -167,7 +171,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     clearTimeout(timer);
     spec.signal?.removeEventListener('abort', onAbort);
     // Descendants the leader left behind would go on writing to its logs: end them first.
-    if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);
+    if (pgid !== undefined && !stopping && runAlive(pgid, mark)) stopping = terminateGroup(pgid, spec.graceMs, mark);
     await stopping;
     if (pgid === undefined) {
       return {
@@ -218,50 +222,54 @@ function openIfPresent(path: string, text: string): number | undefined {
   return undefined;
 }
 
-function groupAlive(pgid: number): boolean {
+/**
+ * Whether a process of the run is left: of its group, or marked as its own (`mark`). Dead
+ * members not yet reaped do not count: a grandchild whose parent died is reparented to init,
+ * which may reap it late (here: ~2 s) or never (a container whose PID 1 does not reap). Such
+ * zombies hold no pipes and need no signal; otherwise every such job would wait out the whole
+ * grace period.
+ */
+function runAlive(pgid: number, mark: string | undefined): boolean {
+  const found = process.platform === 'linux' ? liveRunProcesses(pgid, mark, fs) : undefined;
+  if (found) return found.group.length + found.strays.length > 0;
   try {
     process.kill(-pgid, 0);
+    return true;
   } catch {
     return false;
   }
-  // kill() also counts members that are dead but not yet reaped: a grandchild whose parent
-  // died is reparented to init, which may reap it late (here: ~2 s) or never (a container
-  // whose PID 1 does not reap). Such zombies hold no pipes and need no signal, so a group
-  // of only zombies is over; otherwise every such job would wait out the whole grace period.
-  return process.platform !== 'linux' || groupHasLiveMember(pgid);
 }
 
-function groupHasLiveMember(pgid: number): boolean {
-  let pids: string[];
-  try {
-    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name));
-  } catch {
-    return true;
-  }
-  for (const pid of pids) {
-    const stat = procStat(pid); // undefined: gone meanwhile
-    if (stat?.pgrp === pgid && stat.state !== 'Z') return true;
-  }
-  return false;
-}
-
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+function signalRun(pgid: number, mark: string | undefined, signal: NodeJS.Signals): void {
+  // Found before the group is signalled: a leader that dies takes the ancestry of what it
+  // started with it (they are reparented to init).
+  const strays = process.platform === 'linux' ? (liveRunProcesses(pgid, mark, fs)?.strays ?? []) : [];
   try {
     process.kill(-pgid, signal);
   } catch {
     // ESRCH: the group is already gone.
   }
+  for (const pid of strays) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // gone meanwhile
+    }
+  }
 }
 
-/** SIGTERM to the group, then SIGKILL once the grace period is over if anything is left. */
-export async function terminateGroup(pgid: number, graceMs: number): Promise<void> {
-  signalGroup(pgid, 'SIGTERM');
+/**
+ * SIGTERM to the group and to the run's processes that left it (those marked `mark`, and their
+ * descendants), then SIGKILL once the grace period is over if anything is left.
+ */
+export async function terminateGroup(pgid: number, graceMs: number, mark?: string): Promise<void> {
+  signalRun(pgid, mark, 'SIGTERM');
   const deadline = Date.now() + graceMs;
-  while (groupAlive(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  if (groupAlive(pgid)) signalGroup(pgid, 'SIGKILL');
+  while (runAlive(pgid, mark) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (runAlive(pgid, mark)) signalRun(pgid, mark, 'SIGKILL');
 }
 
 /** For the last moment of shutdown, when no time is left for a grace period. */
 export function killAllGroupsNow(): void {
-  for (const pgid of liveGroups) signalGroup(pgid, 'SIGKILL');
+  for (const [pgid, mark] of liveGroups) signalRun(pgid, mark, 'SIGKILL');
 }

@@ -14,10 +14,11 @@ const ASK_FIRST = { ask: 'ask', allow: 'allow', deny: 'deny' } as const;
 
 export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
   gemini: {
-    description: 'Gemini CLI over ACP: edits files, runs commands; permission requests go to you.',
+    description: 'Gemini CLI (ACP): edits files, runs commands; asks you first.',
     command: 'gemini',
     // --skip-trust: an untrusted folder ignores MCP servers and refuses yolo (measured).
     args: ['--acp', '--skip-trust'],
+    modelArgs: ['--model', '{model}'],
     env: ['GEMINI_API_KEY', 'GOOGLE_API_KEY'],
     permissions: ASK_FIRST,
     usage: 'meta_token_count',
@@ -30,9 +31,12 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     modelEndpointEnv: ['GOOGLE_GEMINI_BASE_URL'],
   },
   copilot: {
-    description: 'GitHub Copilot CLI over ACP: edits files, runs commands; permission requests go to you.',
+    description: 'Copilot CLI (ACP): edits files, runs commands; asks you first.',
     command: 'copilot',
     args: ['--acp'],
+    // Its BYOK mode (a model provider of your own) refuses to start without one.
+    modelArgs: ['--model', '{model}'],
+    models: copilot.models,
     env: [...copilot.loginEnv],
     permissions: ASK_FIRST,
     // PromptResponse.usage adds up over the session (measured).
@@ -48,7 +52,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     sandboxPaths: copilot.sandboxPaths,
   },
   claude: {
-    description: 'Claude Code through its ACP adapter: edits files, runs commands; permission requests go to you.',
+    description: 'Claude Code (ACP adapter): edits files, runs commands; asks you first.',
     command: 'claude-agent-acp',
     args: [],
     // CLAUDE_CODE_EXECUTABLE: which claude the adapter runs.
@@ -67,7 +71,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     sandboxPaths: claude.sandboxPaths,
   },
   codex: {
-    description: 'Codex through its ACP adapter: edits files, runs commands; permission requests go to you.',
+    description: 'Codex (ACP adapter): edits files, runs commands; asks you first.',
     command: 'codex-acp',
     args: [],
     // CODEX_PATH: which codex the adapter runs.

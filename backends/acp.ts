@@ -5,7 +5,7 @@
 // the protocol's message stream, one JSON line per message (AcpLogLine); parse() reads the answer,
 // the session and the usage back from it.
 import { z } from 'zod';
-import type { CliBackend, Outcome, SandboxPaths, Usage } from './types.js';
+import type { BackendModels, CliBackend, Outcome, SandboxPaths, Usage } from './types.js';
 import { asNumber, field, jsonLines } from './jsonl.js';
 
 /** What an answer to `session/request_permission` is, under a permission mode: chosen, refused, or the orchestrator's to decide. */
@@ -30,6 +30,10 @@ export type AcpAgent = {
   description: string;
   command: string;
   args: string[];
+  /** Arguments that choose the model, `{model}` standing for it, added when a spawn names one; none: the agent's own model. */
+  modelArgs?: string[];
+  /** The models table's entry (the model a spawn without one runs, aliases, prices); unset: the agent's own model. */
+  models?: BackendModels;
   /** Variables it logs in with or needs, passed by name (secrets included). */
   env: string[];
   /** Permission mode → answer; the first mode is the default. */
@@ -56,12 +60,7 @@ export const isAcp = (backend: CliBackend): backend is AcpBackend => 'acp' in ba
 
 /** A spawn's own answer to permission requests: it may make its agent's stricter, never looser. */
 const spawnInput = {
-  on_permission: z
-    .enum(PERMISSION_ANSWERS)
-    .optional()
-    .describe(
-      'Narrows the permission policy for this run: deny, ask (you answer), allow; never wider than configured.',
-    ),
+  on_permission: z.enum(PERMISSION_ANSWERS).optional().describe('Stricter for this run: ask (you answer) or deny'),
 };
 
 /** The stricter of two answers: ask is stricter than allow, deny than both. */
@@ -89,7 +88,7 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
     title: `${agent.name} (ACP agent)`,
     description: agent.description,
     secretPatterns: agent.secretPatterns ?? [],
-    models: { default: AGENTS_OWN_MODEL, aliases: {}, prices: {} },
+    models: agent.models ?? { default: AGENTS_OWN_MODEL, aliases: {}, prices: {} },
     executable: agent.command,
     binEnv: `POLYSPAWN_${agent.name.toUpperCase()}_BIN`,
     installHint: agent.installHint,
@@ -106,9 +105,14 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
     // The cost it reports as it goes is followed by the session driver; turns always are.
     budgetFlags: agent.reportsCost ? ['cost'] : [],
     acp: agent,
-    command: (_input, settings) => ({
+    command: (input, settings) => ({
       file: settings.bin ?? agent.command,
-      args: agent.args,
+      args: [
+        ...agent.args,
+        ...(agent.modelArgs && input.model !== AGENTS_OWN_MODEL
+          ? agent.modelArgs.map((arg) => arg.replaceAll('{model}', input.model))
+          : []),
+      ],
       env: Object.fromEntries((agent.removeEnv ?? []).map((name) => [name, undefined])),
       stdin: '',
     }),

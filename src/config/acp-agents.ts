@@ -12,7 +12,7 @@ import {
 } from '../../backends/acp.js';
 import { ACP_PRESETS } from '../../backends/acp-presets.js';
 import { ConfigError } from '../lib/errors.js';
-import { ENV_NAME } from '../lib/text.js';
+import { ENV_NAME, isModelName, PLAIN_NAME_RULE } from '../lib/text.js';
 
 /** A backend's name becomes a tool's (`spawn_<name>`) and variables' (`POLYSPAWN_<NAME>_BIN`). */
 const AGENT_NAME = /^[a-z][a-z0-9_]{0,30}$/;
@@ -25,6 +25,10 @@ const acpAgentSchema = z
     description: z.string().min(1).max(200),
     command: z.string().min(1).max(4096),
     args: z.array(z.string().max(4096)).max(100),
+    /** Arguments that choose the model a spawn names, `{model}` standing for it. */
+    model_args: z.array(z.string().max(4096)).max(10),
+    /** The model a spawn without one runs (with model_args). */
+    default_model: z.string().refine(isModelName, `a model name: ${PLAIN_NAME_RULE}`),
     env: z.array(z.string().regex(ENV_NAME, 'must be a variable name')).max(100),
     permissions: z
       .record(z.string().regex(MODE_NAME, 'must be a lower-case mode name'), z.enum(PERMISSION_ANSWERS))
@@ -75,6 +79,10 @@ export function acpBackends(
       description: d.description ?? preset?.description ?? `${name}: an agent over ACP that edits files.`,
       installHint: d.install_hint ?? preset?.installHint ?? `install ${command}`,
       ...(d.args && { args: d.args }),
+      ...(d.model_args && { modelArgs: d.model_args }),
+      ...(d.default_model && {
+        models: { ...(preset?.models ?? { aliases: {}, prices: {} }), default: d.default_model },
+      }),
       ...(d.env && { env: d.env }),
       ...(d.permissions && { permissions: d.permissions }),
       ...(d.usage && { usage: d.usage }),

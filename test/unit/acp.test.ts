@@ -47,6 +47,27 @@ describe('acp_agents in the config', () => {
     ).toBe('/opt/copilot');
   });
 
+  test("a spawn's model reaches the agent through model_args; without them the agent keeps its own", () => {
+    const config = withConfigs({
+      acp_agents: {
+        cop: { preset: 'copilot' },
+        plain: { command: 'plain' },
+        picked: { command: 'p', model_args: ['-m', '{model}'], default_model: 'big-1' },
+      },
+    })();
+    const [cop, plain, picked] = config.acpAgents;
+    const settings = { permission: 'ask', allowTools: [], denyTools: [] };
+    const argsFor = (backend: AcpBackend, model: string) =>
+      backend.command({ model } as never, settings, { scratchDir: '' }).args;
+    expect(cop!.models.default).toBe('gpt-5.4');
+    expect(argsFor(cop!, 'gpt-5.4')).toEqual(['--acp', '--model', 'gpt-5.4']);
+    expect(plain!.models.default).toBe('default');
+    expect(argsFor(plain!, 'default')).toEqual([]);
+    expect(picked!.models.default).toBe('big-1');
+    expect(argsFor(picked!, 'big-1')).toEqual(['-m', 'big-1']);
+    expect(withConfigs({ acp_agents: { x: { command: 'x', default_model: '--evil' } } })).toThrow(/a model name/);
+  });
+
   test("a project's config declares no agent: its acp_agents are ignored and said", () => {
     const config = withConfigs({}, { acp_agents: { evil: { command: '/tmp/evil.sh' } } })();
     expect(config.acpAgents).toEqual([]);

@@ -2,7 +2,7 @@
 // limits the server enforces anyway; brief() listings; titles, output schemas and every hint for
 // the clients; the SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list and
 // instructions within their budgets.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ import { createServer } from '../../src/mcp/server.js';
 import { lazyParentChannel } from '../../src/mcp/channel/index.js';
 import { brief, compactToolList, modelVisibleBytes } from '../../src/mcp/tool-list.js';
 import { backendNames } from '../helpers/backends.js';
+import { ACP_PRESETS } from '../../backends/acp-presets.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });
@@ -194,4 +195,34 @@ describe.each([
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+test(`an ACP agent's spawn tool, from each preset or declared bare, costs a model at most ${MAX_BYTES_PER_SPAWN_TOOL} B`, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
+  const config = join(dir, 'config.json');
+  const declared = Object.fromEntries(Object.keys(ACP_PRESETS).map((preset) => [`${preset}_acp`, { preset }]));
+  writeFileSync(config, JSON.stringify({ acp_agents: { ...declared, bare_acp: { command: 'true' } } }));
+  const app = createApp({ PATH: fakeBin, HOME: dir, POLYSPAWN_CONFIG: config }, dir, () => true, undefined, {
+    parentChannel: lazyParentChannel,
+  });
+  const server = createServer(app);
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await server.connect(a);
+  const client = new Client({ name: 'c', version: '1' });
+  try {
+    await client.connect(b);
+    const { tools } = await client.listTools();
+    const names = [...Object.keys(declared), 'bare_acp'].map((name) => `spawn_${name}`);
+    for (const name of names) {
+      const tool = tools.find((t) => t.name === name);
+      expect(tool, name).toBeDefined();
+      expect(modelVisibleBytes(tool!), name).toBeLessThanOrEqual(MAX_BYTES_PER_SPAWN_TOOL);
+    }
+  } finally {
+    await client.close();
+    await server.close();
+    app.agents.close();
+    await app.iac.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

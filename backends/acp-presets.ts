@@ -3,7 +3,7 @@
 // declaration overrides the preset's. What each knows of its vendor's CLI (its keys' shapes, its
 // login variables, where it keeps its state) is the built-in backend's own.
 import type { AcpAgent } from './acp.js';
-import { claude } from './claude.js';
+import { claude, rootSandboxEnv } from './claude.js';
 import { codex } from './codex.js';
 import { copilot } from './copilot.js';
 
@@ -59,6 +59,8 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     env: [...claude.loginEnv, 'CLAUDE_CODE_EXECUTABLE'],
     permissions: ASK_FIRST,
     usage: 'per_turn',
+    // It starts in `auto`, which runs tools without asking; `default` asks for each.
+    sessionMode: 'default',
     mcp: 'http',
     // usage_update.cost, in USD, over the session.
     reportsCost: true,
@@ -67,6 +69,8 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     installHint: 'install it with `npm install -g @agentclientprotocol/claude-agent-acp`',
     secretPatterns: claude.secretPatterns,
     removeEnv: claude.removeEnv,
+    // The adapter starts claude allowed to skip permissions later, which as root needs this.
+    setEnv: rootSandboxEnv,
     modelEndpointEnv: claude.modelEndpointEnv,
     sandboxPaths: claude.sandboxPaths,
   },
@@ -78,6 +82,8 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     env: [...codex.loginEnv, 'CODEX_PATH'],
     permissions: ASK_FIRST,
     usage: 'per_turn',
+    // It starts in `agent`, which asks only for what it deems unsafe; `read-only` asks before each edit.
+    sessionMode: 'read-only',
     mcp: 'http',
     reportsCost: false,
     fs: false,

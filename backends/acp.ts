@@ -32,6 +32,8 @@ export type AcpAgent = {
   args: string[];
   /** Arguments that choose the model, `{model}` standing for it, added when a spawn names one; none: the agent's own model. */
   modelArgs?: string[];
+  /** The session mode to run in (`session/set_mode`), where its default asks for no permission polyspawn could answer. */
+  sessionMode?: string;
   /** The models table's entry (the model a spawn without one runs, aliases, prices); unset: the agent's own model. */
   models?: BackendModels;
   /** Variables it logs in with or needs, passed by name (secrets included). */
@@ -50,6 +52,8 @@ export type AcpAgent = {
   /** What a preset knows of a vendor's CLI beyond the protocol (its keys' shapes, where it keeps its state). */
   secretPatterns?: readonly string[];
   removeEnv?: readonly string[];
+  /** Variables the preset sets for its CLI, as the built-in backend does. */
+  setEnv?: () => Record<string, string>;
   modelEndpointEnv?: readonly string[];
   sandboxPaths?: SandboxPaths;
 };
@@ -113,7 +117,7 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
           ? agent.modelArgs.map((arg) => arg.replaceAll('{model}', input.model))
           : []),
       ],
-      env: Object.fromEntries((agent.removeEnv ?? []).map((name) => [name, undefined])),
+      env: { ...Object.fromEntries((agent.removeEnv ?? []).map((name) => [name, undefined])), ...agent.setEnv?.() },
       stdin: '',
     }),
     parse: (result) => parseAcpLog(agent, result.stdout),

@@ -34,6 +34,8 @@ const acpAgentSchema = z
       .record(z.string().regex(MODE_NAME, 'must be a lower-case mode name'), z.enum(PERMISSION_ANSWERS))
       .refine((modes) => Object.keys(modes).length > 0 && Object.keys(modes).length <= 20, 'name 1 to 20 modes'),
     usage: z.enum(USAGE_REPORTS),
+    /** The session mode to run in (set with session/set_mode after the session starts). */
+    session_mode: z.string().min(1).max(100),
     mcp: z.enum(MCP_TRANSPORTS),
     reports_cost: z.boolean(),
     fs: z.boolean(),
@@ -86,6 +88,7 @@ export function acpBackends(
       ...(d.env && { env: d.env }),
       ...(d.permissions && { permissions: d.permissions }),
       ...(d.usage && { usage: d.usage }),
+      ...(d.session_mode && { sessionMode: d.session_mode }),
       ...(d.mcp && { mcp: d.mcp }),
       ...(d.reports_cost !== undefined && { reportsCost: d.reports_cost }),
       ...(d.fs !== undefined && { fs: d.fs }),

@@ -65,14 +65,22 @@ async function allowUntilDone(id: string): Promise<{ job: Job; questions: Questi
   throw new Error(`agent ${id} did not finish`);
 }
 
-describe.each(['copilot_acp', 'claude_acp', 'codex_acp'])('%s', (name) => {
+// codex's own default model is one the fake does not offer its shell tool to; gpt-5.5 is set as
+// the session's `model` option (the codex adapter takes it so).
+describe.each([
+  ['copilot_acp', {}],
+  ['claude_acp', {}],
+  ['codex_acp', { model: 'gpt-5.5' }],
+])('%s', (name, model) => {
   test('a shell command writes a file after a permission the orchestrator answered', { timeout: 400_000 }, async () => {
     const file = `${name}-written.txt`;
     const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
       prompt: `Write the file. [[fake:tool:echo ${name} > ${file}]]`,
+      ...model,
     });
     const { job, questions } = await allowUntilDone(id);
     expect(job.state, `${job.error}\n${log(id).slice(-3000)}`).toBe('succeeded');
+    expect(existsSync(join(server.projectDir, file)), log(id).slice(-4000)).toBe(true);
     expect(readFileSync(join(server.projectDir, file), 'utf8').trim()).toBe(name);
     expect(job.text).toContain('TOOL_RESULT');
     expect(job.session_id).toMatch(/^[0-9a-f-]{36}$/);
@@ -96,6 +104,7 @@ describe.each(['copilot_acp', 'claude_acp', 'codex_acp'])('%s', (name) => {
     const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
       prompt: `Write the file. [[fake:tool:echo no > ${file}]]`,
       on_permission: 'deny',
+      ...model,
     });
     const waited = await waitOnce(id);
     expect(waited.questions ?? []).toEqual([]);
@@ -104,7 +113,10 @@ describe.each(['copilot_acp', 'claude_acp', 'codex_acp'])('%s', (name) => {
   });
 
   test('cancel: the turn ends cancelled and nothing of the agent is left running', { timeout: 400_000 }, async () => {
-    const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, { prompt: 'Wait. [[fake:slow:120000]]' });
+    const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
+      prompt: 'Wait. [[fake:slow:120000]]',
+      ...model,
+    });
     // Cancelled once the model request is under way.
     await expect
       .poll(() => rig.api.requests.some((r) => r.lastUserText.includes('Wait. [[fake:slow')), {

@@ -44,6 +44,8 @@ beforeAll(async () => {
         stubborn: agent('--ignore-cancel'),
         noload: agent('--no-load'),
         priced: { ...agent(), reports_cost: true },
+        moded: { ...agent(), session_mode: 'default' },
+        nomode: { ...agent(), session_mode: 'plan' },
         missing: { command: 'no-such-acp-agent-here', install_hint: 'install it with `npm i -g no-such`' },
       },
     }),
@@ -192,6 +194,18 @@ describe('an ACP agent from the user config', () => {
     const second = await finished(await spawn('noload', 'again', { resume: first.agent_id }));
     expect(second.state).toBe('failed');
     expect(second.error).toContain('cannot load an earlier session');
+  });
+
+  test('the declared session mode is set; a model the spawn names is set as the session option', async () => {
+    const plain = await finished(await spawn('yolo', 'hello'));
+    expect(plain.text).toContain('mode auto, model small');
+    const moded = await finished(await spawn('moded', 'hello', { model: 'big' }));
+    expect(moded.state, moded.error).toBe('succeeded');
+    expect(moded.text).toContain('mode default, model big');
+    const unknown = await finished(await spawn('moded', 'hello', { model: 'huge' }));
+    expect(unknown.error).toContain('has no model "huge": it offers small, big');
+    const nomode = await finished(await spawn('nomode', 'hello'));
+    expect(nomode.error).toContain('offers no session mode "plan"');
   });
 
   test('max_turns counts the prompt and each tool call', async () => {

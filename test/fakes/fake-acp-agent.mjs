@@ -5,6 +5,7 @@
 //   --protocol N           answers initialize with protocol version N
 //   --no-load              has no loadSession
 //   --ignore-cancel        a cancelled turn goes on (its process group must be ended)
+// Its session offers the modes auto (the default) and default, and a model option: small, big.
 //   [[acp:write REL TEXT]]     asks permission (a diff), then writes REL under its cwd if allowed
 //   [[acp:fs-write ABS TEXT]]  writes through the client's fs/write_text_file; says what happened
 //   [[acp:fs-read ABS]]        reads through fs/read_text_file; says what it got
@@ -41,8 +42,37 @@ const app = agent({ name: 'fake-acp-agent' })
   })
   .onRequest('session/new', ({ params }) => {
     const sessionId = randomUUID();
-    sessions.set(sessionId, { cwd: params.cwd, mcpServers: params.mcpServers });
-    return { sessionId };
+    sessions.set(sessionId, { cwd: params.cwd, mcpServers: params.mcpServers, mode: 'auto', model: 'small' });
+    return {
+      sessionId,
+      modes: {
+        currentModeId: 'auto',
+        availableModes: [
+          { id: 'auto', name: 'Auto' },
+          { id: 'default', name: 'Ask' },
+        ],
+      },
+      configOptions: [
+        {
+          id: 'model',
+          name: 'Model',
+          type: 'select',
+          currentValue: 'small',
+          options: [
+            { value: 'small', name: 'Small' },
+            { value: 'big', name: 'Big' },
+          ],
+        },
+      ],
+    };
+  })
+  .onRequest('session/set_mode', ({ params }) => {
+    sessions.get(params.sessionId).mode = params.modeId;
+    return {};
+  })
+  .onRequest('session/set_config_option', ({ params }) => {
+    sessions.get(params.sessionId).model = params.value;
+    return { configOptions: [] };
   })
   .onRequest('session/load', async ({ params, client }) => {
     sessions.set(params.sessionId, { cwd: params.cwd, mcpServers: params.mcpServers });
@@ -63,6 +93,7 @@ const app = agent({ name: 'fake-acp-agent' })
     const said = ['fake acp answer'];
     const servers = (session.mcpServers ?? []).map((s) => s.name).join(',');
     if (servers) said.push(`mcp servers: ${servers}`);
+    said.push(`mode ${session.mode}, model ${session.model}`);
     for (const [name, arg] of directives(text)) {
       if (cancelled) break;
       if (name === 'write') {

@@ -8,16 +8,22 @@ import { acpBackend, acpPermission, parseAcpLog, type AcpBackend } from '../../b
 import { ACP_PRESETS } from '../../backends/acp-presets.js';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
+import { collectDoctor } from '../../src/commands/doctor.js';
 import { ConfigError } from '../../src/lib/errors.js';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
 import { permissionQuestion } from '../../src/jobs/acp/permission.js';
 import { tempProject } from '../helpers/temp.js';
 
-function withConfigs(user: unknown, projectFile?: unknown) {
+function projectWith(user: unknown, projectFile?: unknown) {
   const { dir, env } = tempProject('acp-config');
   mkdirSync(join(dir, 'xdg', 'polyspawn'), { recursive: true });
   writeFileSync(join(dir, 'xdg', 'polyspawn', 'config.json'), JSON.stringify(user));
   if (projectFile) writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify(projectFile));
+  return { dir, env };
+}
+
+function withConfigs(user: unknown, projectFile?: unknown) {
+  const { dir, env } = projectWith(user, projectFile);
   return () => loadConfig(backends, env, dir);
 }
 
@@ -66,6 +72,17 @@ describe('acp_agents in the config', () => {
     expect(picked!.models.default).toBe('big-1');
     expect(argsFor(picked!, 'big-1')).toEqual(['-m', 'big-1']);
     expect(withConfigs({ acp_agents: { x: { command: 'x', default_model: '--evil' } } })).toThrow(/a model name/);
+  });
+
+  test('doctor checks a declared agent as it checks a CLI: not installed, it says how to install it', async () => {
+    const { dir, env } = projectWith({
+      acp_agents: { ghost: { command: 'no-such-acp-agent', install_hint: 'install it with `npm i -g ghost`' } },
+    });
+    const report = await collectDoctor(env, dir);
+    expect(report.backends.find((b) => b.name === 'ghost')).toMatchObject({
+      usable: false,
+      detail: expect.stringContaining('npm i -g ghost'),
+    });
   });
 
   test("a project's config declares no agent: its acp_agents are ignored and said", () => {

@@ -15,6 +15,7 @@ import {
   type AnyMessage,
   type ClientContext,
   type McpServer,
+  type NewSessionResponse,
   type RequestPermissionRequest,
   type RequestPermissionResponse,
 } from '@agentclientprotocol/sdk';
@@ -268,18 +269,54 @@ async function startSession(run: AcpRun, context: ClientContext): Promise<string
   }
   const mcpServers = sessionMcpServers(run);
   const { job } = run;
+  let sessionId: string;
+  let session: Pick<NewSessionResponse, 'modes' | 'configOptions'>;
   if (job.resumeSessionId) {
     if (!init.agentCapabilities?.loadSession) {
       throw new Error(`${agent.name} cannot load an earlier session (it has no loadSession): spawn it without resume`);
     }
-    await within(
-      'session/load',
-      context.request('session/load', { sessionId: job.resumeSessionId, cwd: job.cwd, mcpServers }),
-    );
-    return job.resumeSessionId;
+    sessionId = job.resumeSessionId;
+    session = await within('session/load', context.request('session/load', { sessionId, cwd: job.cwd, mcpServers }));
+  } else {
+    session = await within('session/new', context.request('session/new', { cwd: job.cwd, mcpServers }));
+    sessionId = (session as NewSessionResponse).sessionId;
   }
-  const created = await within('session/new', context.request('session/new', { cwd: job.cwd, mcpServers }));
-  return created.sessionId;
+  await configureSession(run, context, sessionId, session);
+  return sessionId;
+}
+
+/**
+ * The session's mode the agent is declared to run in (where its permission requests come from),
+ * and the model a spawn named, where the agent takes it as the session's `model` option rather
+ * than as an argument (model_args).
+ */
+async function configureSession(
+  { backend, job }: AcpRun,
+  context: ClientContext,
+  sessionId: string,
+  session: Pick<NewSessionResponse, 'modes' | 'configOptions'>,
+): Promise<void> {
+  const agent = backend.acp;
+  const mode = agent.sessionMode;
+  if (mode && mode !== session.modes?.currentModeId) {
+    const offered = session.modes?.availableModes.map((m) => m.id) ?? [];
+    if (!offered.includes(mode))
+      throw new Error(
+        `${agent.name} offers no session mode "${mode}" (session_mode; it offers ${offered.join(', ') || 'none'})`,
+      );
+    await context.request('session/set_mode', { sessionId, modeId: mode });
+  }
+  if (agent.modelArgs || job.model === backend.models.default) return;
+  const option = session.configOptions?.find((o) => o.id === 'model' && o.type === 'select');
+  if (!option || option.type !== 'select') {
+    throw new Error(
+      `${agent.name} takes no model from its client (no "model" option in its session): spawn it without model, or declare model_args`,
+    );
+  }
+  const values = option.options.flatMap((o) => ('group' in o ? o.options : [o])).map((o) => o.value);
+  if (!values.includes(job.model))
+    throw new Error(`${agent.name} has no model "${job.model}": it offers ${values.join(', ')}`);
+  await context.request('session/set_config_option', { sessionId, configId: 'model', value: job.model });
 }
 
 /** The MCP servers for `session/new`: the channel to the orchestrator and the named agent's own, as the agent takes them. */

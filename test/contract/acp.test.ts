@@ -67,15 +67,16 @@ async function allowUntilDone(id: string): Promise<{ job: Job; questions: Questi
 
 // codex's own default model is one the fake does not offer its shell tool to; gpt-5.5 is set as
 // the session's `model` option (the codex adapter takes it so).
+// The codex adapter runs in read-only mode, whose shell asks only to leave its sandbox.
 describe.each([
-  ['copilot_acp', {}],
-  ['claude_acp', {}],
-  ['codex_acp', { model: 'gpt-5.5' }],
-])('%s', (name, model) => {
+  ['copilot_acp', {}, 'tool'],
+  ['claude_acp', {}, 'tool'],
+  ['codex_acp', { model: 'gpt-5.5' }, 'tool-escalated'],
+])('%s', (name, model, tool) => {
   test('a shell command writes a file after a permission the orchestrator answered', { timeout: 400_000 }, async () => {
     const file = `${name}-written.txt`;
     const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
-      prompt: `Write the file. [[fake:tool:echo ${name} > ${file}]]`,
+      prompt: `Write the file. [[fake:${tool}:echo ${name} > ${file}]]`,
       ...model,
     });
     const { job, questions } = await allowUntilDone(id);
@@ -102,7 +103,7 @@ describe.each([
   test('on_permission deny: refused without a question, nothing written', { timeout: 400_000 }, async () => {
     const file = `${name}-denied.txt`;
     const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
-      prompt: `Write the file. [[fake:tool:echo no > ${file}]]`,
+      prompt: `Write the file. [[fake:${tool}:echo no > ${file}]]`,
       on_permission: 'deny',
       ...model,
     });

@@ -4,7 +4,7 @@
 // writes a file with its shell tool after a permission request that reaches the orchestrator
 // (this test) with the tool call, is answered through reply_subagent, and the turn goes on; and
 // a cancel ends a turn that waits on the model, with nothing of the agent left running.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { TestServer } from '../helpers/mcp.js';
@@ -21,7 +21,14 @@ let server: TestServer;
 
 beforeAll(async () => {
   const config = join(tempDir('acp-contract'), 'config.json');
-  rig = await startContractRig((clis) => {
+  // Gemini CLI reaches a local endpoint with an API key only when the user's settings say so (tests only).
+  const geminiHome = tempDir('acp-gemini-home');
+  mkdirSync(join(geminiHome, '.gemini'));
+  writeFileSync(
+    join(geminiHome, '.gemini', 'settings.json'),
+    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
+  );
+  rig = await startContractRig((clis, apiUrl) => {
     writeFileSync(
       config,
       JSON.stringify({
@@ -29,6 +36,7 @@ beforeAll(async () => {
           copilot_acp: { preset: 'copilot' },
           claude_acp: { preset: 'claude', command: clis.claudeAcp },
           codex_acp: { preset: 'codex', command: clis.codexAcp },
+          gemini_acp: { preset: 'gemini', command: clis.gemini },
         },
       }),
     );
@@ -37,6 +45,10 @@ beforeAll(async () => {
       POLYSPAWN_COPILOT_ACP_BIN: clis.copilot,
       CLAUDE_CODE_EXECUTABLE: clis.claude,
       CODEX_PATH: clis.codex,
+      GEMINI_API_KEY: 'contract-test-key',
+      GOOGLE_GEMINI_BASE_URL: apiUrl,
+      // Every CLI here keeps its state in a folder of its own variable; Gemini CLI's is under HOME.
+      HOME: geminiHome,
     };
   });
   server = rig.server;
@@ -130,6 +142,43 @@ describe.each([
     const waited = await waitOnce(id);
     expect(waited.finished[0]?.state).toBe('cancelled');
     expect(Date.now() - started).toBeLessThan(60_000);
+    const record = JSON.parse(readFileSync(join(runDir(id), 'record.json'), 'utf8')) as { group?: { pgid: number } };
+    expect(groupMembers(record.group!.pgid)).toEqual([]);
+  });
+});
+
+describe('gemini_acp', () => {
+  test(
+    'write_file through the client, after a permission carrying its diff that the orchestrator answered',
+    { timeout: 400_000 },
+    async () => {
+      const path = join(server.projectDir, 'gemini-acp.txt');
+      const { agent_id: id } = await server.callOk<Job>('spawn_gemini_acp', {
+        prompt: `Write the file. [[fake:write:${path}=written over acp]]`,
+      });
+      const { job, questions } = await allowUntilDone(id);
+      expect(job.state, `${job.error}\n${log(id).slice(-4000)}`).toBe('succeeded');
+      expect(readFileSync(path, 'utf8')).toBe('written over acp');
+      expect(questions[0]?.question, log(id).slice(-4000)).toContain(
+        `${path}\n--- before\n\n+++ after\nwritten over acp`,
+      );
+      // Gemini CLI wrote through the client's fs/write_text_file, confined to the job's folder.
+      expect(log(id)).toContain('"method":"fs/write_text_file"');
+      process.stderr.write(`[gemini_acp] question: ${questions[0]!.question}\n`);
+    },
+  );
+
+  test('cancel ends the turn, nothing left running', { timeout: 400_000 }, async () => {
+    const { agent_id: id } = await server.callOk<Job>('spawn_gemini_acp', { prompt: 'Wait. [[fake:slow:120000]]' });
+    await expect
+      .poll(() => rig.api.requests.some((r) => r.lastUserText.includes('Wait. [[fake:slow')), {
+        timeout: 120_000,
+        interval: 200,
+      })
+      .toBe(true);
+    await server.callOk('cancel', { agent_id: id });
+    const waited = await waitOnce(id);
+    expect(waited.finished[0]?.state).toBe('cancelled');
     const record = JSON.parse(readFileSync(join(runDir(id), 'record.json'), 'utf8')) as { group?: { pgid: number } };
     expect(groupMembers(record.group!.pgid)).toEqual([]);
   });

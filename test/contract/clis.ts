@@ -16,6 +16,7 @@ export interface InstalledClis {
   /** The ACP adapters, each running the CLI above (CLAUDE_CODE_EXECUTABLE, CODEX_PATH). */
   claudeAcp: string;
   codexAcp: string;
+  gemini: string;
 }
 
 /** Installs the pinned CLIs on first use (test/contract/install-clis.sh), then reuses them. */
@@ -42,6 +43,7 @@ export function installClis(): InstalledClis {
     copilotXdgCache: need('POLYSPAWN_COPILOT_XDG_CACHE_HOME'),
     claudeAcp: need('POLYSPAWN_CLAUDE_ACP_BIN'),
     codexAcp: need('POLYSPAWN_CODEX_ACP_BIN'),
+    gemini: need('POLYSPAWN_GEMINI_BIN'),
   };
 }
 
@@ -109,7 +111,7 @@ export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Prom
 
 /** `env`: more variables for the server (and so the CLIs it starts). */
 export async function startContractRig(
-  env: Record<string, string> | ((clis: InstalledClis) => Record<string, string>) = {},
+  env: Record<string, string> | ((clis: InstalledClis, apiUrl: string) => Record<string, string>) = {},
 ): Promise<ContractRig> {
   const clis = installClis();
   const api = await startFakeModelApi();
@@ -121,7 +123,7 @@ export async function startContractRig(
       POLYSPAWN_CODEX_BIN: clis.codex,
       POLYSPAWN_COPILOT_BIN: clis.copilot,
       ...homes.env,
-      ...(typeof env === 'function' ? env(clis) : env),
+      ...(typeof env === 'function' ? env(clis, api.url) : env),
     },
   });
   return {

@@ -37,6 +37,9 @@ function budgetError(flag: string, result: Record<string, unknown>, cost: number
   return `stopped: it reached ${flag}${limit ? ` (${limit})` : ''}${spent ? ` after ${spent}` : ''}`;
 }
 
+/** Claude refuses to skip permissions as root unless told it is sandboxed (its ACP adapter, to start at all). */
+export const rootSandboxEnv = (): Record<string, string> => (process.getuid?.() === 0 ? { IS_SANDBOX: '1' } : {});
+
 /** Set inside a running Claude Code: a claude started with it refuses to run (nested). */
 const REMOVED_ENV = ['CLAUDECODE'];
 
@@ -125,8 +128,7 @@ export const claude: CliBackend = {
     const env: Record<string, string | undefined> = Object.fromEntries(REMOVED_ENV.map((name) => [name, undefined]));
     if (settings.permission === 'bypassPermissions') {
       args.push('--dangerously-skip-permissions');
-      // Claude refuses to skip permissions as root unless told it is sandboxed.
-      if (process.getuid?.() === 0) env.IS_SANDBOX = '1';
+      Object.assign(env, rootSandboxEnv());
     } else {
       args.push('--permission-mode', settings.permission);
     }

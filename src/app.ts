@@ -57,16 +57,19 @@ const stderrLog = (message: string) => process.stderr.write(`polyspawn: ${messag
 
 /**
  * env and cwd: the process's, from the entry point (src/cli.ts); no layer below reads them itself.
- * `allBackends`: every backend polyspawn offers (the registry; a test may give others).
+ * `builtInBackends`: the backends polyspawn ships (the registry; a test may give others); the ACP agents
+ * the user declares join them.
  */
 export function createApp(
   env: NodeJS.ProcessEnv,
   cwd: string,
   log = stderrLog,
-  allBackends: readonly Backend[] = registry,
+  builtInBackends: readonly Backend[] = registry,
   options: AppOptions = {},
 ): App {
-  const config = loadConfig(allBackends, env, cwd);
+  const config = loadConfig(builtInBackends, env, cwd);
+  // The ACP agents the user declared are backends like the built-in ones from here on.
+  const allBackends = [...builtInBackends, ...config.acpAgents];
   const projectNote = config.projectConfig && projectConfigNote(config.projectConfig);
   if (projectNote) log(`the project's config ${projectNote}`);
   const modelsFiles = modelsOverrideFiles(config.projectDir, config.userConfigDir, env);
@@ -95,7 +98,14 @@ export function createApp(
   const nesting = nestingFrom(env, ancestorVariables(NESTING_ENV));
   // Built last (it serves the finished app), read by the executor when a job starts.
   let parentChannel: ParentChannel | undefined;
-  const executor = createExecutor(backends, context, models, nesting, () => parentChannel);
+  const executor = createExecutor(
+    backends,
+    context,
+    models,
+    nesting,
+    () => parentChannel,
+    () => jobs,
+  );
   const jobs = new JobTable({
     concurrency: config.concurrency,
     execute: recorder.guard(withWorktree(withStructuredOutput(executor, backends, config), context)),

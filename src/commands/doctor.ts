@@ -286,8 +286,9 @@ export async function collectDoctor(
     /** Every backend polyspawn offers (default: the registry). */ backends?: readonly Backend[];
   } = {},
 ): Promise<DoctorReport> {
-  const allBackends = options.backends ?? registry;
-  const config = loadConfig(allBackends, env, cwd);
+  const config = loadConfig(options.backends ?? registry, env, cwd);
+  // The ACP agents the user's config declares are checked as the built-in backends are.
+  const allBackends = [...(options.backends ?? registry), ...config.acpAgents];
   const modelsFiles = modelsOverrideFiles(config.projectDir, config.userConfigDir, env);
   const models = loadModels(allBackends, modelsFiles);
   // The server would refuse to start without them: said as the configuration error it is.

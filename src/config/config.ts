@@ -10,6 +10,8 @@ import { isInside } from '../lib/fs.js';
 import { processLaunch } from '../lib/proc.js';
 import { projectDaemon, type DaemonState } from '../lib/daemon-file.js';
 import { ENV_NAME } from '../lib/text.js';
+import { acpAgentsSchema, acpBackends } from './acp-agents.js';
+import type { AcpBackend } from '../../backends/acp.js';
 import { SANDBOX_MODES, sandboxSchema, sandboxSettings, type SandboxMode, type SandboxSettings } from './sandbox.js';
 
 export type Config = {
@@ -42,6 +44,8 @@ export type Config = {
   teamMaxAgents: number;
   /** What the project's own polyspawn.config.json set, and what it may not set and was ignored. */
   projectConfig?: ProjectConfig;
+  /** The ACP agents the user's config declares (`acp_agents`), as backends after the built-in ones. */
+  acpAgents: AcpBackend[];
 };
 
 /** A project's file, as trusted as the repository it came with: said at start and by `doctor`. */
@@ -61,8 +65,11 @@ export type ProjectConfig = {
  * own config or the environment sets them.
  */
 const USER_ONLY_BACKEND_KEYS = ['bin', 'base_url', 'env', 'sandbox'] as const;
-/** Where agents may work and in what sandbox (src/config/sandbox.ts): a repository must not widen it for itself. */
-const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox', 'team_max_agents'] as const;
+/**
+ * Where agents may work and in what sandbox (src/config/sandbox.ts): a repository must not widen it
+ * for itself; nor declare an ACP agent, a program to run (`acp_agents`, src/config/acp-agents.ts).
+ */
+const USER_ONLY_KEYS = ['allow_cwd_outside_project', 'allow_caller_sandbox', 'team_max_agents', 'acp_agents'] as const;
 /** The paths a config sets, each with the variable that overrides it. */
 const PATH_KEYS = {
   state_dir: 'POLYSPAWN_STATE_DIR',
@@ -116,6 +123,7 @@ const fileSchema = z
     allow_caller_sandbox: z.boolean(),
     team_max_agents: z.number().int().min(1).max(TEAM_MAX_AGENTS_LIMIT),
     backends: z.record(z.string(), backendFileSchema),
+    acp_agents: acpAgentsSchema,
   })
   .partial()
   .strict();
@@ -270,9 +278,11 @@ export function projectConfigNote(said: ProjectConfig): string | undefined {
 export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv, cwd: string): Config {
   const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
-  const { files, merged, projectConfig } = readConfigFiles(env, cwd, projectDir, userDir);
+  const { files, merged, projectConfig, userFile } = readConfigFiles(env, cwd, projectDir, userDir);
+  const acpAgents = acpBackends(merged.acp_agents, new Set(backends.map((b) => b.name)), userFile);
+  const everyBackend = [...backends, ...acpAgents];
 
-  const known = new Set(backends.map((b) => b.name));
+  const known = new Set(everyBackend.map((b) => b.name));
   for (const name of Object.keys(merged.backends ?? {})) {
     if (!known.has(name)) throw new ConfigError(`backends.${name}: no such backend (known: ${[...known].join(', ')})`);
   }
@@ -300,8 +310,9 @@ export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv,
         DEFAULT_TEAM_MAX_AGENTS,
     ),
     projectConfig,
+    acpAgents,
   };
-  for (const backend of backends)
+  for (const backend of everyBackend)
     config.backends[backend.name] = backendSettings(backend, merged.backends?.[backend.name] ?? {}, env);
   return config;
 }
@@ -315,7 +326,7 @@ function readConfigFiles(
   cwd: string,
   projectDir: string,
   userDir: string,
-): { files: string[]; merged: FileConfig; projectConfig: ProjectConfig | undefined } {
+): { files: string[]; merged: FileConfig; projectConfig: ProjectConfig | undefined; userFile: string } {
   // POLYSPAWN_CONFIG is the user's choice, made where the server is started: trusted.
   const userFile = env.POLYSPAWN_CONFIG ? resolve(cwd, env.POLYSPAWN_CONFIG) : join(userDir, 'config.json');
   const projectFile = env.POLYSPAWN_CONFIG ? undefined : join(projectDir, 'polyspawn.config.json');
@@ -338,7 +349,7 @@ function readConfigFiles(
       merged.backends![name] = { ...merged.backends![name], ...settings };
     }
   }
-  return { files, merged, projectConfig };
+  return { files, merged, projectConfig, userFile };
 }
 
 /** One backend's settings: the environment's over the files', checked against what the backend can do. */

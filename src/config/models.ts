@@ -8,16 +8,9 @@ import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import type { Backend, BackendModels, Usage } from '../../backends/types.js';
 import { ConfigError } from '../lib/errors.js';
+import { isModelName, PLAIN_NAME_RULE } from '../lib/text.js';
 import { describeZodError, readJsonFile } from './config.js';
 
-/**
- * What a model must look like to be passed on: a name, never an option for a CLI's argv or a path
- * for an API's URL. Held for a model a caller names and for every model a models.json names (a
- * cloned repository ships .polyspawn/models.json).
- */
-const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$/;
-const isModelName = (name: string) => MODEL_NAME.test(name) && !name.includes('..');
-const PLAIN_NAME_RULE = 'letters, digits and . _ : @ / + -, starting with a letter or digit, at most 200';
 const modelName = z.string().refine(isModelName, { message: `a model name: ${PLAIN_NAME_RULE}` });
 
 const priceSchema = z

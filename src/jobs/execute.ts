@@ -22,6 +22,9 @@ import { keyFiles } from '../config/keys.js';
 import type { SandboxSettings } from '../config/sandbox.js';
 import { presetsDir } from './teams/presets.js';
 import { worktreePlace } from './worktree/report.js';
+import { acpPermission, isAcp } from '../../backends/acp.js';
+import { runAcpSession } from './acp/session.js';
+import type { Questions } from './acp/permission.js';
 import {
   ANSWER_WAIT_S,
   PARENT_PROMPT,
@@ -42,6 +45,8 @@ export function createExecutor(
   nesting: Nesting = { depth: 0, canSpawn: true },
   /** The channel to the orchestrator, where this polyspawn serves one (only an MCP server does). */
   parentChannel: () => ParentChannel | undefined = () => undefined,
+  /** Where an ACP agent's permission requests become questions to the orchestrator (the job table). */
+  questions?: () => Questions,
 ): Executor {
   const byName = new Map(backends.map((b) => [b.name, b]));
   const apiKeyNames = backends.flatMap((b) => (b.kind === 'api' ? b.keyNames : []));
@@ -65,6 +70,7 @@ export function createExecutor(
             control,
             nesting,
             parentChannel(),
+            questions?.(),
           )
         : await executeApi(backend, job, ctx, control, runFolder(ctx.config.stateDir, job.id));
     const { outcome } = result;
@@ -129,11 +135,12 @@ async function executeCli(
   control: Parameters<Executor>[1],
   nesting: Nesting,
   channel: ParentChannel | undefined,
+  questions: Questions | undefined,
 ): Promise<ExecutionResult> {
   const lease = await openChannel(backend, job, channel, ctx.log);
   let files: string[] = [];
   try {
-    return await runCli(backend, job, ctx, control, nesting, lease, (written) => (files = written));
+    return await runCli(backend, job, ctx, control, { nesting, lease, questions }, (written) => (files = written));
   } finally {
     // The token stops working before anyone hears the job ended; the files the command was
     // given (an agent's MCP servers may hold secrets) go too.
@@ -153,8 +160,7 @@ async function runCli(
   job: Readonly<JobRecord>,
   ctx: ExecutorContext,
   control: Parameters<Executor>[1],
-  nesting: Nesting,
-  lease: ChannelLease | undefined,
+  { nesting, lease, questions }: { nesting: Nesting; lease?: ChannelLease; questions?: Questions },
   onFilesWritten: (paths: string[]) => void,
 ): Promise<ExecutionResult> {
   const { config } = ctx;
@@ -167,6 +173,27 @@ async function runCli(
     ? sandboxed(backend, job, job.sandbox, spec, ctx, dir)
     : { file: spec.file, args: spec.args };
   if ('state' in command) return command;
+  if (isAcp(backend)) {
+    const { run, hit } = await runAcpSession({
+      backend,
+      job,
+      process: {
+        file: command.file,
+        args: command.args,
+        stop: command.stop,
+        passFds: command.fds,
+        baseEnv: ctx.env,
+        env: spec.env,
+        graceMs: config.killGraceMs,
+      },
+      logs,
+      control,
+      lease,
+      permission: acpPermission(backend, agentSettings(config.backends[backend.name]!, job.agent).permission, job),
+      questions,
+    });
+    return cliResult(backend, job, spec, run, hit, control.signal, logs);
+  }
   const { run, hit } = await runFollowingBudget(backend, job, spec, command, ctx, control, logs);
   return cliResult(backend, job, spec, run, hit, control.signal, logs);
 }

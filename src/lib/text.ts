@@ -30,3 +30,12 @@ export function shorten(text: string, max: number, more = '…'): string {
 
 /** Names that mark a secret (Codex's own default for the commands it runs); TOKENS counts (MAX_OUTPUT_TOKENS). */
 export const SECRET_NAME = /KEY|SECRET|PASSWORD|TOKEN(?!S)/i;
+
+/**
+ * What a model must look like to be passed on: a name, never an option for a CLI's argv or a path
+ * for an API's URL. Held for a model a caller names and for every model a models.json or an ACP
+ * agent's declaration names (a cloned repository ships .polyspawn/models.json).
+ */
+const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$/;
+export const isModelName = (name: string) => MODEL_NAME.test(name) && !name.includes('..');
+export const PLAIN_NAME_RULE = 'letters, digits and . _ : @ / + -, starting with a letter or digit, at most 200';

@@ -13,6 +13,9 @@ export interface InstalledClis {
   copilot: string;
   /** Run copilot with XDG_CACHE_HOME set to this: its unpacked package, shared. */
   copilotXdgCache: string;
+  /** The ACP adapters, each running the CLI above (CLAUDE_CODE_EXECUTABLE, CODEX_PATH). */
+  claudeAcp: string;
+  codexAcp: string;
   gemini: string;
 }
 
@@ -38,6 +41,8 @@ export function installClis(): InstalledClis {
     codex: need('POLYSPAWN_CODEX_BIN'),
     copilot: need('POLYSPAWN_COPILOT_BIN'),
     copilotXdgCache: need('POLYSPAWN_COPILOT_XDG_CACHE_HOME'),
+    claudeAcp: need('POLYSPAWN_CLAUDE_ACP_BIN'),
+    codexAcp: need('POLYSPAWN_CODEX_ACP_BIN'),
     gemini: need('POLYSPAWN_GEMINI_BIN'),
   };
 }
@@ -129,7 +134,9 @@ export type ContractJob = {
 export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Promise<void> };
 
 /** `env`: more variables for the server (and so the CLIs it starts). */
-export async function startContractRig(env: Record<string, string> = {}): Promise<ContractRig> {
+export async function startContractRig(
+  env: Record<string, string> | ((clis: InstalledClis, apiUrl: string) => Record<string, string>) = {},
+): Promise<ContractRig> {
   const clis = installClis();
   const api = await startFakeModelApi();
   const homes = makeCliHomes(api.url, clis);
@@ -141,7 +148,7 @@ export async function startContractRig(env: Record<string, string> = {}): Promis
       POLYSPAWN_COPILOT_BIN: clis.copilot,
       POLYSPAWN_GEMINI_BIN: clis.gemini,
       ...homes.env,
-      ...env,
+      ...(typeof env === 'function' ? env(clis, api.url) : env),
     },
   });
   return {

@@ -6,7 +6,7 @@
 #   bash test/contract/install-clis.sh            # human-readable log on stderr
 #   eval "$(bash test/contract/install-clis.sh)"  # stdout is only shell assignments:
 #       POLYSPAWN_CLAUDE_BIN=...  POLYSPAWN_CODEX_BIN=...  POLYSPAWN_COPILOT_BIN=...
-#       POLYSPAWN_GEMINI_BIN=...
+#       POLYSPAWN_GEMINI_BIN=...  POLYSPAWN_CLAUDE_ACP_BIN=...  POLYSPAWN_CODEX_ACP_BIN=...
 #       POLYSPAWN_COPILOT_XDG_CACHE_HOME=...
 #
 # Environment:
@@ -27,6 +27,9 @@ CLAUDE_VERSION=2.1.332
 CODEX_VERSION=0.169.0
 COPILOT_VERSION=1.0.102
 GEMINI_VERSION=0.61.0
+# The ACP adapters (docs/acp-agents.md): each runs the pinned CLI above (CLAUDE_CODE_EXECUTABLE, CODEX_PATH).
+CLAUDE_ACP_VERSION=0.101.0
+CODEX_ACP_VERSION=2.6.0
 
 CACHE="${POLYSPAWN_CLI_CACHE:-$HOME/.cache/polyspawn/clis}"
 XDG_CACHE_DIR="$CACHE/xdg-cache"
@@ -87,6 +90,8 @@ COPILOT_ENV=(XDG_CACHE_HOME="$XDG_CACHE_DIR" COPILOT_AUTO_UPDATE=false)
 CLAUDE_BIN="$(ensure claude-code "@anthropic-ai/claude-code@$CLAUDE_VERSION" "$CLAUDE_VERSION" claude)"
 CODEX_BIN="$(ensure codex "@openai/codex@$CODEX_VERSION" "$CODEX_VERSION" codex)"
 COPILOT_BIN="$(ensure copilot "@github/copilot@$COPILOT_VERSION" "$COPILOT_VERSION" copilot "${COPILOT_ENV[@]}")"
+CLAUDE_ACP_BIN="$(ensure claude-agent-acp "@agentclientprotocol/claude-agent-acp@$CLAUDE_ACP_VERSION" "$CLAUDE_ACP_VERSION" claude-agent-acp)"
+CODEX_ACP_BIN="$(ensure codex-acp "@agentclientprotocol/codex-acp@$CODEX_ACP_VERSION" "$CODEX_ACP_VERSION" codex-acp)"
 GEMINI_BIN="$(ensure gemini-cli "@google/gemini-cli@$GEMINI_VERSION" "$GEMINI_VERSION" gemini)"
 
 # claude-code: make sure the postinstall really replaced the stub.
@@ -109,6 +114,8 @@ log "claude:  $CLAUDE_BIN"
 log "codex:   $CODEX_BIN"
 log "copilot: $COPILOT_BIN (run with XDG_CACHE_HOME=$XDG_CACHE_DIR)"
 log "gemini:  $GEMINI_BIN"
+log "claude-agent-acp: $CLAUDE_ACP_BIN (CLAUDE_CODE_EXECUTABLE=claude)"
+log "codex-acp: $CODEX_ACP_BIN (CODEX_PATH=codex)"
 
 q() { printf '%q' "$1"; }
 echo "POLYSPAWN_CLAUDE_BIN=$(q "$CLAUDE_BIN")"
@@ -116,3 +123,5 @@ echo "POLYSPAWN_CODEX_BIN=$(q "$CODEX_BIN")"
 echo "POLYSPAWN_COPILOT_BIN=$(q "$COPILOT_BIN")"
 echo "POLYSPAWN_COPILOT_XDG_CACHE_HOME=$(q "$XDG_CACHE_DIR")"
 echo "POLYSPAWN_GEMINI_BIN=$(q "$GEMINI_BIN")"
+echo "POLYSPAWN_CLAUDE_ACP_BIN=$(q "$CLAUDE_ACP_BIN")"
+echo "POLYSPAWN_CODEX_ACP_BIN=$(q "$CODEX_ACP_BIN")"

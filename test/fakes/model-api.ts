@@ -29,6 +29,8 @@
  *                          codex: exec_command / shell, copilot: bash, Gemini CLI:
  *                          run_shell_command); the follow-up request that carries the tool's
  *                          output is answered `TOOL_RESULT: <output>`
+ *   [[fake:tool-escalated:COMMAND]]  the same, asking to run it outside the client's sandbox
+ *                          (codex's exec_command `sandbox_permissions: "require_escalated"`)
  *   [[fake:write:PATH=CONTENT]]  ask the client to write CONTENT (up to `]]`) into PATH with its
  *                          file-writing tool (Gemini CLI: write_file); then `TOOL_RESULT: …`.
  *                          A request that offers none is answered `FAKE WRITE ERROR: …` with the
@@ -459,7 +461,7 @@ type Directive =
   | { kind: 'none' }
   | { kind: '401' | '429' | '429-once' | '500' | 'malformed' | 'empty' | 'mistral-chunks' }
   | { kind: 'slow'; ms: number }
-  | { kind: 'tool'; command: string }
+  | { kind: 'tool'; command: string; escalated?: boolean }
   | { kind: 'write'; path: string; content: string }
   | McpDirective;
 
@@ -485,6 +487,8 @@ function findDirectives(text: string): Directive[] {
       const d = text.slice(start, m.index);
       end = m.index + 2;
       if (d.startsWith('tool:')) out.push({ kind: 'tool', command: d.slice('tool:'.length) });
+      else if (d.startsWith('tool-escalated:'))
+        out.push({ kind: 'tool', command: d.slice('tool-escalated:'.length), escalated: true });
       else if (d.startsWith('write:')) {
         const [path = '', ...content] = d.slice('write:'.length).split('=');
         out.push({ kind: 'write', path, content: content.join('=') });
@@ -776,7 +780,7 @@ export async function startFakeModelApi(): Promise<FakeModelApi> {
         reply(ctx, { kind: 'text', text: '', empty: true });
         return;
       case 'tool':
-        reply(ctx, shellCall(parsed, main.command));
+        reply(ctx, shellCall(parsed, main.command, main.escalated));
         return;
       case 'write': {
         const step = writeStep(parsed, main.path, main.content);
@@ -938,13 +942,18 @@ function sendMalformed(ctx: Ctx): void {
 }
 
 /** The client's own shell tool, picked by name, with the argument shape that tool takes. */
-function shellCall(parsed: Parsed, command: string): Answer {
+function shellCall(parsed: Parsed, command: string, escalated = false): Answer {
   const { tools, protocol } = parsed;
   const call = (name: string, args: Json): Answer => ({ kind: 'call', name, args });
   // Gemini CLI offers run_shell_command only in its yolo mode.
   if (tools.includes('run_shell_command')) return call('run_shell_command', { command, description: 'fake tool call' });
   if (protocol === 'gemini') return call(tools[0] ?? 'bash', { command });
-  if (tools.includes('exec_command')) return call('exec_command', { cmd: command });
+  if (tools.includes('exec_command'))
+    return call('exec_command', {
+      cmd: command,
+      // codex runs it outside its sandbox only once approved: its client is asked.
+      ...(escalated ? { sandbox_permissions: 'require_escalated', justification: 'fake escalation' } : {}),
+    });
   if (tools.includes('shell_command')) return call('shell_command', { command });
   if (tools.includes('shell')) return call('shell', { command: ['bash', '-lc', command] });
   const name = tools.includes('Bash') || (protocol === 'anthropic' && tools.length === 0) ? 'Bash' : 'bash';

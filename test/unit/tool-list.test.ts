@@ -2,7 +2,7 @@
 // limits the server enforces anyway; brief() listings; titles, output schemas and every hint for
 // the clients; the SDK's own list with POLYSPAWN_TOOL_SCHEMAS=full; and polyspawn's own list and
 // instructions within their budgets.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ import { createServer } from '../../src/mcp/server.js';
 import { lazyParentChannel } from '../../src/mcp/channel/index.js';
 import { brief, compactToolList, modelVisibleBytes } from '../../src/mcp/tool-list.js';
 import { backendNames } from '../helpers/backends.js';
+import { ACP_PRESETS } from '../../backends/acp-presets.js';
 
 async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
   const server = new McpServer({ name: 't', version: '1' });
@@ -152,46 +153,71 @@ describe.each([
   ],
 ])("polyspawn's own tool list and instructions (default config, no named agents, %s)", (_, machine) => {
   test(`each tool says what it is for; a model pays at most ${MAX_BYTES_PER_SPAWN_TOOL} B per backend's spawn tool, ${MAX_BYTES_PER_TOOL} B per other tool and ${MAX_INSTRUCTIONS_BYTES} B of instructions`, async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
     // No POLYSPAWN_* variables and no user config: the shipped defaults.
-    // With the channel to the orchestrator, as `serve` builds it (reply_subagent, ask_parent).
-    const app = createApp(
-      { ...machine(dir), HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') },
-      dir,
-      () => true,
-      undefined,
-      { parentChannel: lazyParentChannel },
+    await withToolList(
+      (dir) => ({ ...machine(dir), HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }),
+      async (client) => {
+        const { tools } = await client.listTools();
+        expect(tools.length).toBeGreaterThanOrEqual(17);
+        for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
+        const table = tools.map((t) => `${t.name} ${modelVisibleBytes(t)}`).join(', ');
+        const spawns = tools.filter((t) => spawnTools.has(t.name));
+        expect(spawns.map((t) => t.name).sort()).toEqual([...spawnTools].sort());
+        for (const tool of spawns)
+          expect(modelVisibleBytes(tool), `${tool.name} (${table})`).toBeLessThanOrEqual(MAX_BYTES_PER_SPAWN_TOOL);
+        const others = tools.filter((t) => !spawnTools.has(t.name));
+        const perTool = others.reduce((sum, t) => sum + modelVisibleBytes(t), 0) / others.length;
+        expect(perTool, `a model pays ${perTool.toFixed(1)} B per other tool (${table})`).toBeLessThanOrEqual(
+          MAX_BYTES_PER_TOOL,
+        );
+        const instructions = client.getInstructions() ?? '';
+        expect(Buffer.byteLength(instructions), instructions).toBeLessThanOrEqual(MAX_INSTRUCTIONS_BYTES);
+        // What spans tools stays in them: the workflow, questions, worktrees, teams, the record, each backend.
+        for (const said of ['wait_for_agents', 'reply_subagent', 'worktree', 'run_team', 'IAC.md', 'spawn_mistral'])
+          expect(instructions).toContain(said);
+      },
     );
-    const server = createServer(app);
-    const [a, b] = InMemoryTransport.createLinkedPair();
-    await server.connect(a);
-    const client = new Client({ name: 'c', version: '1' });
-    try {
-      await client.connect(b);
-      const { tools } = await client.listTools();
-      expect(tools.length).toBeGreaterThanOrEqual(17);
-      for (const tool of tools) expect(tool.description?.trim(), tool.name).toBeTruthy();
-      const table = tools.map((t) => `${t.name} ${modelVisibleBytes(t)}`).join(', ');
-      const spawns = tools.filter((t) => spawnTools.has(t.name));
-      expect(spawns.map((t) => t.name).sort()).toEqual([...spawnTools].sort());
-      for (const tool of spawns)
-        expect(modelVisibleBytes(tool), `${tool.name} (${table})`).toBeLessThanOrEqual(MAX_BYTES_PER_SPAWN_TOOL);
-      const others = tools.filter((t) => !spawnTools.has(t.name));
-      const perTool = others.reduce((sum, t) => sum + modelVisibleBytes(t), 0) / others.length;
-      expect(perTool, `a model pays ${perTool.toFixed(1)} B per other tool (${table})`).toBeLessThanOrEqual(
-        MAX_BYTES_PER_TOOL,
-      );
-      const instructions = client.getInstructions() ?? '';
-      expect(Buffer.byteLength(instructions), instructions).toBeLessThanOrEqual(MAX_INSTRUCTIONS_BYTES);
-      // What spans tools stays in them: the workflow, questions, worktrees, teams, the record, each backend.
-      for (const said of ['wait_for_agents', 'reply_subagent', 'worktree', 'run_team', 'IAC.md', 'spawn_mistral'])
-        expect(instructions).toContain(said);
-    } finally {
-      await client.close();
-      await server.close();
-      app.agents.close();
-      await app.iac.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
+
+test(`an ACP agent's spawn tool, from each preset or declared bare, costs a model at most ${MAX_BYTES_PER_SPAWN_TOOL} B`, async () => {
+  const declared = Object.fromEntries(Object.keys(ACP_PRESETS).map((preset) => [`${preset}_acp`, { preset }]));
+  await withToolList(
+    (dir) => {
+      const config = join(dir, 'config.json');
+      writeFileSync(config, JSON.stringify({ acp_agents: { ...declared, bare_acp: { command: 'true' } } }));
+      return { PATH: fakeBin, HOME: dir, POLYSPAWN_CONFIG: config };
+    },
+    async (client) => {
+      const { tools } = await client.listTools();
+      for (const name of [...Object.keys(declared), 'bare_acp'].map((n) => `spawn_${n}`)) {
+        const tool = tools.find((t) => t.name === name);
+        expect(tool, name).toBeDefined();
+        expect(modelVisibleBytes(tool!), name).toBeLessThanOrEqual(MAX_BYTES_PER_SPAWN_TOOL);
+      }
+    },
+  );
+});
+
+/**
+ * The built app's tool list, served in memory with the channel to the orchestrator as `serve`
+ * builds it (reply_subagent, ask_parent), in a folder of its own removed after.
+ */
+async function withToolList(env: (dir: string) => NodeJS.ProcessEnv, check: (client: Client) => Promise<void>) {
+  const dir = mkdtempSync(join(tmpdir(), 'polyspawn-tool-list-'));
+  const app = createApp(env(dir), dir, () => true, undefined, { parentChannel: lazyParentChannel });
+  const server = createServer(app);
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await server.connect(a);
+  const client = new Client({ name: 'c', version: '1' });
+  try {
+    await client.connect(b);
+    await check(client);
+  } finally {
+    await client.close();
+    await server.close();
+    app.agents.close();
+    await app.iac.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -5,6 +5,7 @@
 // in their environment (src/jobs/process/run-processes.ts). The server reads the output back once the child has exited (src/jobs/process/log-reader.ts):
 // no pipe to drain while it runs, and a child that prints gigabytes costs the server nothing.
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { closeSync, constants, fstatSync, openSync } from 'node:fs';
@@ -40,6 +41,12 @@ export type RunSpec = {
   stop?: () => Promise<void>;
   /** Open files the child gets as its fds 3, 4, ... (a sandbox's pinned folders); closed here once it has them. */
   passFds?: number[];
+  /**
+   * The child's stdin and stdout are pipes the caller speaks a protocol over (an ACP agent,
+   * src/jobs/acp/): `stdin` is not written, stdout is not logged here (the caller keeps
+   * `stdoutLog` itself) and the result's stdout is empty; stderr still goes to its log.
+   */
+  pipes?: boolean;
 };
 
 type RunEnd = 'exited' | 'timeout' | 'cancelled' | 'spawn_error';
@@ -58,6 +65,8 @@ export type RunResult = {
 
 type RunningProcess = {
   pid: number | undefined;
+  /** With `pipes`: the child's stdin and stdout, until it exits. */
+  pipes?: { stdin: Writable; stdout: Readable };
   /** The newest output, for showing progress while the job runs. */
   tail(maxChars: number): string;
   done: Promise<RunResult>;
@@ -66,6 +75,9 @@ type RunningProcess = {
 const STDOUT_HEAD_BYTES = 1 << 20;
 const STDOUT_TAIL_BYTES = 3 << 20;
 const STDERR_TAIL_BYTES = 64 << 10;
+
+/** A run's stdout log as parse() gets it: its head and tail when it is very long. */
+export const readStdoutLog = (path: string) => readHeadAndTail(path, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
 
 /** Process groups started and not yet ended, with their runs' marks; shutdown kills every one of them. */
 const liveGroups = new Map<number, string>();
@@ -91,7 +103,7 @@ function startChild(spec: RunSpec, mark: string): { child: ChildProcess } | { er
   try {
     const stdinFd = spec.stdinFile === undefined ? undefined : openIfPresent(spec.stdinFile, spec.stdin);
     if (stdinFd !== undefined) fds.push(stdinFd);
-    const [stdout, stderr] = [spec.stdoutLog, spec.stderrLog].map((path) => {
+    const [stdout, stderr] = (spec.pipes ? [spec.stderrLog] : [spec.stdoutLog, spec.stderrLog]).map((path) => {
       const fd = openSync(path, LOG_FLAGS, PRIVATE_FILE);
       fds.push(fd);
       return fd;
@@ -101,7 +113,9 @@ function startChild(spec: RunSpec, mark: string): { child: ChildProcess } | { er
       cwd: spec.cwd,
       env: { ...childEnv(spec), [RUN_MARK_ENV]: mark },
       detached: true, // its own process group, so a signal reaches every descendant
-      stdio: [stdinFd ?? 'pipe', stdout, stderr, ...(spec.passFds ?? [])],
+      stdio: spec.pipes
+        ? ['pipe', 'pipe', stdout, ...(spec.passFds ?? [])]
+        : [stdinFd ?? 'pipe', stdout, stderr, ...(spec.passFds ?? [])],
     });
     return { child };
   } catch (error) {
@@ -136,7 +150,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     });
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.stdin?.once('error', () => undefined); // EPIPE: it exited without reading it all
-    child.stdin?.end(spec.stdin);
+    if (!spec.pipes) child.stdin?.end(spec.stdin);
   });
 
   let end: RunEnd = 'exited';
@@ -173,7 +187,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
     }
     liveGroups.delete(pgid);
     reaper?.unwatch(pgid);
-    const stdout = readHeadAndTail(spec.stdoutLog, STDOUT_HEAD_BYTES, STDOUT_TAIL_BYTES);
+    const stdout = spec.pipes ? { text: '', truncated: false } : readStdoutLog(spec.stdoutLog);
     return {
       end,
       exitCode: result.code,
@@ -186,6 +200,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
 
   return {
     pid: pgid,
+    pipes: spec.pipes && child?.stdin && child.stdout ? { stdin: child.stdin, stdout: child.stdout } : undefined,
     tail: (maxChars) => readNewest(spec.stdoutLog, maxChars) || readNewest(spec.stderrLog, maxChars),
     done,
   };

@@ -1,0 +1,185 @@
+// The ACP presets (backends/acp-presets.ts) with the real, pinned agents through the built
+// server, against the fake model API: copilot --acp (its BYOK mode, as cli.test.ts runs it), the
+// claude adapter running the pinned claude, the codex adapter running the pinned codex. Each
+// writes a file with its shell tool after a permission request that reaches the orchestrator
+// (this test) with the tool call, is answered through reply_subagent, and the turn goes on; and
+// a cancel ends a turn that waits on the model, with nothing of the agent left running.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { TestServer } from '../helpers/mcp.js';
+import { groupMembers } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
+import { startContractRig, type ContractRig } from './clis.js';
+
+type Question = { agent_id: string; message_id: string; question: string; options?: string[] };
+type Job = { agent_id: string; state: string; text?: string; error?: string; session_id?: string };
+type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
+
+let rig: ContractRig;
+let server: TestServer;
+
+beforeAll(async () => {
+  const config = join(tempDir('acp-contract'), 'config.json');
+  // Gemini CLI reaches a local endpoint with an API key only when the user's settings say so (tests only).
+  const geminiHome = tempDir('acp-gemini-home');
+  mkdirSync(join(geminiHome, '.gemini'));
+  writeFileSync(
+    join(geminiHome, '.gemini', 'settings.json'),
+    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
+  );
+  rig = await startContractRig((clis, apiUrl) => {
+    writeFileSync(
+      config,
+      JSON.stringify({
+        acp_agents: {
+          copilot_acp: { preset: 'copilot' },
+          claude_acp: { preset: 'claude', command: clis.claudeAcp },
+          codex_acp: { preset: 'codex', command: clis.codexAcp },
+          gemini_acp: { preset: 'gemini', command: clis.gemini },
+        },
+      }),
+    );
+    return {
+      POLYSPAWN_CONFIG: config,
+      POLYSPAWN_COPILOT_ACP_BIN: clis.copilot,
+      CLAUDE_CODE_EXECUTABLE: clis.claude,
+      CODEX_PATH: clis.codex,
+      GEMINI_API_KEY: 'contract-test-key',
+      GOOGLE_GEMINI_BASE_URL: apiUrl,
+      // Every CLI here keeps its state in a folder of its own variable; Gemini CLI's is under HOME.
+      HOME: geminiHome,
+    };
+  });
+  server = rig.server;
+}, 900_000);
+
+afterAll(() => rig?.close());
+
+const runDir = (id: string) => join(server.projectDir, '.polyspawn', 'runs', id);
+const log = (id: string) => readFileSync(join(runDir(id), 'stdout.log'), 'utf8');
+
+async function waitOnce(id: string): Promise<Waited> {
+  return server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 150 });
+}
+
+/** Answers every permission question with its allow option until the agent ends; the questions asked. */
+async function allowUntilDone(id: string): Promise<{ job: Job; questions: Question[] }> {
+  const questions: Question[] = [];
+  for (let waits = 0; waits < 10; waits++) {
+    const waited = await waitOnce(id);
+    if (waited.finished.length) return { job: await server.callOk<Job>('result', { agent_id: id }), questions };
+    for (const question of waited.questions ?? []) {
+      questions.push(question);
+      await server.callOk('reply_subagent', { agent_id: id, message_id: question.message_id, answer: 'allow' });
+    }
+  }
+  throw new Error(`agent ${id} did not finish`);
+}
+
+// codex's own default model is one the fake does not offer its shell tool to; gpt-5.5 is set as
+// the session's `model` option (the codex adapter takes it so).
+// The codex adapter runs in read-only mode, whose shell asks only to leave its sandbox.
+describe.each([
+  ['copilot_acp', {}, 'tool'],
+  ['claude_acp', {}, 'tool'],
+  ['codex_acp', { model: 'gpt-5.5' }, 'tool-escalated'],
+])('%s', (name, model, tool) => {
+  test('a shell command writes a file after a permission the orchestrator answered', { timeout: 400_000 }, async () => {
+    const file = `${name}-written.txt`;
+    const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
+      prompt: `Write the file. [[fake:${tool}:echo ${name} > ${file}]]`,
+      ...model,
+    });
+    const { job, questions } = await allowUntilDone(id);
+    expect(job.state, `${job.error}\n${log(id).slice(-3000)}`).toBe('succeeded');
+    expect(existsSync(join(server.projectDir, file)), log(id).slice(-4000)).toBe(true);
+    expect(readFileSync(join(server.projectDir, file), 'utf8').trim()).toBe(name);
+    expect(job.text).toContain('TOOL_RESULT');
+    expect(job.session_id).toMatch(/^[0-9a-f-]{36}$/);
+    // The question carried the tool call; the log holds the request and the answer the client sent.
+    expect(questions.length, log(id).slice(-3000)).toBeGreaterThan(0);
+    expect(questions[0]!.question).toContain('The agent asks permission');
+    const lines = log(id)
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { from?: string; message?: { id?: unknown; method?: string; result?: unknown } });
+    const asked = lines.find((l) => l.message?.method === 'session/request_permission')!;
+    const answered = lines.find((l) => l.from === 'client' && l.message?.id === asked.message!.id && l.message?.result);
+    expect(answered?.message?.result).toMatchObject({ outcome: { outcome: 'selected' } });
+    process.stderr.write(
+      `[${name}] permission request: ${JSON.stringify(asked.message).slice(0, 1500)}\n[${name}] question: ${questions[0]!.question}\n[${name}] answer sent: ${JSON.stringify(answered?.message)}\n`,
+    );
+  });
+
+  test('on_permission deny: refused without a question, nothing written', { timeout: 400_000 }, async () => {
+    const file = `${name}-denied.txt`;
+    const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
+      prompt: `Write the file. [[fake:${tool}:echo no > ${file}]]`,
+      on_permission: 'deny',
+      ...model,
+    });
+    const waited = await waitOnce(id);
+    expect(waited.questions ?? []).toEqual([]);
+    expect(waited.finished).toHaveLength(1);
+    expect(existsSync(join(server.projectDir, file))).toBe(false);
+  });
+
+  test('cancel: the turn ends cancelled and nothing of the agent is left running', { timeout: 400_000 }, async () => {
+    const { agent_id: id } = await server.callOk<Job>(`spawn_${name}`, {
+      prompt: 'Wait. [[fake:slow:120000]]',
+      ...model,
+    });
+    // Cancelled once the model request is under way.
+    await expect
+      .poll(() => rig.api.requests.some((r) => r.lastUserText.includes('Wait. [[fake:slow')), {
+        timeout: 120_000,
+        interval: 200,
+      })
+      .toBe(true);
+    const started = Date.now();
+    await server.callOk('cancel', { agent_id: id });
+    const waited = await waitOnce(id);
+    expect(waited.finished[0]?.state).toBe('cancelled');
+    expect(Date.now() - started).toBeLessThan(60_000);
+    const record = JSON.parse(readFileSync(join(runDir(id), 'record.json'), 'utf8')) as { group?: { pgid: number } };
+    expect(groupMembers(record.group!.pgid)).toEqual([]);
+  });
+});
+
+describe('gemini_acp', () => {
+  test(
+    'write_file through the client, after a permission carrying its diff that the orchestrator answered',
+    { timeout: 400_000 },
+    async () => {
+      const path = join(server.projectDir, 'gemini-acp.txt');
+      const { agent_id: id } = await server.callOk<Job>('spawn_gemini_acp', {
+        prompt: `Write the file. [[fake:write:${path}=written over acp]]`,
+      });
+      const { job, questions } = await allowUntilDone(id);
+      expect(job.state, `${job.error}\n${log(id).slice(-4000)}`).toBe('succeeded');
+      expect(readFileSync(path, 'utf8')).toBe('written over acp');
+      expect(questions[0]?.question, log(id).slice(-4000)).toContain(
+        `${path}\n--- before\n\n+++ after\nwritten over acp`,
+      );
+      // Gemini CLI wrote through the client's fs/write_text_file, confined to the job's folder.
+      expect(log(id)).toContain('"method":"fs/write_text_file"');
+      process.stderr.write(`[gemini_acp] question: ${questions[0]!.question}\n`);
+    },
+  );
+
+  test('cancel ends the turn, nothing left running', { timeout: 400_000 }, async () => {
+    const { agent_id: id } = await server.callOk<Job>('spawn_gemini_acp', { prompt: 'Wait. [[fake:slow:120000]]' });
+    await expect
+      .poll(() => rig.api.requests.some((r) => r.lastUserText.includes('Wait. [[fake:slow')), {
+        timeout: 120_000,
+        interval: 200,
+      })
+      .toBe(true);
+    await server.callOk('cancel', { agent_id: id });
+    const waited = await waitOnce(id);
+    expect(waited.finished[0]?.state).toBe('cancelled');
+    const record = JSON.parse(readFileSync(join(runDir(id), 'record.json'), 'utf8')) as { group?: { pgid: number } };
+    expect(groupMembers(record.group!.pgid)).toEqual([]);
+  });
+});

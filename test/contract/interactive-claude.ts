@@ -104,6 +104,14 @@ export interface InteractiveClaude {
 }
 
 const TAP = join(repoRoot, 'test', 'contract', 'jsonrpc-tap.mjs');
+/**
+ * claude runs at this niceness and its MCP servers at claude's less this (the normal priority,
+ * or claude's own where lowering it is not allowed: nice then warns and runs them anyway).
+ * Claude Code gives a stdio server 3 s from its first request to answer it, the server's start
+ * included, and its own start competes for the CPU meanwhile: on a loaded machine the UI is
+ * slowed rather than the answer, and no process runs above the normal priority.
+ */
+const CLAUDE_NICENESS = 10;
 /** Wide enough that a tool's one-line answer is not wrapped into the next dialog's way. */
 const COLUMNS = 200;
 const ROWS = 50;
@@ -213,8 +221,9 @@ export function writeMcpConfig(
       name,
       {
         type: 'stdio',
-        command: process.execPath,
-        args: ['--import', TAP, s.script, ...(s.args ?? [])],
+        // At claude's priority less 10 (see CLAUDE_NICENESS).
+        command: 'nice',
+        args: ['-n', String(-CLAUDE_NICENESS), process.execPath, '--import', TAP, s.script, ...(s.args ?? [])],
         env: { ...s.env, JSONRPC_TAP_LOG: tapLog(name) },
       },
     ]),
@@ -325,6 +334,9 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
     '-c',
     options.cwd,
     '--',
+    'nice',
+    '-n',
+    String(CLAUDE_NICENESS),
     options.claude,
     '--mcp-config',
     mcpConfig,

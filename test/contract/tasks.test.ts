@@ -106,9 +106,9 @@ async function notificationWith(mark: string, ms = 240_000): Promise<string> {
   return taskNotifications().find((n) => n.includes(mark))!;
 }
 
-/** The text of the tool result the model got for its call (the first request that carries it). */
-const toolResultSent = (mark: string) =>
-  api.requests.find((r) => r.toolResult !== undefined && r.rawBody.includes(mark))?.toolResult;
+/** The tool result Claude Code gave the model in place of a task's answer (undefined: none yet). */
+const placeholderFor = (taskId: string) =>
+  api.requests.map((r) => r.toolResult).find((text) => text?.includes(`started server-side task ${taskId}`));
 
 // ---------------------------------------------------------------------------------------------
 // The gate: tasks need MCP 2026-07-28, which a server on @modelcontextprotocol/sdk 1.x cannot
@@ -224,8 +224,8 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     await c.submit(`Delegate. ${call('spawn_claude', { prompt: `${mark} name a colour` })}`);
     const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
     // What the model got at once: Claude Code's placeholder, naming polyspawn's task.
-    await waitFor('the placeholder result', () => toolResultSent(mark) !== undefined);
-    expect(toolResultSent(mark)).toContain(`started server-side task ${taskId}`);
+    await waitFor('the placeholder result', () => placeholderFor(taskId) !== undefined);
+    expect(placeholderFor(taskId)).toContain('moved to the background');
 
     const note = await notificationWith(`FAKE REPLY (turn 1): ${mark} name a colour`);
     expect(note).toContain('<status>completed</status>');

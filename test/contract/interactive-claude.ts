@@ -39,11 +39,11 @@ export interface InteractiveClaudeOptions {
   /** More arguments, e.g. ['--allowedTools', 'mcp__agents']. */
   args?: string[];
   /**
-   * Every server must have settled on MCP 2026-07-28 (what tasks need). Claude Code waits only
-   * about 1.5 s for a stdio server's answer to its server/discover probe, then falls back to
-   * `initialize` and 2025-11-25 for the session; a server slow to start on a loaded machine is
-   * retried in a new session (up to 3 sessions, each fallback printed), and one that answers
-   * the probe with an error fails at once.
+   * Every server must have settled on MCP 2026-07-28 (what tasks need). Claude Code waits 3 s
+   * from sending its server/discover probe to a stdio server (whose start that includes), then
+   * falls back to `initialize` and 2025-11-25 for the session; a server slow to start on a
+   * loaded machine is retried in a new session (up to 3 sessions, each fallback printed), and
+   * one that answers the probe with an error fails at once.
    */
   requireModernEra?: boolean;
 }
@@ -119,7 +119,7 @@ const ROWS = 50;
 /**
  * The settings that take Claude Code past its first-run screens: onboarding (whose connection
  * check would reach api.anthropic.com), the theme, "Detected a custom API key … use it?"
- * (approved by the key's last 20 characters) and "Do you trust the files in this folder?".
+ * (approved by the key's last 20 characters) and whether to trust the folder.
  */
 function seedConfig(configDir: string, apiKey: string, cwd: string): void {
   mkdirSync(configDir, { recursive: true });
@@ -209,24 +209,22 @@ const commandLine = (pid: number) => {
 
 /**
  * Writes the `mcpServers` file Claude Code reads (`--mcp-config`): each server started by this
- * Node with the tap preloaded, logging to `tapLog(name)`. Returns its path.
+ * Node with the tap preloaded, logging to `tapLog(name)`, and `raisedBy` steps of niceness above
+ * claude's (see CLAUDE_NICENESS). Returns its path.
  */
 export function writeMcpConfig(
   dir: string,
   servers: Record<string, NodeServer>,
   tapLog: (name: string) => string,
+  raisedBy = 0,
 ): string {
   const entries = Object.fromEntries(
-    Object.entries(servers).map(([name, s]) => [
-      name,
-      {
-        type: 'stdio',
-        // At claude's priority less 10 (see CLAUDE_NICENESS).
-        command: 'nice',
-        args: ['-n', String(-CLAUDE_NICENESS), process.execPath, '--import', TAP, s.script, ...(s.args ?? [])],
-        env: { ...s.env, JSONRPC_TAP_LOG: tapLog(name) },
-      },
-    ]),
+    Object.entries(servers).map(([name, s]) => {
+      const node = [process.execPath, '--import', TAP, s.script, ...(s.args ?? [])];
+      const command = raisedBy === 0 ? node : ['nice', '-n', String(-raisedBy), ...node];
+      const env = { ...s.env, JSONRPC_TAP_LOG: tapLog(name) };
+      return [name, { type: 'stdio', command: command[0], args: command.slice(1), env }];
+    }),
   );
   const file = join(dir, 'mcp.json');
   writeFileSync(file, JSON.stringify({ mcpServers: entries }));
@@ -299,7 +297,7 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
   const dir = mkdtempSync(join(options.dir, 'claude-tty-'));
   const socket = join(dir, 'tmux.sock');
   const tapLog = (name: string) => join(dir, `tap-${name}.jsonl`);
-  const mcpConfig = writeMcpConfig(dir, options.mcpServers, tapLog);
+  const mcpConfig = writeMcpConfig(dir, options.mcpServers, tapLog, CLAUDE_NICENESS);
   const { CLAUDE_CONFIG_DIR: configDir, ANTHROPIC_API_KEY: apiKey } = options.env;
   if (!configDir || !apiKey) throw new Error('env must set CLAUDE_CONFIG_DIR and ANTHROPIC_API_KEY');
   seedConfig(configDir, apiKey, options.cwd);
@@ -321,7 +319,7 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
   delete env.TMUX; // set when the tests run inside tmux: a nested tmux would refuse to start
   const run = (...args: string[]) =>
     execFileSync(tmux, ['-S', socket, '-f', conf, ...args], { env, encoding: 'utf8', cwd: options.cwd });
-  // argv, not a shell line: tmux runs claude itself, so the pane's pid is claude's.
+  // argv, not a shell line: tmux runs nice, which execs claude, so the pane's pid is claude's.
   run(
     'new-session',
     '-d',

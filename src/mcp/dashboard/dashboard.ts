@@ -12,7 +12,7 @@ import type { App } from '../../app.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { tokenMatches } from '../../lib/daemon-file.js';
-import { readLogPage } from '../tools/logs.js';
+import { readLogPage } from '../../jobs/process/log-page.js';
 import {
   activeSection,
   agentPage,

@@ -195,6 +195,10 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
   const polls = (c: InteractiveClaude, taskId: string) =>
     c.exchanges('agents', 'tasks/get').filter((e) => e.request.params?.taskId === taskId && e.response);
 
+  /** Whether a tasks/get said the task ended. */
+  const ended = (c: InteractiveClaude, taskId: string) =>
+    polls(c, taskId).some((p) => ['completed', 'failed', 'cancelled'].includes(p.response!.result!.status as string));
+
   /** The call's answer is a task handle; returns its task id. */
   function taskHandle(e: Exchange): string {
     expect(declaresTasks(e.request), JSON.stringify(e.request)).toBe(true);
@@ -244,8 +248,12 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
     const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
 
-    // The dialog, with the agent's question in it (the prompt line above holds it as well).
-    await c.waitForScreen(new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`), 240_000);
+    // The dialog, with the agent's question in it (the prompt line above holds it as well); a
+    // task that ends first never asked the user (its notification says what the agent got).
+    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
+    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
+    const last = () => JSON.stringify(polls(c, taskId).at(-1)?.response?.result);
+    expect(ended(c, taskId), `the task ended without asking the user: ${last()}`).toBe(false);
     const asking = polls(c, taskId).find((p) => p.response!.result!.status === 'input_required');
     expect(JSON.stringify(asking?.response?.result?.inputRequests)).toContain(ask.question);
     await c.answerDialog('blue, like the sea');

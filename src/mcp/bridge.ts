@@ -22,6 +22,7 @@ import { StdioTransport } from './stdio-transport.js';
 const REOPEN_MS = 30_000;
 /** The JSON-RPC error code of a request the relay could not deliver. */
 const DAEMON_GONE = -32000;
+const METHOD_NOT_FOUND = -32601;
 
 /**
  * Relays stdio to the daemon at `url`, where it was seen listening (never a URL read from a
@@ -123,6 +124,18 @@ export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string
   downstream.onmessage = (message: JSONRPCMessage) => {
     const request = isJSONRPCRequest(message);
     if (gone) return void (request && fail(message.id));
+    // The relay carries a 2025 session (initialize, then its mcp-session-id): a 2026 client's
+    // probe is answered as a 2025-only server answers it, and the client falls back to initialize.
+    if (request && message.method === 'server/discover') {
+      void downstream
+        .send({
+          jsonrpc: '2.0',
+          id: message.id,
+          error: { code: METHOD_NOT_FOUND, message: 'server/discover: relayed to a 2025-era session; use initialize' },
+        })
+        .catch(() => undefined);
+      return;
+    }
     if (request) unanswered.add(message.id);
     if (isInitializeRequest(message)) opening = message;
     deliver(message).catch((error: Error) => {

@@ -3,21 +3,19 @@
 // JSON-RPC on the transport: nothing here writes to stdout.
 import { existsSync, readFileSync, unwatchFile, watch, watchFile, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
-import { ResourceTemplate, type McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import {
-  ErrorCode,
-  LoggingLevelSchema,
-  McpError,
-  SetLevelRequestSchema,
-  SubscribeRequestSchema,
-  UnsubscribeRequestSchema,
+  ProtocolError,
+  ProtocolErrorCode,
+  ResourceTemplate,
   type LoggingLevel,
-} from '@modelcontextprotocol/sdk/types.js';
+  type McpServer,
+} from '@modelcontextprotocol/server';
 import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
 import { isFinished, type JobRecord, type JobState } from '../jobs/table.js';
-import { DEFAULT_LOG_BYTES, readLogPage } from './tools/logs.js';
+import { DEFAULT_LOG_BYTES, readLogPage } from '../jobs/process/log-page.js';
 import { fullResult, redactedTask } from '../jobs/result.js';
+import { LOGGING_LEVELS, replaceSetLevel } from './sdk-seam.js';
 
 const IAC_URI = 'polyspawn://IAC.md';
 const agentUri = (id: string) => `polyspawn://agents/${id}`;
@@ -31,9 +29,9 @@ const IAC_CHANGED_MS = 50;
 
 const ID = /^[a-z0-9]{1,64}$/;
 
-function notFound(id: string): McpError {
-  return new McpError(
-    ErrorCode.InvalidParams,
+function notFound(id: string): ProtocolError {
+  return new ProtocolError(
+    ProtocolErrorCode.InvalidParams,
     `no agent with id "${id}": list the resources, or call the list tool, for the ids of current and recent agents`,
   );
 }
@@ -179,12 +177,14 @@ function registerSubscriptions(server: McpServer, app: App): () => void {
   const iacWatch = watchIac(app.iac.file, () => {
     if (subscribed.has(IAC_URI)) void server.server.sendResourceUpdated({ uri: IAC_URI }).catch(() => undefined);
   });
-  server.server.setRequestHandler(SubscribeRequestSchema, async ({ params }) => {
+  // resources/subscribe is 2025's; a 2026 client listens (subscriptions/listen), which the SDK's
+  // serving entry routes sendResourceUpdated onto.
+  server.server.setRequestHandler('resources/subscribe', async ({ params }) => {
     subscribed.add(params.uri);
     if (params.uri === IAC_URI) iacWatch.start();
     return {};
   });
-  server.server.setRequestHandler(UnsubscribeRequestSchema, async ({ params }) => {
+  server.server.setRequestHandler('resources/unsubscribe', async ({ params }) => {
     subscribed.delete(params.uri);
     if (params.uri === IAC_URI) iacWatch.stop();
     return {};
@@ -262,8 +262,7 @@ const LEVELS: Record<JobState, LoggingLevel> = {
   interrupted: 'warning',
 };
 
-/** MCP's levels, least severe first (RFC 5424 order), as the SDK defines them. */
-const SEVERITY: readonly LoggingLevel[] = LoggingLevelSchema.options;
+const SEVERITY = LOGGING_LEVELS;
 
 /**
  * Each state change of this server's agents as an MCP logging message (never on stdout). Until
@@ -275,10 +274,7 @@ export function registerJobNotifications(server: McpServer, app: App): () => voi
   let threshold = SEVERITY.indexOf('info');
   const inner = server.server;
   // The SDK's own handler keeps the level where nothing here can read it: kept here instead.
-  inner.setRequestHandler(SetLevelRequestSchema, (request) => {
-    threshold = SEVERITY.indexOf(request.params.level);
-    return {};
-  });
+  replaceSetLevel(inner, (level) => (threshold = SEVERITY.indexOf(level)));
   const offChange = app.jobs.onStateChange((job) => {
     const level = LEVELS[job.state];
     if (SEVERITY.indexOf(level) < threshold) return;

@@ -75,6 +75,7 @@ async function serveHttp(log: (message: string) => void, options: HttpServeOptio
       maxSessionsPerPrincipal: MAX_SESSIONS,
       idleSessionMs: IDLE_SESSION_MS,
       resumableStreams: true,
+      modern: true,
       host,
       port: options.port,
       otherPath: dashboard(app, token),

@@ -8,6 +8,7 @@ import { DEPTH_ENV, NESTING_ENV } from '../jobs/agents/nesting.js';
 import { ancestorVariables } from '../lib/proc.js';
 import { bridgeStdio } from './bridge.js';
 import { projectToken, type DaemonInfo } from '../lib/daemon-file.js';
+import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
 import { StdioTransport } from './stdio-transport.js';
 import { lazyParentChannel } from './channel/index.js';
 import { collectWhenIdle } from '../jobs/idle-gc.js';
@@ -21,17 +22,23 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   const daemon = sharedServer(log);
   if (daemon) return bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
-  const server = createServer(app);
   collectWhenIdle(app.jobs);
   const shutdown = exitOnSignals(app, log);
-  const transport = new StdioTransport();
   // Closed for any reason (stdin's end or error, stdout gone): the same shutdown as a signal's.
-  transport.onclose = () => void shutdown('the client closed stdio');
-  // The run store's history loads once the client has finished the handshake, so that a
-  // long history never slows start-up (a tool call needing it first loads it at once).
-  server.server.oninitialized = () => app.iac.start();
+  const transport = new StdioTransport(() => void shutdown('the client closed stdio'));
+  // The SDK's entry answers either era: a 2025 client's initialize, or a 2026 client's
+  // server/discover (a probe it may abandon for initialize: then a second server is built).
+  await serveStdioEntry(
+    ({ era }) => {
+      const server = createServer(app);
+      // The run store's history loads once a 2025 client has finished the handshake, so that a
+      // long history never slows start-up (a tool call needing it first loads it at once).
+      if (era === 'legacy') server.server.oninitialized = () => app.iac.start();
+      return server;
+    },
+    { transport },
+  );
   setTimeout(() => app.iac.start(), 2000).unref();
-  await server.connect(transport);
   log(`${VERSION} serving on stdio for ${app.config.projectDir} (${app.backends.map((b) => b.name).join(', ')})`);
 }
 

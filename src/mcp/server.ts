@@ -1,23 +1,15 @@
-// The MCP layer: a thin protocol surface over the app. One register function per tool.
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { CallToolRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+// The MCP layer: a thin protocol surface over the app. The tools are declared objects
+// (src/mcp/tools/registry.ts) served by one loop (tool-server.ts).
+import { McpServer } from '@modelcontextprotocol/server';
 import type { App } from '../app.js';
 import type { Nesting } from '../jobs/agents/nesting.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
-import { registerAgentSpawnTools } from './tools/agent-spawn.js';
-import { registerDefineAgentTool, registerListAgentsTool, registerRemoveAgentTool } from './tools/agents.js';
 import { registerJobNotifications, registerResources } from './resources.js';
 import { lazyJsonSchemaValidator } from './lazy-validator.js';
-import { compactToolList } from './tool-list.js';
-import { registerCancelTool } from './tools/cancel.js';
-import { registerIntegrateTool } from './tools/integrate.js';
-import { registerListTool } from './tools/list.js';
-import { registerLogsTool } from './tools/logs.js';
-import { registerReplyTool } from './tools/reply.js';
-import { registerResultTool } from './tools/result.js';
-import { modelsText, registerSpawnTools } from './tools/spawn.js';
-import { registerWaitTool } from './tools/wait.js';
-import { registerRunTeamTool } from './tools/run-team.js';
+import { serveTaskMethods, TASKS_EXTENSION } from './tasks.js';
+import { serveTools } from './tool-server.js';
+import { toolSources } from './tools/registry.js';
+import { modelsText } from './tools/spawn.js';
 import { VERSION } from '../lib/version.js';
 
 // The instructions: what spans tools (the workflow, the shared spawn options, questions,
@@ -116,74 +108,35 @@ function agentInstructions(app: App, nesting: Nesting): string[] {
 }
 
 /**
- * At a depth that may not start agents, no spawn tool is registered; a spawn_* call made anyway
- * gets a refusal that says why, rather than the SDK's "tool not found". Wraps the tools/call
- * handler the SDK installs (so call before registering any tool, on a server created without
- * the tools capability: the SDK then installs its handlers with the first tool).
- */
-function refuseSpawnCalls(server: McpServer, reason: string): void {
-  const inner = server.server;
-  const original = inner.setRequestHandler.bind(inner) as (
-    schema: unknown,
-    handler: (request: never, extra: never) => unknown,
-  ) => void;
-  inner.setRequestHandler = ((
-    schema: unknown,
-    handler: (request: { params: { name: string } }, extra: unknown) => unknown,
-  ) => {
-    if (schema !== CallToolRequestSchema) return original(schema, handler as never);
-    return original(schema, ((request: { params: { name: string } }, extra: unknown) => {
-      const name = request.params.name;
-      if (name.startsWith('spawn_'))
-        return {
-          isError: true,
-          content: [{ type: 'text', text: `${name} refused: this polyspawn starts no agents, because ${reason}.` }],
-        };
-      return handler(request, extra);
-    }) as never);
-  }) as typeof inner.setRequestHandler;
-}
-
-/**
  * One client's server over the app. `nesting` is how deep that client runs, when it is not the
  * app's own (an agent's connection to the shared server): what it decides is which tools and
- * instructions the client gets.
+ * instructions the client gets. Built per connection on stdio, per session for 2025 clients
+ * over HTTP and per request for 2026 ones: what outlives it (jobs, teams, tasks) is the app's.
  */
 export function createServer(app: App, nesting: Nesting = app.nesting): McpServer {
   const server = new McpServer(
     { name: 'polyspawn', version: VERSION },
-    // Nested without an allowance, tools/call is set up after refuseSpawnCalls (below) can wrap it.
     {
       instructions: instructions(app, nesting),
-      capabilities: { ...(nesting.canSpawn ? { tools: {} } : {}), logging: {} },
+      capabilities: {
+        logging: {},
+        // Only spawns and teams become tasks: where none may start, there are none.
+        ...(nesting.canSpawn ? { extensions: { [TASKS_EXTENSION]: {} } } : {}),
+      },
       jsonSchemaValidator: lazyJsonSchemaValidator(),
     },
   );
   // What this server added to the shared app, removed when it closes: a shared server opens one
   // server per client session over one app, and a closed session must leave no listener behind.
-  const disposers: (() => void)[] = [];
-  if (nesting.canSpawn) {
-    registerSpawnTools(server, app);
-    disposers.push(registerAgentSpawnTools(server, app));
-    registerRunTeamTool(server, app);
-    registerDefineAgentTool(server, app);
-    registerRemoveAgentTool(server, app);
-    registerIntegrateTool(server, app);
-    if (app.parentChannel) registerReplyTool(server, app);
-  } else {
-    refuseSpawnCalls(server, nesting.reason!);
-  }
-  registerListAgentsTool(server, app);
-  registerListTool(server, app);
-  registerResultTool(server, app);
-  registerWaitTool(server, app);
-  registerCancelTool(server, app);
-  registerLogsTool(server, app);
-  disposers.push(registerResources(server, app), registerJobNotifications(server, app));
+  const disposers = [
+    serveTools(server, app, toolSources(app, nesting), nesting.canSpawn ? undefined : nesting.reason),
+    registerResources(server, app),
+    registerJobNotifications(server, app),
+  ];
+  if (nesting.canSpawn) serveTaskMethods(server.server, app);
   server.server.onclose = () => {
     for (const dispose of disposers.splice(0)) dispose();
   };
-  compactToolList(server, app.env);
   // Definitions edited on disk update the spawn_<agent> tools (and the client hears list_changed).
   if (nesting.canSpawn) app.agents.watch();
   return server;

@@ -1,6 +1,5 @@
 // MCP on this process's stdin and stdout, for `serve` and its relay to the daemon.
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { JSONRPCMessageSchema, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { parseJSONRPCMessage, type JSONRPCMessage, type RequestId, type Transport } from '@modelcontextprotocol/server';
 
 /**
  * The longest message line read from stdin, in bytes. Every input a tool accepts fits it once
@@ -47,6 +46,12 @@ export class StdioTransport implements Transport {
   private corked = false;
   private closed = false;
 
+  /**
+   * whenClosed: called once when the transport closes, whatever the reason, besides `onclose`
+   * (which whoever serves on the transport sets for itself: the SDK's serveStdio does).
+   */
+  constructor(private readonly whenClosed?: () => void) {}
+
   async start(): Promise<void> {
     this.stdin.on('data', this.onData);
     this.stdin.on('end', this.onGone);
@@ -64,6 +69,7 @@ export class StdioTransport implements Transport {
     this.stdin.pause();
     this.pending = [];
     this.onclose?.();
+    this.whenClosed?.();
   }
 
   send(message: JSONRPCMessage): Promise<void> {
@@ -128,8 +134,10 @@ export class StdioTransport implements Transport {
       this.answerError(null, PARSE_ERROR, `parse error: ${(error as Error).message}`);
       return;
     }
-    const parsed = JSONRPCMessageSchema.safeParse(json);
-    if (!parsed.success) {
+    let message: JSONRPCMessage;
+    try {
+      message = parseJSONRPCMessage(json);
+    } catch {
       const id = (json as { id?: unknown } | null)?.id;
       const known = typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id));
       this.answerError(
@@ -139,7 +147,7 @@ export class StdioTransport implements Transport {
       );
       return;
     }
-    this.onmessage?.(parsed.data);
+    this.onmessage?.(message);
   }
 
   private answerError(id: RequestId | null, code: number, message: string): void {

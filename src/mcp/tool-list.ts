@@ -4,17 +4,17 @@
 // model acts on and drops what only bounds, and the server still checks every call against the
 // full zod schema. title, outputSchema and annotations reach no model there but serve the
 // clients that show or type results (the SDK's Client validates structuredContent against
-// outputSchema): they are listed whole. POLYSPAWN_TOOL_SCHEMAS=full serves the SDK's list
-// unchanged (the README's tool reference is generated from it).
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { ListToolsRequestSchema, type Tool, type ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+// outputSchema): they are listed whole. POLYSPAWN_TOOL_SCHEMAS=full lists every schema whole
+// (the README's tool reference is generated from it).
+import type { Tool, ToolAnnotations } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import type { ToolDeclaration } from './tools/tool.js';
 
 /**
  * What a model pays for a tool: the part its client sends it, as JSON (the budget's measure).
  * title, outputSchema and annotations stay with the client.
  */
-export const modelVisibleBytes = (tool: Pick<Tool, 'name' | 'description' | 'inputSchema'>): number =>
+export const modelVisibleBytes = (tool: { name: string; description?: string; inputSchema: unknown }): number =>
   Buffer.byteLength(JSON.stringify({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema }));
 
 /** Pure size limits: a call past one still gets the zod error that names it. */
@@ -37,17 +37,6 @@ const DEFAULT_HINTS: Required<
   destructiveHint: true,
   idempotentHint: false,
   openWorldHint: true,
-};
-
-/** What McpServer keeps of a registered tool (the fields read here). */
-type Registered = {
-  title?: string;
-  description?: string;
-  inputSchema?: unknown;
-  outputSchema?: unknown;
-  annotations?: ToolAnnotations;
-  _meta?: Record<string, unknown>;
-  enabled: boolean;
 };
 
 /** How the compact list shows a schema: a shorter description ('' for none), or a JSON Schema that stands in for it. */
@@ -114,15 +103,24 @@ function trim(schema: unknown): unknown {
  * tool's is the job's result), and converting them is most of a first tools/list's work.
  */
 const outputs = new WeakMap<z.ZodType, Tool['outputSchema']>();
-/** The SDK's own conversion (io: output), so a client checks a result as the server does; no $schema tag. */
+/** As the SDK converts it (io: output), so a client checks a result as the server does; no $schema tag. */
 function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
   let listed = outputs.get(schema);
   if (!listed) {
-    const { $schema: _tag, ...rest } = z.toJSONSchema(schema, { target: 'draft-7', io: 'output' });
-    listed = rest as Tool['outputSchema'];
+    listed = jsonSchema(schema, 'output') as Tool['outputSchema'];
     outputs.set(schema, listed);
   }
   return listed;
+}
+
+/** A zod schema as JSON Schema (draft 7, as the clients validate), without its $schema tag. */
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output', override?: typeof applyBrief): Record<string, unknown> {
+  const { $schema: _tag, ...rest } = z.toJSONSchema(schema, {
+    target: 'draft-7',
+    io,
+    ...(override ? { override } : {}),
+  });
+  return rest;
 }
 
 /**
@@ -130,52 +128,48 @@ function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
  * and every hint (what a client reads), the spec's defaults filled in. A read-only tool destroys
  * nothing and may be called again: its hints say so rather than the defaults for tools that write.
  */
-function compact(name: string, tool: Registered): Tool {
-  const input =
-    tool.inputSchema instanceof z.ZodType
-      ? z.toJSONSchema(tool.inputSchema, { target: 'draft-7', io: 'input', override: applyBrief })
-      : { type: 'object' };
-  const output = tool.outputSchema instanceof z.ZodType ? listedOutput(tool.outputSchema) : undefined;
+function compact(tool: ToolDeclaration): Tool {
   const hints: ToolAnnotations = { ...DEFAULT_HINTS, ...tool.annotations };
   if (hints.readOnlyHint) Object.assign(hints, { destructiveHint: false, idempotentHint: true });
   return {
-    name,
-    ...(tool.title ? { title: tool.title } : {}),
-    ...(tool.description ? { description: tool.description } : {}),
-    inputSchema: trim(input) as Tool['inputSchema'],
-    ...(output ? { outputSchema: output } : {}),
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: trim(jsonSchema(tool.input, 'input', applyBrief)) as Tool['inputSchema'],
+    outputSchema: listedOutput(tool.output),
     annotations: hints,
-    ...(tool._meta ? { _meta: tool._meta } : {}),
   };
 }
 
-/** Serves tools/list from the registered tools, compacted. Call after registering them. */
-export function compactToolList(server: McpServer, env: NodeJS.ProcessEnv): void {
-  if (env.POLYSPAWN_TOOL_SCHEMAS === 'full') return;
-  const registered = (server as unknown as { _registeredTools?: Record<string, Registered> })._registeredTools;
-  if (!registered || typeof registered !== 'object') return; // another SDK: keep its own list
-  // The SDK's own list converts every zod schema on every call; this one once per registered
-  // tool, and anew for one registered later or whose fields changed (RegisteredTool.update()
-  // changes them in place).
-  const cache = new WeakMap<Registered, { from: unknown[]; listed: Tool }>();
-  server.server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: Object.entries(registered)
-      .filter(([, tool]) => tool.enabled)
-      .map(([name, tool]) => {
-        const from = [
-          name,
-          tool.title,
-          tool.description,
-          tool.inputSchema,
-          tool.outputSchema,
-          tool.annotations,
-          tool._meta,
-        ];
-        const cached = cache.get(tool);
-        if (cached && cached.from.every((v, i) => v === from[i])) return cached.listed;
-        const listed = compact(name, tool);
-        cache.set(tool, { from, listed });
-        return listed;
-      }),
-  }));
+/** One tool with every schema whole, its descriptions and limits included (the README's reference). */
+function whole(tool: ToolDeclaration): Tool {
+  return {
+    name: tool.name,
+    title: tool.title,
+    description: tool.description,
+    inputSchema: jsonSchema(tool.input, 'input') as Tool['inputSchema'],
+    outputSchema: listedOutput(tool.output),
+    annotations: tool.annotations,
+  };
 }
+
+const listedTools = { compact: new WeakMap<ToolDeclaration, Tool>(), full: new WeakMap<ToolDeclaration, Tool>() };
+
+/**
+ * A tool as tools/list serves it, converted once per declaration for the process (the tools of
+ * every client's server are the same objects, but for the named agents' which change with their
+ * files). POLYSPAWN_TOOL_SCHEMAS=full: whole.
+ */
+export function listedTool(tool: ToolDeclaration, env: NodeJS.ProcessEnv): Tool {
+  const full = env.POLYSPAWN_TOOL_SCHEMAS === 'full';
+  const cache = full ? listedTools.full : listedTools.compact;
+  let listed = cache.get(tool);
+  if (!listed) {
+    listed = full ? whole(tool) : compact(tool);
+    cache.set(tool, listed);
+  }
+  return listed;
+}
+
+/** The output schema a call's result is listed with, for the SDK's projection of tools/call results. */
+export const listedOutputOf = (tool: ToolDeclaration) => listedOutput(tool.output);

@@ -1,6 +1,6 @@
 // The pinned real CLIs (claude, codex, copilot, gemini) and the environment that points each of them at the fake model API,
 // shared by the contract tests (test/contract/FINDINGS.md says why each variable is there).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -160,4 +160,38 @@ export async function startContractRig(
       homes.remove();
     },
   };
+}
+
+/** This process's environment for a CLI run by a test, and `extra`. */
+export function cliEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  delete env.CLAUDECODE; // set when the tests run inside Claude Code
+  return Object.assign(env, extra);
+}
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `bin` with `args` in `cwd`, the prompt on its stdin, until it exits. */
+export function runCli(
+  bin: string,
+  args: string[],
+  prompt: string,
+  cwd: string,
+  env: Record<string, string>,
+): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(bin, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(prompt);
+  });
 }

@@ -4,13 +4,12 @@
 // [[fake:mcp:parent:ask_parent:{...}]] directive makes each model call ask_parent; the server
 // must see the call with its arguments, and the CLI's final answer must carry the tool's result.
 // The token stays out of argv and files: each CLI reads it from PARENT_TOKEN.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
-import { installClis, makeCliHomes, type CliHomes, type InstalledClis } from './clis.js';
+import { cliEnv, installClis, makeCliHomes, runCli, type CliHomes, type InstalledClis } from './clis.js';
 import { PARENT_ANSWER, startParentMcp, type ParentMcp } from './parent-mcp.js';
 
 let clis: InstalledClis;
@@ -60,29 +59,9 @@ function expectLoopbackHeaders(server: ParentMcp): void {
 /** What ask_parent answered to the first call, as the CLI's final answer must quote it. */
 const firstResult = JSON.stringify({ message_id: 'm1', status: 'answered', answer: PARENT_ANSWER });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs a CLI in the project with the prompt on stdin and the fake's environment (and `extraEnv`). */
-function run(bin: string, args: string[], prompt: string, token: string, extraEnv = {}): Promise<Run> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
-  delete env.CLAUDECODE; // set when the tests run inside Claude Code
-  Object.assign(env, homes.env, { PARENT_TOKEN: token }, extraEnv);
-  return new Promise((resolve, reject) => {
-    const child = spawn(bin, args, { cwd: project, env, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(prompt);
-  });
-}
+const run = (bin: string, args: string[], prompt: string, token: string, extraEnv = {}) =>
+  runCli(bin, args, prompt, project, cliEnv({ ...homes.env, PARENT_TOKEN: token, ...extraEnv }));
 
 type Line = Record<string, unknown> & { type?: string };
 const jsonLines = (text: string): Line[] =>

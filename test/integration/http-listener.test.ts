@@ -7,7 +7,7 @@ import { request, type IncomingHttpHeaders, type IncomingMessage } from 'node:ht
 import { connect } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer } from '@modelcontextprotocol/server';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi, type MockInstance } from 'vitest';
 import { z } from 'zod';
 import { listenHttpMcp, type HttpMcpListener, type HttpMcpOptions } from '../../src/mcp/http/listener.js';
@@ -59,26 +59,30 @@ type ToolEvents = EventEmitter<{
 function serverFor(principal: string, events: ToolEvents): McpServer {
   const server = new McpServer({ name: 'test-channel', version: '1.0.0' }, { capabilities: { logging: {} } });
   // Notifications on the session's GET stream (none is related to this call), as many as asked.
-  server.registerTool('flood', { inputSchema: { count: z.number(), bytes: z.number() } }, async ({ count, bytes }) => {
-    for (let i = 0; i < count; i++)
-      await server.server.notification({
-        method: 'notifications/message',
-        params: { level: 'info', data: 'x'.repeat(bytes) },
-      });
-    return { content: [{ type: 'text', text: `${principal}: flooded` }] };
-  });
-  server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
+  server.registerTool(
+    'flood',
+    { inputSchema: z.object({ count: z.number(), bytes: z.number() }) },
+    async ({ count, bytes }) => {
+      for (let i = 0; i < count; i++)
+        await server.server.notification({
+          method: 'notifications/message',
+          params: { level: 'info', data: 'x'.repeat(bytes) },
+        });
+      return { content: [{ type: 'text', text: `${principal}: flooded` }] };
+    },
+  );
+  server.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, ({ text }) => ({
     content: [{ type: 'text', text: `${principal}: ${text}` }],
   }));
-  server.registerTool('slow-echo', { inputSchema: { text: z.string() } }, async ({ text }) => {
+  server.registerTool('slow-echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }) => {
     const released = once(events, 'release');
     events.emit('blocked', principal);
     await released;
     return { content: [{ type: 'text', text: `${principal}: ${text}` }] };
   });
-  server.registerTool('block', {}, async (extra) => {
+  server.registerTool('block', {}, async (ctx) => {
     events.emit('blocked', principal);
-    await new Promise((resolve) => extra.signal.addEventListener('abort', resolve));
+    await new Promise((resolve) => ctx.mcpReq.signal.addEventListener('abort', resolve));
     events.emit('aborted', principal);
     return { content: [{ type: 'text', text: 'aborted' }] };
   });

@@ -49,10 +49,61 @@ test('50 sessions over one app: every listener a session added is gone once it c
       Array.from({ length: 50 }, (_, i) => httpClient(listener.url, 'psp_test', `c${i}`)),
     );
     await Promise.all(clients.map((c) => c.callOk('list')));
-    // Five each: resources (changes, questions), notifications (changes, questions), named agents.
-    expect(live.count).toBe(50 * 5);
+    // Four each: resources (changes, questions), notifications (changes, questions); and once
+    // for the app, the named agents' tools that every server lists (src/mcp/tools/agent-spawn.ts).
+    expect(live.count).toBe(50 * 4 + 1);
     await Promise.all(clients.map((c) => c.close()));
-    await waitFor('every session to close', () => live.count === 0);
+    await waitFor('every session to close', () => live.count === 1);
+  } finally {
+    await listener.close();
+    app.agents.close();
+  }
+});
+
+test('2026-07-28 requests over one app: the server each one gets leaves no listener behind', async () => {
+  const app: App = createApp(
+    { PATH: process.env.PATH!, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg-modern') },
+    dir,
+    () => true,
+  );
+  const live = { count: 0 };
+  countSubscriptions(app.jobs, 'onStateChange', live);
+  countSubscriptions(app.jobs, 'onQuestion', live);
+  const listener = await listenHttpMcp<string>({
+    authenticate: (token) => (token === 'psp_test' ? 'client' : undefined),
+    serverFor: () => createServer(app),
+    modern: true,
+  });
+  const envelope = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, async (_, id) => {
+        const response = await fetch(listener.url, {
+          method: 'POST',
+          headers: {
+            Authorization: 'Bearer psp_test',
+            'Content-Type': 'application/json',
+            Accept: 'application/json, text/event-stream',
+            'Mcp-Protocol-Version': '2026-07-28',
+            'Mcp-Method': 'tools/call',
+            'Mcp-Name': 'list',
+          },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id,
+            method: 'tools/call',
+            params: { name: 'list', arguments: {}, _meta: envelope },
+          }),
+        });
+        return { status: response.status, text: await response.text() };
+      }),
+    );
+    for (const answer of answers) expect(answer, answer.text).toMatchObject({ status: 200 });
+    expect(answers.every((a) => a.text.includes('"agents"'))).toBe(true);
+    await waitFor('every per-request server to close', () => live.count === 0);
   } finally {
     await listener.close();
     app.agents.close();

@@ -71,7 +71,7 @@ const LAYERS: Record<string, Layer> = {
 };
 
 /** Only these layers may import the MCP SDK: the rest of the house knows nothing of the protocol. */
-const MCP_SDK = { package: '@modelcontextprotocol/sdk', onlyIn: ['mcp', 'commands'] };
+const MCP_SDK = { package: '@modelcontextprotocol/', onlyIn: ['mcp', 'commands'] };
 
 /** Vendor names are vendor knowledge: it lives in backends/ and reaches the rest through the registry. */
 const VENDOR_NAMES = {

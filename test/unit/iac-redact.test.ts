@@ -12,7 +12,7 @@ import { configuredSecrets } from '../../src/config/keys.js';
 import { redactPage, scrubDir, scrubFile } from '../../src/lib/scrub.js';
 import { guardExecutor } from '../../src/jobs/recorder.js';
 import type { Executor } from '../../src/jobs/table.js';
-import { readLogPage } from '../../src/mcp/tools/logs.js';
+import { readLogPage } from '../../src/jobs/process/log-page.js';
 import { tempDir } from '../helpers/temp.js';
 
 const SHAPED = {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/processes.js';
 import { followLines, readHeadAndTail, readNewest } from '../../src/jobs/process/log-reader.js';
-import { readLogPage } from '../../src/mcp/tools/logs.js';
+import { readLogPage } from '../../src/jobs/process/log-page.js';
 
 const NL = 0x0a;
 const dir = mkdtempSync(join(tmpdir(), 'polyspawn-log-reader-'));

@@ -7,63 +7,68 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { InMemoryTransport, McpServer } from '@modelcontextprotocol/server';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
 import { createApp } from '../../src/app.js';
 import { createServer } from '../../src/mcp/server.js';
 import { lazyParentChannel } from '../../src/mcp/channel/index.js';
-import { brief, compactToolList, modelVisibleBytes } from '../../src/mcp/tool-list.js';
+import type { App } from '../../src/app.js';
+import { brief, modelVisibleBytes } from '../../src/mcp/tool-list.js';
+import { serveTools } from '../../src/mcp/tool-server.js';
+import { tool, type ToolDeclaration } from '../../src/mcp/tools/tool.js';
 import { backendNames } from '../helpers/backends.js';
 import { ACP_PRESETS } from '../../backends/acp-presets.js';
 
-async function listed(env: NodeJS.ProcessEnv, change?: (tool: ReturnType<McpServer['registerTool']>) => void) {
+const spawnX = tool({
+  name: 'spawn_x',
+  title: 'X agent',
+  description: 'Runs X.',
+  input: z
+    .object({
+      prompt: z.string().max(2_000_000).describe('The task'),
+      timeout_s: z.number().int().min(1).max(100).optional(),
+      mode: z.enum(['a', 'b']).optional(),
+      schema: z.record(z.string(), z.unknown()).optional(),
+      either: z.union([z.boolean(), z.number().int().min(0).max(3)]).optional(),
+      short: brief(z.string().optional().describe('A long explanation, for the README'), 'Short'),
+      none: brief(z.boolean().optional().describe('Said in the instructions'), ''),
+      nested: brief(
+        z
+          .record(z.string(), z.object({ command: z.string() }).strict())
+          .optional()
+          .describe('Servers'),
+        { type: 'object', description: '{name: {command}}' },
+      ),
+    })
+    .strict(),
+  output: z.object({ agent_id: z.string(), state: z.enum(['queued', 'running']) }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  handler: () => ({ agent_id: 'a', state: 'queued' }),
+});
+
+const look = tool({
+  name: 'look',
+  title: 'Look',
+  description: 'Looks.',
+  input: z.object({}).strict(),
+  output: z.object({}),
+  annotations: { readOnlyHint: true, openWorldHint: false },
+  handler: () => ({}),
+});
+
+/** tools/list through the SDK's client, twice: before and after `change` replaced spawn_x's declaration. */
+async function listed(env: NodeJS.ProcessEnv, change?: ToolDeclaration) {
   const server = new McpServer({ name: 't', version: '1' });
-  const tool = server.registerTool(
-    'spawn_x',
-    {
-      title: 'X agent',
-      description: 'Runs X.',
-      inputSchema: z
-        .object({
-          prompt: z.string().max(2_000_000).describe('The task'),
-          timeout_s: z.number().int().min(1).max(100).optional(),
-          mode: z.enum(['a', 'b']).optional(),
-          schema: z.record(z.string(), z.unknown()).optional(),
-          either: z.union([z.boolean(), z.number().int().min(0).max(3)]).optional(),
-          short: brief(z.string().optional().describe('A long explanation, for the README'), 'Short'),
-          none: brief(z.boolean().optional().describe('Said in the instructions'), ''),
-          nested: brief(
-            z
-              .record(z.string(), z.object({ command: z.string() }).strict())
-              .optional()
-              .describe('Servers'),
-            { type: 'object', description: '{name: {command}}' },
-          ),
-        })
-        .strict(),
-      outputSchema: z.object({ agent_id: z.string(), state: z.enum(['queued', 'running']) }),
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-    },
-    async () => ({ content: [], structuredContent: { agent_id: 'a', state: 'queued' } }),
-  );
-  server.registerTool(
-    'look',
-    {
-      description: 'Looks.',
-      inputSchema: z.object({}).strict(),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async () => ({ content: [] }),
-  );
-  compactToolList(server, env);
+  let tools: ToolDeclaration[] = [spawnX, look];
+  // serveTools reads only the app's environment when no call starts a task.
+  serveTools(server, { env } as unknown as App, [{ tools: () => tools }]);
   const [a, b] = InMemoryTransport.createLinkedPair();
   await server.connect(a);
   const client = new Client({ name: 'c', version: '1' });
   await client.connect(b);
   const first = (await client.listTools()).tools;
-  change?.(tool);
+  if (change) tools = [change, look];
   const second = (await client.listTools()).tools;
   await client.close();
   return { first, second };
@@ -103,22 +108,21 @@ describe('the tool list', () => {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
     });
     // The spec's defaults filled in; a read-only tool destroys nothing and may be called again.
-    const look = first.find((t) => t.name === 'look')!;
-    expect(look.annotations).toEqual({
+    const looked = first.find((t) => t.name === 'look')!;
+    expect(looked.annotations).toEqual({
       readOnlyHint: true,
       destructiveHint: false,
       idempotentHint: true,
       openWorldHint: false,
     });
-    expect(look).not.toHaveProperty('outputSchema');
   });
 
-  test('a tool changed in place is listed anew', async () => {
-    const { second } = await listed({}, (tool) => tool.update({ description: 'Runs X, now better.' }));
+  test('a tool whose declaration changed (a named agent edited) is listed anew', async () => {
+    const { second } = await listed({}, { ...spawnX, description: 'Runs X, now better.' });
     expect(second.find((t) => t.name === 'spawn_x')!.description).toBe('Runs X, now better.');
   });
 
-  test('POLYSPAWN_TOOL_SCHEMAS=full: the SDK list, output fields and limits included', async () => {
+  test('POLYSPAWN_TOOL_SCHEMAS=full: every schema whole, output fields and limits included', async () => {
     const { first } = await listed({ POLYSPAWN_TOOL_SCHEMAS: 'full' });
     const spawn = first.find((t) => t.name === 'spawn_x')!;
     expect(spawn.outputSchema?.properties).toHaveProperty('agent_id');

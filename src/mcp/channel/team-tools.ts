@@ -1,12 +1,14 @@
 // What a team's member gets on its channel besides ask_parent: the tools its topology declares
 // (src/jobs/teams/topologies/), bound to the member whose token opened the session, so that each
 // call speaks for it.
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { McpServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
 import type { App } from '../../app.js';
 import { topologyNamed } from '../../jobs/teams/options.js';
 import { teamResult } from '../../jobs/teams/result.js';
 import type { MemberTeams } from '../../jobs/teams/topology.js';
-import { runTeamInput, startTeam } from '../tools/run-team.js';
+import { startTeam } from '../../jobs/teams/start.js';
+import { runTeamInput } from '../tools/run-team.js';
 import { toolResult } from '../views.js';
 
 /** A member tool's default: it changes nothing the agent works on, so the CLIs call it without an approval. */
@@ -26,7 +28,11 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
   for (const tool of topologyNamed(team.spec.topology).memberTools?.({ jobId, team, state, teams }) ?? [])
     server.registerTool(
       tool.name,
-      { description: tool.description, inputSchema: tool.inputSchema, annotations: tool.annotations ?? READ_ONLY },
-      async (args, extra) => toolResult(await tool.call(args, extra.signal)),
+      {
+        description: tool.description,
+        inputSchema: z.object(tool.inputSchema),
+        annotations: tool.annotations ?? READ_ONLY,
+      },
+      async (args, ctx) => toolResult(await tool.call(args, ctx.mcpReq.signal)),
     );
 }

@@ -1,7 +1,7 @@
 // What a running agent gets on its channel: ask the orchestrator and wait for the answer, wait
 // again for one already asked, say what it is doing. Each session is bound to the one job whose
 // token opened it, so an agent can only ever speak for itself.
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { App } from '../../app.js';
 import { ANSWER_WAIT_S, CONVERSATION_LIMITS as LIMITS } from '../../jobs/conversation.js';
@@ -9,11 +9,11 @@ import { VERSION } from '../../lib/version.js';
 import { toolResult } from '../views.js';
 import { registerTeamTools } from './team-tools.js';
 
-const answerSchema = {
+const answerSchema = z.object({
   message_id: z.string(),
   status: z.enum(['answered', 'pending']).describe('pending: call check_message_status'),
   answer: z.string().optional(),
-};
+});
 
 /** The MCP server one agent's session talks to. */
 export function channelServer(app: App, jobId: string): McpServer {
@@ -28,22 +28,22 @@ export function channelServer(app: App, jobId: string): McpServer {
     'ask_parent',
     {
       description: `Ask the orchestrator a question and wait for its answer (up to ${ANSWER_WAIT_S} s; then status "pending").`,
-      inputSchema: {
+      inputSchema: z.object({
         question: z.string().min(1).max(LIMITS.questionChars),
         options: z
           .array(z.string().min(1).max(LIMITS.optionChars))
           .max(LIMITS.options)
           .optional()
           .describe('Choices to pick from'),
-      },
+      }),
       outputSchema: answerSchema,
       // It changes nothing the agent works on; and codex and copilot call read-only tools
       // without an approval nobody would give.
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ question, options }, extra) => {
+    async ({ question, options }, ctx) => {
       const asked = app.jobs.ask(jobId, question, options);
-      const answer = await wait(asked.messageId, extra.signal);
+      const answer = await wait(asked.messageId, ctx.mcpReq.signal);
       return toolResult({ message_id: asked.messageId, ...answer });
     },
   );
@@ -52,19 +52,19 @@ export function channelServer(app: App, jobId: string): McpServer {
     'check_message_status',
     {
       description: `Wait again (up to ${ANSWER_WAIT_S} s) for the answer to a question ask_parent left pending.`,
-      inputSchema: { message_id: z.string().min(1).max(64) },
+      inputSchema: z.object({ message_id: z.string().min(1).max(64) }),
       outputSchema: answerSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ message_id }, extra) => toolResult({ message_id, ...(await wait(message_id, extra.signal)) }),
+    async ({ message_id }, ctx) => toolResult({ message_id, ...(await wait(message_id, ctx.mcpReq.signal)) }),
   );
 
   server.registerTool(
     'report_progress',
     {
       description: 'Tell the orchestrator in one line what you are doing now.',
-      inputSchema: { text: z.string().min(1).max(LIMITS.progressInputChars) },
-      outputSchema: { recorded: z.boolean() },
+      inputSchema: z.object({ text: z.string().min(1).max(LIMITS.progressInputChars) }),
+      outputSchema: z.object({ recorded: z.boolean() }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ text }) => {

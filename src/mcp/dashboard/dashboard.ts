@@ -18,7 +18,7 @@ import { integrate, INTEGRATE_MODES, type IntegrateMode } from '../../jobs/workt
 import { InputError } from '../../lib/errors.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { tokenMatches } from '../../lib/daemon-file.js';
-import { readLogPage } from '../tools/logs.js';
+import { readLogPage } from '../../jobs/process/log-page.js';
 import { esc } from './html.js';
 import { activeSection, agentPage, costSection, historySection, overviewPage, page, recordSection } from './render.js';
 import { diffSection, integrationSection, reviewSection } from './review.js';

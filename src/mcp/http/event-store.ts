@@ -3,8 +3,7 @@
 // missed. Bounded in bytes, per session and across every session of a listener (EventBudget): the
 // oldest events go first, so what a client reads (a page of a log is up to a MiB) cannot pile up
 // in the server. A resume after an event no longer kept is refused: what followed it may be gone.
-import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { EventId, EventStore, JSONRPCMessage, StreamId } from '@modelcontextprotocol/server';
 
 export type EventLimits = {
   /** Bytes of events one session keeps. */

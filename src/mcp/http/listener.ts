@@ -8,11 +8,18 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { isIPv6, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { toNodeHandler, toWebRequest } from '@modelcontextprotocol/node';
+import {
+  createMcpHandler,
+  isInitializeRequest,
+  isLegacyRequest,
+  type AuthInfo,
+  type McpServer,
+} from '@modelcontextprotocol/server';
 import { readBody } from './body.js';
 import { EventBudget, type EventLimits } from './event-store.js';
 import { Sessions } from './sessions.js';
+import { cutWhenStalled } from './stalled.js';
 
 export type HttpMcpOptions<P> = {
   /**
@@ -22,6 +29,11 @@ export type HttpMcpOptions<P> = {
   authenticate(token: string): P | undefined;
   /** A fresh McpServer for a new session opened by this principal, with the initialize request that opens it. */
   serverFor(principal: P, opening: IncomingMessage): McpServer;
+  /**
+   * Serves the 2026-07-28 protocol too (default: only 2025's sessions): a request that carries
+   * its `_meta` envelope is answered whole by a server built for it alone, by serverFor.
+   */
+  modern?: boolean;
   /** Default '/mcp'. */
   path?: string;
   /** Default 256 KiB; a larger body gets 413. */
@@ -99,10 +111,20 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
   const log = options.log ?? (() => {});
   const host = options.host ?? LOOPBACK;
   const eventBudget = options.resumableStreams ? new EventBudget(options.eventLimits) : undefined;
-  const sessions = new Sessions<P>(log, {
-    ...(eventBudget ? { eventBudget } : {}),
-    stalledStreamMs: options.stalledStreamMs ?? DEFAULT_STALLED_STREAM_MS,
-  });
+  const stalledMs = options.stalledStreamMs ?? DEFAULT_STALLED_STREAM_MS;
+  const sessions = new Sessions<P>(log, { ...(eventBudget ? { eventBudget } : {}), stalledStreamMs: stalledMs });
+  // 2026 requests: the SDK's entry, strict (2025 traffic goes to the sessions), a server per
+  // request. Who asked rides along as the request's pass-through authInfo.
+  const modern = options.modern
+    ? createMcpHandler(
+        (ctx) => {
+          const asked = ctx.authInfo?.extra as { principal: P; req: IncomingMessage };
+          return options.serverFor(asked.principal, asked.req);
+        },
+        { legacy: 'reject', onerror: (error) => log(`mcp http: ${error.message}`) },
+      )
+    : undefined;
+  const serveModern = modern && toNodeHandler(modern);
   let allowedHosts = new Set<string>();
   let allowedOrigins = new Set<string>();
   let closing: Promise<void> | undefined;
@@ -173,6 +195,11 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     }
     const body = await readJson(req, maxBodyBytes);
     if (!('json' in body)) return refuse(req, res, body);
+    if (serveModern && !(await isLegacyRequest(await toWebRequest(req, body.json), body.json))) {
+      const auth: AuthInfo = { token: '', clientId: 'polyspawn', scopes: [], extra: { principal, req } };
+      cutWhenStalled(res, stalledMs, () => log('mcp http: a 2026 response its client stopped reading was cut off'));
+      return serveModern(Object.assign(req, { auth }), res, body.json);
+    }
     if (!isInitializeRequest(body.json)) {
       return refuse(req, res, {
         status: 400,
@@ -229,6 +256,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         await sessions.closeAll();
+        await modern?.close();
         server.closeAllConnections();
         await stopped;
       })();

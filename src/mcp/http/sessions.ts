@@ -1,20 +1,20 @@
 // The open MCP sessions of an HTTP listener, each owned by the principal that opened it. A
-// session is one StreamableHTTPServerTransport (stateful: it hands out the session id) connected
-// to its own McpServer. Closing one answers every request still open with an error (a tool call
+// session is one NodeStreamableHTTPServerTransport (stateful: it hands out the session id)
+// connected to its own McpServer: how 2025-era clients are served (2026 ones are per request,
+// listener.ts). Closing one answers every request still open with an error (a tool call
 // blocked waiting, say), so the client hears at once instead of when its own time-out runs out,
 // then closes the transport: its SSE responses end, and the server aborts the handlers.
 import { randomUUID } from 'node:crypto';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import {
-  ErrorCode,
+  type McpServer,
   isJSONRPCErrorResponse,
   isJSONRPCNotification,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
   type RequestId,
-} from '@modelcontextprotocol/sdk/types.js';
+} from '@modelcontextprotocol/server';
 import type { BoundedEventStore, EventBudget } from './event-store.js';
 import { cutWhenStalled } from './stalled.js';
 
@@ -22,21 +22,21 @@ import { cutWhenStalled } from './stalled.js';
  * The SDK's transport, keeping the ids of the client's requests it has not answered yet, and
  * cutting off a response its client stopped reading (stalled.ts).
  */
-class TrackingTransport extends StreamableHTTPServerTransport {
+class TrackingTransport extends NodeStreamableHTTPServerTransport {
   readonly unanswered = new Set<RequestId>();
   /** Responses still open (a GET stream, a POST's SSE stream), and when the last request came or ended. */
   open = 0;
   lastSeen = Date.now();
 
   constructor(
-    options: ConstructorParameters<typeof StreamableHTTPServerTransport>[0],
+    options: ConstructorParameters<typeof NodeStreamableHTTPServerTransport>[0],
     private readonly stalledMs: number,
     private readonly onStalled: () => void,
   ) {
     super(options);
   }
 
-  override async handleRequest(...args: Parameters<StreamableHTTPServerTransport['handleRequest']>): Promise<void> {
+  override async handleRequest(...args: Parameters<NodeStreamableHTTPServerTransport['handleRequest']>): Promise<void> {
     const [, res] = args;
     this.open++;
     this.lastSeen = Date.now();
@@ -67,6 +67,8 @@ export type Session<P> = {
   readonly events?: BoundedEventStore;
 };
 
+/** JSON-RPC's error for a request whose connection closed (the v1 SDK's ErrorCode.ConnectionClosed, which clients know). */
+const CONNECTION_CLOSED = -32000;
 const SESSION_CLOSED = 'Connection closed: the server ended this session (its run ended, or the server stopped)';
 
 export class Sessions<P> {
@@ -165,7 +167,7 @@ export class Sessions<P> {
 
   /** Ends the session: its open requests get an error, its responses end, its handlers are aborted. */
   async close({ transport }: Session<P>): Promise<void> {
-    const error = { code: ErrorCode.ConnectionClosed, message: SESSION_CLOSED };
+    const error = { code: CONNECTION_CLOSED, message: SESSION_CLOSED };
     // A request whose response stream is already gone cannot be answered: nothing to do for it.
     const answers = [...transport.unanswered].map((id) =>
       transport.send({ jsonrpc: '2.0', id, error }).catch(() => {}),

@@ -1,35 +1,31 @@
 // spawn_<agent>: one tool per named agent (src/jobs/agents/definitions.ts), kept in step with the
 // definitions on disk: a definition added, changed or removed registers, replaces or removes
-// its tool, and the SDK tells the client with notifications/tools/list_changed.
+// its tool, and the client hears notifications/tools/list_changed (src/mcp/tool-server.ts).
 //
 // The tool's input is the backend's spawn input minus what the definition fixes: the system
 // prompt, permissions and MCP servers always; the model and the output schema when it sets
 // them (a caller may pick a model, or pass an output_schema, only where the definition leaves
 // it open — a preset is reproducible); `resume` gives way to `new_session` on session agents.
-import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
 import type { Backend } from '../../../backends/types.js';
 import type { AgentDefinition } from '../../jobs/agents/definitions.js';
 import type { App } from '../../app.js';
-import { spawnJob } from '../../jobs/spawn.js';
 import { brief } from '../tool-list.js';
+import type { ToolSource } from '../tool-server.js';
+import type { ToolDeclaration } from './tool.js';
 import {
   askParentField,
   budgetField,
-  budgetRequest,
-  type BudgetArg,
   cwdField,
   extraFields,
   modelField,
   outputSchemaField,
   promptField,
   resumeField,
-  spawnedResult,
-  spawnAnnotations,
+  spawnTool,
   timeoutField,
   waitField,
 } from './spawn.js';
-import { jobResultSchema } from '../../jobs/result.js';
 import { shorten } from '../../lib/text.js';
 
 function agentInputSchema(definition: AgentDefinition, backend: Backend, app: App) {
@@ -92,80 +88,60 @@ function toolDescription(definition: AgentDefinition): string {
   return `${shorten(definition.description, LISTED_DESCRIPTION_CHARS, ' … (list_agents has the rest)')}\n\n(${facts.join('; ')}.)`;
 }
 
-type AgentArgs = {
-  prompt: string;
-  model?: string;
-  cwd?: string;
-  new_session?: boolean;
-  resume?: string;
-  timeout_s?: number;
-  wait_s?: number;
-  output_schema?: Record<string, unknown>;
-  ask_parent?: boolean;
-  budget?: BudgetArg;
-  [extra: string]: unknown;
-};
-
-function registerOne(server: McpServer, app: App, definition: AgentDefinition, backend: Backend): RegisteredTool {
-  return server.registerTool(
-    `spawn_${definition.name}`,
+function agentTool(app: App, definition: AgentDefinition, backend: Backend): ToolDeclaration {
+  return spawnTool(
+    app,
+    backend,
     {
+      name: `spawn_${definition.name}`,
       title: `${definition.name} (${backend.name} agent)`,
       description: toolDescription(definition),
-      inputSchema: agentInputSchema(definition, backend, app),
-      outputSchema: jobResultSchema,
-      annotations: spawnAnnotations(backend),
+      input: agentInputSchema(definition, backend, app),
     },
-    async (args, extra) => {
-      const { prompt, model, cwd, new_session, resume, timeout_s, wait_s, output_schema, ask_parent, budget, ...rest } =
-        args as AgentArgs;
-      const job = spawnJob(app, {
-        backend,
-        label: `spawn_${definition.name}`,
-        caller: server.server.getClientVersion()?.name,
-        prompt,
-        model,
-        cwd,
-        resume,
-        timeoutS: timeout_s,
-        outputSchema: output_schema,
-        askParent: ask_parent,
-        ...budgetRequest(budget),
-        extra: rest,
-        agent: { definition, newSession: new_session },
-      });
-      return spawnedResult(app, job, wait_s, extra);
-    },
+    { label: `spawn_${definition.name}`, agent: definition },
   );
 }
 
-/** Registers spawn_<agent> for every definition in effect, and keeps them in step with the files. */
-/** The function it returns stops following the definitions (the server closed). */
-export function registerAgentSpawnTools(server: McpServer, app: App): () => void {
-  const registered = new Map<string, { fingerprint: string; tool: RegisteredTool }>();
+/** The named agents' tools of each app: one list for every server of the process. */
+const sources = new WeakMap<App, ToolSource>();
+
+/**
+ * spawn_<agent> for every definition in effect, kept in step with the files: `tools()` is the
+ * current list (a declaration kept while its definition is unchanged), and `onChange` tells a
+ * server when it changed (the function it returns stops telling it).
+ */
+export function agentSpawnTools(app: App): ToolSource {
+  let source = sources.get(app);
+  if (source) return source;
+  let current = new Map<string, { fingerprint: string; tool: ToolDeclaration }>();
+  const listeners = new Set<() => void>();
   const sync = () => {
-    const wanted = new Map<string, { definition: AgentDefinition; backend: Backend; fingerprint: string }>();
+    const next = new Map<string, { fingerprint: string; tool: ToolDeclaration }>();
     for (const definition of app.agents.agents.values()) {
       // A backend disabled in the config is not in app.backends: the definition is reported, not served.
       const backend = app.backends.find((b) => b.name === definition.backend);
-      if (backend) wanted.set(definition.name, { definition, backend, fingerprint: JSON.stringify(definition) });
+      if (!backend) continue;
+      const fingerprint = JSON.stringify(definition);
+      const kept = current.get(definition.name);
+      next.set(definition.name, {
+        fingerprint,
+        tool: kept?.fingerprint === fingerprint ? kept.tool : agentTool(app, definition, backend),
+      });
     }
-    for (const [name, entry] of registered) {
-      if (wanted.get(name)?.fingerprint !== entry.fingerprint) {
-        entry.tool.remove();
-        registered.delete(name);
-      }
-    }
-    for (const [name, { definition, backend, fingerprint }] of wanted) {
-      if (registered.has(name)) continue;
-      try {
-        registered.set(name, { fingerprint, tool: registerOne(server, app, definition, backend) });
-      } catch (error) {
-        // Another tool of that name (the checks forbid it; a future built-in might not).
-        process.stderr.write(`polyspawn: agent ${name} (${definition.file}) not served: ${(error as Error).message}\n`);
-      }
-    }
+    const changed =
+      next.size !== current.size || [...next].some(([name, entry]) => current.get(name)?.tool !== entry.tool);
+    current = next;
+    if (changed) for (const listener of listeners) listener();
   };
   sync();
-  return app.agents.onChange(sync);
+  app.agents.onChange(sync);
+  source = {
+    tools: () => [...current.values()].map((entry) => entry.tool),
+    onChange(listener) {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+  };
+  sources.set(app, source);
+  return source;
 }

@@ -5,8 +5,8 @@
 // project's agents folder, "user" to the user's config folder.
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { tool } from './tool.js';
 import { ISOLATION_MODES, timeoutSeconds } from '../../config/config.js';
 import type { Backend } from '../../../backends/types.js';
 import {
@@ -25,7 +25,7 @@ import { MAX_DEPTH } from '../../jobs/agents/nesting.js';
 import { sandboxLabel } from '../../config/sandbox.js';
 import type { App } from '../../app.js';
 import { brief } from '../tool-list.js';
-import { toolResult } from '../views.js';
+
 import { InputError } from '../../lib/errors.js';
 import { linkOnTheWay, makeDirs, writeAtomic } from '../../lib/fs.js';
 
@@ -116,30 +116,27 @@ function refuseLinks(app: App, scope: AgentScope, file: string, what: string, fi
     );
 }
 
-export function registerListAgentsTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'list_agents',
-    {
-      title: 'List named agents',
-      description: 'The named agents (spawn_<name> tools), their settings, and agent files skipped, with why.',
-      inputSchema: z.object({}).strict(),
-      outputSchema: z.object({
-        agents: z.array(agentViewSchema),
-        problems: z.array(problemSchema).describe('Agent files that were skipped, and why'),
-        folders: z.object({ project: z.string(), user: z.string() }),
-      }),
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async () => {
-      const client = server.server.getClientVersion()?.name;
-      return toolResult({
+export const listAgentsTool = (app: App) =>
+  tool({
+    name: 'list_agents',
+    title: 'List named agents',
+    description: 'The named agents (spawn_<name> tools), their settings, and agent files skipped, with why.',
+    input: z.object({}).strict(),
+    output: z.object({
+      agents: z.array(agentViewSchema),
+      problems: z.array(problemSchema).describe('Agent files that were skipped, and why'),
+      folders: z.object({ project: z.string(), user: z.string() }),
+    }),
+    annotations: { readOnlyHint: true, openWorldHint: false },
+    handler: async (_args, call) => {
+      const client = call.caller;
+      return {
         agents: [...app.agents.agents.values()].map((d) => view(app, d, client)),
         problems: [...app.agents.problems],
         folders: { project: folderOf(app, 'project'), user: folderOf(app, 'user') },
-      });
+      };
     },
-  );
-}
+  });
 
 const mcpServerInput = z.union([
   z
@@ -229,25 +226,24 @@ function defineInput(backends: readonly Backend[]) {
     .strict();
 }
 
-export function registerDefineAgentTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'define_agent',
-    {
-      title: 'Define a named agent',
-      description:
-        'Save a reusable agent (a backend with its own prompt, model and rules; session: true continues one conversation) as the tool spawn_<name>. replace: true changes one.',
-      inputSchema: defineInput(app.agents.ctx.backends),
-      outputSchema: z.object({
-        name: z.string(),
-        tool: z.string(),
-        scope: scopeField,
-        file: z.string(),
-        replaced: z.boolean(),
-        note: z.string().optional(),
-      }),
-      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-    },
-    async (args) => {
+export const defineAgentTool = (app: App) =>
+  tool({
+    name: 'define_agent',
+    spawning: true,
+    title: 'Define a named agent',
+    description:
+      'Save a reusable agent (a backend with its own prompt, model and rules; session: true continues one conversation) as the tool spawn_<name>. replace: true changes one.',
+    input: defineInput(app.agents.ctx.backends),
+    output: z.object({
+      name: z.string(),
+      tool: z.string(),
+      scope: scopeField,
+      file: z.string(),
+      replaced: z.boolean(),
+      note: z.string().optional(),
+    }),
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+    handler: async (args) => {
       const { name, system_prompt, scope = 'project', replace = false, ...settings } = args;
       const dir = folderOf(app, scope);
       const file = join(dir, name, AGENT_FILE);
@@ -283,37 +279,35 @@ export function registerDefineAgentTool(server: McpServer, app: App): void {
           : checked.definition.session && replaced
             ? 'its existing session continues; call it with new_session: true to start over'
             : undefined;
-      return toolResult({ name, tool: `spawn_${name}`, scope, file, replaced, note });
+      return { name, tool: `spawn_${name}`, scope, file, replaced, note };
     },
-  );
-}
+  });
 
-export function registerRemoveAgentTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'remove_agent',
-    {
-      title: 'Remove a named agent',
-      description: 'Delete a named agent (its file and its session); its spawn_<name> tool goes away.',
-      inputSchema: z
-        .object({
-          name: z.string().min(1).max(100),
-          scope: brief(
-            scopeField
-              .optional()
-              .describe("Which definition to delete; default: the one in effect (the project's, else the user's)"),
-            '',
-          ),
-        })
-        .strict(),
-      outputSchema: z.object({
-        name: z.string(),
-        removed: z.string(),
-        scope: scopeField,
-        now_in_effect: z.string().optional(),
-      }),
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    },
-    async ({ name, scope }) => {
+export const removeAgentTool = (app: App) =>
+  tool({
+    name: 'remove_agent',
+    spawning: true,
+    title: 'Remove a named agent',
+    description: 'Delete a named agent (its file and its session); its spawn_<name> tool goes away.',
+    input: z
+      .object({
+        name: z.string().min(1).max(100),
+        scope: brief(
+          scopeField
+            .optional()
+            .describe("Which definition to delete; default: the one in effect (the project's, else the user's)"),
+          '',
+        ),
+      })
+      .strict(),
+    output: z.object({
+      name: z.string(),
+      removed: z.string(),
+      scope: scopeField,
+      now_in_effect: z.string().optional(),
+    }),
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    handler: async ({ name, scope }) => {
       const bad = nameProblem(name, app.agents.ctx.backends);
       if (bad) throw new InputError(bad);
       const candidates: AgentScope[] = scope ? [scope] : ['project', 'user'];
@@ -341,7 +335,6 @@ export function registerRemoveAgentTool(server: McpServer, app: App): void {
       app.sessions.reset(name);
       app.agents.reload();
       const now = app.agents.agents.get(name);
-      return toolResult({ name, removed: found.file, scope: found.scope, now_in_effect: now?.file });
+      return { name, removed: found.file, scope: found.scope, now_in_effect: now?.file };
     },
-  );
-}
+  });

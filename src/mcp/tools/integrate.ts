@@ -1,10 +1,9 @@
 // integrate: bring an isolated agent's branch back into the user's checkout, as a patch, or not
 // at all (src/jobs/worktree/integrate.ts does it).
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
+import { tool } from './tool.js';
 import type { App } from '../../app.js';
 import { integrate, INTEGRATE_MODES } from '../../jobs/worktree/integrate.js';
-import { toolResult } from '../views.js';
 
 const outputSchema = z.object({
   agent_id: z.string(),
@@ -19,25 +18,24 @@ const outputSchema = z.object({
   note: z.string().optional(),
 });
 
-export function registerIntegrateTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'integrate',
-    {
-      title: 'Integrate agent work',
-      description:
-        "Take an isolated agent's branch polyspawn/<agent_id>: merge or cherry-pick it into your branch (refused over uncommitted changes; a conflict changes nothing and names the files), patch (its diff only) or discard.",
-      inputSchema: z
-        .object({
-          agent_id: z.string().min(1).max(64),
-          how: z.enum(INTEGRATE_MODES),
-        })
-        .strict(),
-      outputSchema,
-      annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    },
-    async ({ agent_id, how }) => {
+export const integrateTool = (app: App) =>
+  tool({
+    name: 'integrate',
+    spawning: true,
+    title: 'Integrate agent work',
+    description:
+      "Take an isolated agent's branch polyspawn/<agent_id>: merge or cherry-pick it into your branch (refused over uncommitted changes; a conflict changes nothing and names the files), patch (its diff only) or discard.",
+    input: z
+      .object({
+        agent_id: z.string().min(1).max(64),
+        how: z.enum(INTEGRATE_MODES),
+      })
+      .strict(),
+    output: outputSchema,
+    annotations: { destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    handler: async ({ agent_id, how }) => {
       const done = await integrate(app, agent_id, how);
-      return toolResult({
+      return {
         agent_id: done.agentId,
         how: done.how,
         branch: done.branch,
@@ -48,7 +46,6 @@ export function registerIntegrateTool(server: McpServer, app: App): void {
         patch_cut: done.patchCut || undefined,
         removed: done.removed,
         note: done.note || undefined,
-      });
+      };
     },
-  );
-}
+  });

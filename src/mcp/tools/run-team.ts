@@ -1,17 +1,15 @@
 // run_team: several agents on one task in one of the topologies (src/jobs/teams/topologies/);
-// returns a team_id at once. Its description says what each topology does, as each declares it.
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+// returns a team_id at once (as an MCP task, the task reports the team). Its description says
+// what each topology does, as each declares it.
 import { z } from 'zod';
+import { tool, type ToolCall } from './tool.js';
 import type { App } from '../../app.js';
-import { InputError } from '../../lib/errors.js';
-import { presetFor, presetsDir } from '../../jobs/teams/presets.js';
 import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
-import { checkTeamOptions, teamOptionsSchema, teamSpec, TOPOLOGY_NAMES } from '../../jobs/teams/options.js';
+import { teamOptionsSchema, TOPOLOGY_NAMES } from '../../jobs/teams/options.js';
+import { startTeam } from '../../jobs/teams/start.js';
 import { MEMBER_PATTERN, TEAM_LIMITS } from '../../jobs/teams/spec.js';
 import { topologies } from '../../jobs/teams/topologies/registry.js';
-import type { TeamRecord } from '../../jobs/teams/record.js';
 import { brief } from '../tool-list.js';
-import { toolResult } from '../views.js';
 
 const optionsText = `See the topologies; also ${[
   ...topologies.flatMap((t) => t.optionsNote ?? []),
@@ -45,47 +43,19 @@ export const runTeamInput = z
   })
   .strict();
 
-type RunTeamArgs = z.infer<typeof runTeamInput>;
-
-/** The team a run_team call asks for, a preset's settings under the call's own. */
-export function startTeam(
-  app: App,
-  args: RunTeamArgs,
-  from: { caller: string | undefined; parent?: { teamId: string; jobId: string } },
-): TeamRecord {
-  const preset = args.team ? presetFor(presetsDir(app.config.agentsDir), args.team) : undefined;
-  const topology = args.topology ?? preset?.options.topology;
-  const members = args.members ?? preset?.options.members;
-  if (!topology || !members)
-    throw new InputError('run_team needs a topology and members (or team: the name of a preset that sets them)');
-  const options = checkTeamOptions({ ...preset?.options, ...args.options, topology, members });
-  return app.teams.start(
-    teamSpec(options, args.task, {
-      preset: preset?.name,
-      instructions: preset?.instructions || undefined,
-      caller: from.caller,
-      parent: from.parent,
-    }),
-  );
-}
-
-export function registerRunTeamTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'run_team',
-    {
-      title: 'Run a team of agents',
-      description:
-        `One task, several agents; returns a team_id at once. Topologies: ${topologiesText} ` +
-        `At most ${app.config.teamMaxAgents} agents a team, its supervisor's teams included.`,
-      inputSchema: runTeamInput,
-      outputSchema: teamResultSchema,
-      annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-    },
-    async (args) =>
-      toolResult(
-        teamResult(app, startTeam(app, args, { caller: server.server.getClientVersion()?.name }), (id) =>
-          app.jobs.get(id),
-        ),
-      ),
-  );
-}
+export const runTeamTool = (app: App) => {
+  const start = (args: z.output<typeof runTeamInput>, call: ToolCall) => startTeam(app, args, { caller: call.caller });
+  return tool({
+    name: 'run_team',
+    title: 'Run a team of agents',
+    description:
+      `One task, several agents; returns a team_id at once. Topologies: ${topologiesText} ` +
+      `At most ${app.config.teamMaxAgents} agents a team, its supervisor's teams included.`,
+    input: runTeamInput,
+    output: teamResultSchema,
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+    spawning: true,
+    handler: (args, call) => teamResult(app, start(args, call), (id) => app.jobs.get(id)),
+    start: (args, call) => ({ kind: 'team', id: start(args, call).id }),
+  });
+};

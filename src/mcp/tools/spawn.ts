@@ -1,19 +1,20 @@
 // spawn_<backend>: one tool per enabled backend. Queues a job (the spawn use case,
 // src/jobs/spawn.ts) and returns its id at once (or, with wait_s, its result when it finishes
-// in time).
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+// in time); as an MCP task, the task reports the job.
 import { z } from 'zod';
-import { ISOLATION_MODES, timeoutSeconds, type Isolation } from '../../config/config.js';
-import { SANDBOX_MODES, type SandboxMode } from '../../config/sandbox.js';
+import { ISOLATION_MODES, timeoutSeconds } from '../../config/config.js';
+import { SANDBOX_MODES } from '../../config/sandbox.js';
 import type { Backend, BackendModels } from '../../../backends/types.js';
 import type { App } from '../../app.js';
+import type { AgentDefinition } from '../../jobs/agents/definitions.js';
 import { maxBudgetUsdSchema, maxTurnsSchema } from '../../jobs/budget.js';
 import { spawnJob } from '../../jobs/spawn.js';
+import { spawnRequestFrom, type SpawnArgs } from '../../jobs/spawn-args.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { brief } from '../tool-list.js';
-import { toolResult } from '../views.js';
 import { fullResult, jobResultSchema } from '../../jobs/result.js';
-import { MAX_WAIT_S, waitWithProgress, type Extra } from './wait.js';
+import { tool, type ToolCall, type ToolDeclaration } from './tool.js';
+import { MAX_WAIT_S, waitWithProgress } from './wait.js';
 
 const MAX_PROMPT_CHARS = 2_000_000;
 
@@ -66,12 +67,6 @@ export const budgetField = () =>
       .describe('max_turns: the most model requests; max_budget_usd: the most USD it may spend'),
     { type: 'object' },
   );
-export type BudgetArg = { max_turns?: number; max_budget_usd?: number };
-/** A spawn's budget argument as the spawn use case takes it. */
-export const budgetRequest = (budget: BudgetArg | undefined) => ({
-  maxTurns: budget?.max_turns,
-  maxBudgetUsd: budget?.max_budget_usd,
-});
 export const cwdField = () => z.string().min(1).max(4096).optional();
 export const resumeField = () => z.string().min(1).max(200).optional();
 /**
@@ -139,86 +134,58 @@ function inputSchema(backend: Backend, app: App) {
 }
 
 /** A spawn tool's answer: the job at once, or its result once it finishes within wait_s. */
-export async function spawnedResult(app: App, job: JobRecord, waitS: number | undefined, extra: Extra) {
-  if (waitS && !isFinished(job.state)) await waitWithProgress(app, [job.id], waitS, 'all', extra);
-  return toolResult(fullResult(app, job));
+async function spawnedResult(app: App, job: JobRecord, waitS: number | undefined, call: ToolCall) {
+  if (waitS && !isFinished(job.state)) await waitWithProgress(app, [job.id], waitS, 'all', call);
+  return fullResult(app, job);
 }
 
-type SpawnArgs = {
-  prompt: string;
-  model?: string;
-  cwd?: string;
-  system_prompt?: string;
-  resume?: string;
-  timeout_s?: number;
-  wait_s?: number;
-  output_schema?: Record<string, unknown>;
-  ask_parent?: boolean;
-  budget?: BudgetArg;
-  isolation?: Isolation;
-  base?: string;
-  sandbox?: SandboxMode;
-  [extra: string]: unknown;
-};
-
 /** A spawn tool's hints: API backends return text only, so they change nothing on this machine. */
-export const spawnAnnotations = (backend: Backend) => ({
+const spawnAnnotations = (backend: Backend) => ({
   readOnlyHint: false,
   destructiveHint: backend.kind === 'cli',
   idempotentHint: false,
   openWorldHint: true,
 });
 
-export function registerSpawnTools(server: McpServer, app: App): void {
-  for (const backend of app.backends) {
-    server.registerTool(
-      `spawn_${backend.name}`,
+/**
+ * A spawn tool, spawn_<backend> or spawn_<agent>: its job started from its arguments (without
+ * wait_s, which is the tool's own), answered at once, after wait_s, or as a task.
+ */
+export function spawnTool(
+  app: App,
+  backend: Backend,
+  shown: { name: string; title: string; description: string; input: z.ZodObject },
+  who: { label: string; agent?: AgentDefinition },
+): ToolDeclaration {
+  // The schema was built per backend or definition, so zod cannot type its optional fields: they are SpawnArgs.
+  const start = (args: Record<string, unknown>, call: ToolCall) => {
+    const { wait_s: _wait, ...rest } = args as SpawnArgs & { wait_s?: number };
+    return spawnJob(app, spawnRequestFrom(rest, { backend, caller: call.caller, ...who }));
+  };
+  return tool({
+    ...shown,
+    output: jobResultSchema,
+    annotations: spawnAnnotations(backend),
+    spawning: true,
+    handler: (args, call) => spawnedResult(app, start(args, call), args.wait_s as number | undefined, call),
+    start: (args, call) => ({ kind: 'job', id: start(args, call).id }),
+  });
+}
+
+/** spawn_<backend> for every enabled backend. */
+export function spawnTools(app: App): ToolDeclaration[] {
+  return app.backends.map((backend) =>
+    spawnTool(
+      app,
+      backend,
       {
+        name: `spawn_${backend.name}`,
         title: backend.title,
         // That it returns an agent_id at once, the server's instructions say for every spawn tool.
         description: backend.description,
-        inputSchema: inputSchema(backend, app),
-        outputSchema: jobResultSchema,
-        annotations: spawnAnnotations(backend),
+        input: inputSchema(backend, app),
       },
-      async (args, extra) => {
-        // The schema above was built per backend, so zod cannot type the optional fields.
-        const {
-          prompt,
-          model,
-          cwd,
-          system_prompt,
-          resume,
-          timeout_s,
-          wait_s,
-          output_schema,
-          ask_parent,
-          budget,
-          isolation,
-          base,
-          sandbox,
-          ...rest
-        } = args as SpawnArgs;
-        const job = spawnJob(app, {
-          backend,
-          label: `spawn_${backend.name}`,
-          caller: server.server.getClientVersion()?.name,
-          prompt,
-          model,
-          cwd,
-          systemPrompt: system_prompt,
-          resume,
-          timeoutS: timeout_s,
-          outputSchema: output_schema,
-          askParent: ask_parent,
-          ...budgetRequest(budget),
-          isolation,
-          base,
-          ...(sandbox ? { sandbox } : {}),
-          extra: rest,
-        });
-        return spawnedResult(app, job, wait_s, extra);
-      },
-    );
-  }
+      { label: `spawn_${backend.name}` },
+    ),
+  );
 }

@@ -1,7 +1,4 @@
 // wait_for_agents: event-driven, bounded below client time-outs, with progress notifications.
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { App } from '../../app.js';
 import { DEFAULT_WAIT_S, isFinished } from '../../jobs/table.js';
@@ -9,7 +6,8 @@ import { TEAM_ID } from '../../jobs/teams/record.js';
 import { teamResult, teamResultSchema } from '../../jobs/teams/result.js';
 import { waitForWork, type WorkWait } from '../../jobs/wait.js';
 import { brief } from '../tool-list.js';
-import { findJob, findTeam, toolResult } from '../views.js';
+import { findJob, findTeam } from '../views.js';
+import { tool, type ToolCall } from './tool.js';
 import {
   fullResult,
   jobResultSchema,
@@ -20,50 +18,42 @@ import {
 } from '../../jobs/result.js';
 import { InputError } from '../../lib/errors.js';
 
-export type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
-
 export const MAX_WAIT_S = 3600;
 
 const PROGRESS_EVERY_MS = 5000;
 
-/** Waits for jobs and teams while sending notifications/progress when the request carries a token. */
+/** Waits for jobs and teams while sending notifications/progress when the request asked for them. */
 export async function waitWithProgress(
   app: App,
   ids: string[],
   waitS: number,
   mode: 'all' | 'any',
-  extra: Extra,
+  call: ToolCall,
   teamIds: string[] = [],
 ): Promise<WorkWait> {
-  const token = extra._meta?.progressToken;
+  const progress = call.progress;
   const started = Date.now();
   const ticker =
-    token === undefined
+    progress === undefined
       ? undefined
       : setInterval(() => {
           const done =
             ids.filter((id) => isFinished(app.jobs.get(id)!.state)).length +
             teamIds.filter((id) => app.teams.get(id)!.state !== 'running').length;
-          void extra
-            .sendNotification({
-              method: 'notifications/progress',
-              params: {
-                progressToken: token,
-                // Elapsed seconds: progress must increase with every notification.
-                progress: Math.round((Date.now() - started) / 1000),
-                total: waitS,
-                message: `${done} of ${ids.length + teamIds.length} ${teamIds.length ? 'agents and teams' : 'agents'} finished`,
-              },
-            })
-            .catch(() => undefined);
+          progress({
+            // Elapsed seconds: progress must increase with every notification.
+            progress: Math.round((Date.now() - started) / 1000),
+            total: waitS,
+            message: `${done} of ${ids.length + teamIds.length} ${teamIds.length ? 'agents and teams' : 'agents'} finished`,
+          });
         }, PROGRESS_EVERY_MS);
   try {
     // Each client of a shared server (its session) is woken once by each question.
     return await waitForWork(app.jobs, app.teams, ids, teamIds, {
       timeoutMs: waitS * 1000,
       mode,
-      signal: extra.signal,
-      ...(extra.sessionId ? { waiter: extra.sessionId } : {}),
+      signal: call.signal,
+      ...(call.waiter ? { waiter: call.waiter } : {}),
     });
   } finally {
     clearInterval(ticker);
@@ -82,23 +72,21 @@ const waitOutputSchema = z.object({
   timed_out: z.boolean().describe('True when agents are still pending: call again to keep waiting'),
 });
 
-export function registerWaitTool(server: McpServer, app: App): void {
-  server.registerTool(
-    'wait_for_agents',
-    {
-      title: 'Wait for agents',
-      description: `Waits for agents to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
-      inputSchema: z
-        .object({
-          agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
-          timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
-          return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
-        })
-        .strict(),
-      outputSchema: waitOutputSchema,
-      annotations: { readOnlyHint: true, openWorldHint: false },
-    },
-    async ({ agent_ids, timeout_s, return_when }, extra) => {
+export const waitTool = (app: App) =>
+  tool({
+    name: 'wait_for_agents',
+    title: 'Wait for agents',
+    description: `Waits for agents to finish (or ask something) and returns their results; for any still pending after timeout_s (default ${DEFAULT_WAIT_S}), call again.`,
+    input: z
+      .object({
+        agent_ids: z.array(z.string().min(1).max(64)).max(1000).optional().describe('Default: all unfinished'),
+        timeout_s: z.number().min(0).max(MAX_WAIT_S).optional(),
+        return_when: brief(z.enum(['all', 'any']).optional().describe('"any": as soon as one finishes'), ''),
+      })
+      .strict(),
+    output: waitOutputSchema,
+    annotations: { readOnlyHint: true, openWorldHint: false },
+    handler: async ({ agent_ids, timeout_s, return_when }, call) => {
       const asked = agent_ids
         ? [...new Set(agent_ids)]
         : app.jobs
@@ -116,7 +104,7 @@ export function registerWaitTool(server: McpServer, app: App): void {
         ids,
         timeout_s ?? DEFAULT_WAIT_S,
         return_when ?? 'all',
-        extra,
+        call,
         teamIds,
       );
       // The teams' running members may be the ones asking.
@@ -124,13 +112,12 @@ export function registerWaitTool(server: McpServer, app: App): void {
       const questions = asking.flatMap((j) => questionsOf(app, j).map((q) => ({ agent_id: j.id, ...q })));
       const teamsPending = teams.filter((t) => t.state === 'running').length;
       const done = finished.length + teams.length - teamsPending;
-      return toolResult({
+      return {
         finished: finished.map((j) => fullResult(app, j)),
         pending: pending.map((j) => summarize(app, j)),
         teams: teams.length ? teams.map((t) => teamResult(app, t, (id) => app.jobs.get(id))) : undefined,
         questions: questions.length ? questions : undefined,
         timed_out: questions.length === 0 && pending.length + teamsPending > 0 && (return_when !== 'any' || done === 0),
-      });
+      };
     },
-  );
-}
+  });

@@ -5,7 +5,8 @@
 // counts a running agent's time, shows a failed agent's error, takes an answer to a question,
 // and shows an agent's markup as text. Screenshots go to
 // test/browser/output/ (git-ignored); the last one is also copied to /tmp/dashboard.png.
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
@@ -164,6 +165,55 @@ test("a failed agent's page shows its error, not an empty answer", async () => {
   await expect.poll(() => page.locator('#transcript').getAttribute('data-ended'), { timeout: APPEARS_MS }).toBe('true');
   expect(await page.locator('#transcript .step.error').textContent()).toContain('401 Unauthorized');
   await shot('failed');
+});
+
+test('the history is newest-ended first, in the same order after a restart', async () => {
+  const projectDir = mkdtempSync(join(tmpdir(), 'polyspawn-history-'));
+  // A context of its own: a cookie is the host's whatever the port, and would replace the main server's.
+  const context = await browser.newContext();
+  const historyOf = async (running: HttpTestServer) => {
+    const tab = await context.newPage();
+    await tab.goto(`${new URL(running.url).origin}/?token=${encodeURIComponent(running.token)}`);
+    const rows = tab.locator('#history tr[data-agent]');
+    const ids = await rows.evaluateAll((all) => all.map((r) => r.getAttribute('data-agent')));
+    await tab.close();
+    return ids;
+  };
+  let first: HttpTestServer | undefined = await startHttpServer({ projectDir });
+  let second: HttpTestServer | undefined;
+  try {
+    const client = await first.connect('history');
+    // Submitted in one order, ended in another.
+    const ids: string[] = [];
+    for (const ms of [1500, 10, 700])
+      ids.push(
+        (await client.callOk<Job>('spawn_codex', { prompt: `ends after ${ms} ms [[cli:sleep:${ms}]]` })).agent_id,
+      );
+    let pending = ids;
+    while (pending.length) {
+      const waited = await client.callOk<{ pending?: { agent_id: string }[] }>('wait_for_agents', {
+        agent_ids: pending,
+        timeout_s: 60,
+      });
+      pending = (waited.pending ?? []).map((j) => j.agent_id);
+    }
+    const endedAt = new Map<string, string>();
+    for (const id of ids)
+      endedAt.set(id, (await client.callOk<{ ended_at: string }>('result', { agent_id: id })).ended_at);
+    const newestEnded = [...ids].sort((a, b) => endedAt.get(b)!.localeCompare(endedAt.get(a)!));
+    const before = await historyOf(first);
+    await first.stop();
+    first = undefined;
+    second = await startHttpServer({ projectDir });
+    const after = await historyOf(second);
+    expect(before).toEqual(newestEnded);
+    expect(after).toEqual(before);
+  } finally {
+    await context.close();
+    await first?.stop();
+    await second?.stop();
+    rmSync(projectDir, { recursive: true, force: true });
+  }
 });
 
 test('a team shows with its members, live, then its answer; its task is text', async () => {

@@ -44,6 +44,18 @@ afterAll(async () => {
 });
 
 const shot = (name: string) => page.screenshot({ path: join(OUTPUT, `${name}.png`), fullPage: true });
+/** At a laptop's widths nothing makes the page scroll sideways (a wide table scrolls in its own box). */
+async function fitsLaptops(name: string) {
+  for (const width of [1280, 1024]) {
+    await page.setViewportSize({ width, height: 900 });
+    expect(
+      Number(await page.evaluate('document.documentElement.scrollWidth')),
+      `${name} at ${width} px`,
+    ).toBeLessThanOrEqual(width);
+    await shot(`${name}-${width}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
 const row = (id: string) => page.locator(`tr[data-agent="${id}"]`).first();
 
 test('without the token the page is refused; with it once, a cookie admits the browser and the token leaves the URL', async () => {
@@ -142,6 +154,7 @@ test('a run reads as a transcript: its plan, a command with exit code and output
   expect(await page.locator('#transcript .question').textContent()).toContain('Answer: **ATX**, please');
   await expect.poll(() => page.locator('.answer strong').textContent(), { timeout: APPEARS_MS }).toBe('ATX');
   await shot('transcript');
+  await fitsLaptops('transcript');
 });
 
 test("a running agent's elapsed time counts on between the server's events", async () => {
@@ -245,5 +258,6 @@ test('the overview with running and finished agents and the cost chart (the scre
   await page.goto(`${origin}/`);
   await expect.poll(() => page.locator('#active tr[data-agent]').count(), { timeout: APPEARS_MS }).toBeGreaterThan(0);
   await shot('overview');
+  await fitsLaptops('overview');
   copyFileSync(join(OUTPUT, 'overview.png'), '/tmp/dashboard.png');
 });

@@ -9,7 +9,11 @@ import type { Change } from 'diff';
 /** Past this, the rest of a text is left out (its whole is in the log): rendering costs time. */
 const MARKDOWN_CHARS = 100_000;
 
-let renderers: { markdown(text: string): string; diffLines(before: string, after: string): Change[] } | undefined;
+/** Past this many changed lines two texts are too different to show as a diff (the search would cost time). */
+const MAX_EDIT_LINES = 2000;
+
+let renderers:
+  { markdown(text: string): string; diffLines(before: string, after: string): Change[] | undefined } | undefined;
 
 export async function loadRenderers(): Promise<void> {
   if (renderers) return;
@@ -21,7 +25,10 @@ export async function loadRenderers(): Promise<void> {
     tokens[index]!.attrSet('target', '_blank');
     return self.renderToken(tokens, index, options);
   };
-  renderers = { markdown: (text) => md.render(text), diffLines: (before, after) => diffLines(before, after) };
+  renderers = {
+    markdown: (text) => md.render(text),
+    diffLines: (before, after) => diffLines(before, after, { maxEditLength: MAX_EDIT_LINES }),
+  };
 }
 
 function loaded() {
@@ -36,5 +43,5 @@ export function markdown(text: string): string {
   );
 }
 
-/** The lines two texts differ in (jsdiff). */
-export const diffLines = (before: string, after: string): Change[] => loaded().diffLines(before, after);
+/** The lines two texts differ in (jsdiff), or undefined when they differ in too many. */
+export const diffLines = (before: string, after: string): Change[] | undefined => loaded().diffLines(before, after);

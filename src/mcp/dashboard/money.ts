@@ -4,7 +4,6 @@
 import type { App } from '../../app.js';
 import type { JobResult } from '../../jobs/result.js';
 import { isFinished } from '../../jobs/table.js';
-import type { TeamRecord } from '../../jobs/teams/record.js';
 import { esc } from './html.js';
 
 /** "$12.34", "$0.123", "$0.00038": two significant digits at least, so a small run is never $0.0000. */
@@ -12,7 +11,8 @@ export function usd(amount: number): string {
   if (amount === 0) return '$0';
   if (Math.abs(amount) >= 1) return `$${amount.toFixed(2)}`;
   if (Math.abs(amount) >= 0.01) return `$${amount.toFixed(3)}`;
-  return `$${Number(amount.toPrecision(2))}`;
+  // Two significant digits, written out (never 4e-7).
+  return `$${amount.toFixed(Math.min(20, 1 - Math.floor(Math.log10(Math.abs(amount))))).replace(/0+$/, '')}`;
 }
 
 const ESTIMATED_NOTE =
@@ -69,11 +69,10 @@ export function jobBudget(r: Pick<JobResult, 'budget' | 'cost_usd' | 'state'>): 
 }
 
 /** A team's budget and what its members have spent of it. */
-export function teamBudget(team: Pick<TeamRecord, 'spec' | 'budgetReached'>, spentUsd: number | undefined): string {
-  const max = team.spec.maxBudgetUsd;
-  if (max === undefined) return '';
-  const left = `${usd(Math.max(0, max - (spentUsd ?? 0)))} left`;
-  return ` · budget ${esc(usd(max))}, ${esc(left)}${team.budgetReached ? ' <b class="error">(reached)</b>' : ''}`;
+export function teamBudget(team: { maxBudgetUsd?: number; reached?: boolean; spentUsd?: number }): string {
+  if (team.maxBudgetUsd === undefined) return '';
+  const left = `${usd(Math.max(0, team.maxBudgetUsd - (team.spentUsd ?? 0)))} left`;
+  return ` · budget ${esc(usd(team.maxBudgetUsd))}, ${esc(left)}${team.reached ? ' <b class="error">(reached)</b>' : ''}`;
 }
 
 const COLORS = ['#1f5f9e', '#c25400', '#2e7d32', '#b3261e', '#00796b', '#8d6e00', '#7b3f9e', '#6d4c41'];

@@ -101,7 +101,7 @@ export function teamsSection(app: App): string {
       )
       .join('');
     return `<article class="team state-${esc(t.state)}" data-team="${esc(t.team_id)}"><h3>${esc(t.team_id)} · ${esc(t.topology)} · ${esc(t.state)}</h3>
-<p class="task">${esc(t.task)}</p><p>${duration(t.elapsed_s)}${t.cost_usd !== undefined ? ` · ${esc(usd(t.cost_usd))}` : ''}${teamBudget(record, t.cost_usd)}${t.parent_team_id ? ` · started by team ${esc(t.parent_team_id)}` : ''}</p>
+<p class="task">${esc(t.task)}</p><p>${duration(t.elapsed_s)}${t.cost_usd !== undefined ? ` · ${esc(usd(t.cost_usd))}` : ''}${teamBudget({ maxBudgetUsd: record.spec.maxBudgetUsd, reached: record.budgetReached, spentUsd: t.cost_usd })}${t.parent_team_id ? ` · started by team ${esc(t.parent_team_id)}` : ''}</p>
 <ul class="members">${members || '<li class="empty">no member started yet</li>'}</ul>${
       answer
         ? `<details><summary>Answer</summary><pre class="answer">${esc(answer.length > ANSWER_CHARS ? `${answer.slice(0, ANSWER_CHARS)}…` : answer)}</pre></details>`

@@ -70,7 +70,9 @@ export type RenderedStep = { id: string; html: string };
  */
 export class TranscriptStream {
   private readonly steps = new Steps();
-  private pending = '';
+  /** The unfinished line's pieces, joined once its end comes (joining each time would copy it over and over). */
+  private pending: string[] = [];
+  private pendingChars = 0;
   private skipping = false;
   private rawSteps = 0;
   /** The last notice shown: an error that repeats it (codex's error event, then turn.failed) takes its place. */
@@ -84,20 +86,38 @@ export class TranscriptStream {
   ) {}
 
   push(text: string): RenderedStep[] {
-    const lines = (this.pending + text).split('\n');
-    this.pending = lines.pop()!;
-    const out = lines.flatMap((line) => this.line(line));
-    if (this.pending.length > MAX_LINE_CHARS) {
-      this.pending = '';
-      this.skipping = true;
-      out.push(this.notice(`a line longer than ${MAX_LINE_CHARS / 1024 / 1024} MiB was left out (it is in the log)`));
+    const lines = text.split('\n');
+    const last = lines.pop()!;
+    const out: RenderedStep[] = [];
+    if (lines.length) {
+      lines[0] = this.pending.join('') + lines[0];
+      this.pending = [];
+      this.pendingChars = 0;
+      out.push(...lines.flatMap((line) => this.line(line)));
     }
+    this.hold(last);
+    if (this.pendingChars > MAX_LINE_CHARS) out.push(this.skipLine());
     return out;
   }
 
+  /** Keeps a piece of the unfinished line, unless that line is one being left out. */
+  private hold(piece: string): void {
+    if (this.skipping || !piece) return;
+    this.pending.push(piece);
+    this.pendingChars += piece.length;
+  }
+
+  private skipLine(): RenderedStep {
+    this.pending = [];
+    this.pendingChars = 0;
+    this.skipping = true;
+    return this.notice(`a line longer than ${MAX_LINE_CHARS / 1024 / 1024} MiB was left out (it is in the log)`);
+  }
+
   end(): RenderedStep[] {
-    const last = this.pending;
-    this.pending = '';
+    const last = this.pending.join('');
+    this.pending = [];
+    this.pendingChars = 0;
     return this.line(last);
   }
 
@@ -169,8 +189,11 @@ function statusBadge(status: StepStatus, exitCode?: number): string {
 function diffHtml(before: string, after: string): string {
   if (before.length > DIFF_INPUT_CHARS || after.length > DIFF_INPUT_CHARS)
     return `<p class="empty">${before.length} characters replaced by ${after.length} (too large to show here)</p>`;
+  const parts = diffLines(before, after);
+  if (!parts)
+    return `<p class="empty">rewritten: too many lines changed to show here (${before.length} characters replaced by ${after.length})</p>`;
   const rows: string[] = [];
-  for (const part of diffLines(before, after)) {
+  for (const part of parts) {
     const lines = part.value.replace(/\n$/, '').split('\n');
     if (part.added || part.removed) {
       const [sign, cls] = part.added ? ['+', 'ins'] : ['-', 'del'];

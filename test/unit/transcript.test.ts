@@ -323,6 +323,8 @@ describe('the dashboard folds entries into steps and renders them escaped', () =
         .map((s) => s.html)
         .join(''),
     ).toContain('was left out');
+    // The rest of that line is neither held nor said again.
+    expect(stream.push('x'.repeat(8 * 1024 * 1024 + 1))).toEqual([]);
     const next = JSON.stringify({ type: 'assistant', message: { content: [{ type: 'text', text: 'after' }] } });
     expect(
       stream

@@ -1,8 +1,8 @@
 // Claude Code: `claude -p`, prompt on stdin, stream-json so the log shows progress while it runs.
-import type { BudgetKind, CliBackend, McpServerSpec } from './types.js';
+import type { BudgetKind, CliBackend, McpServerSpec, TranscriptEntry } from './types.js';
 import { join } from 'node:path';
 import { npmInstall } from './sandbox-paths.js';
-import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+import { argumentsText, asNumber, asString, contentText, field, jsonLines, missingResult } from './jsonl.js';
 import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
 /**
@@ -39,6 +39,67 @@ function budgetError(flag: string, result: Record<string, unknown>, cost: number
 
 /** Claude refuses to skip permissions as root unless told it is sandboxed (its ACP adapter, to start at all). */
 export const rootSandboxEnv = (): Record<string, string> => (process.getuid?.() === 0 ? { IS_SANDBOX: '1' } : {});
+const PLAN_STATUSES = ['pending', 'in_progress', 'completed'] as const;
+
+/** One tool_use block of an assistant message: a command, an edit, the todo list, or another tool. */
+function toolStep(block: Record<string, unknown>): TranscriptEntry {
+  const id = asString(block.id);
+  const name = asString(block.name) ?? 'tool';
+  const input = field(block, 'input');
+  const text = (key: string) => asString(field(input, key));
+  const path = text('file_path') ?? text('notebook_path') ?? '';
+  if (name === 'Bash') return { kind: 'command', id, command: text('command') ?? '', status: 'running' };
+  if (name === 'Edit') {
+    return {
+      kind: 'edit',
+      id,
+      path,
+      change: 'update',
+      status: 'running',
+      before: text('old_string'),
+      after: text('new_string'),
+    };
+  }
+  if (name === 'Write') return { kind: 'edit', id, path, change: 'write', status: 'running', after: text('content') };
+  if (name === 'TodoWrite') {
+    const todos = field(input, 'todos');
+    return {
+      kind: 'plan',
+      items: (Array.isArray(todos) ? todos : []).map((todo) => ({
+        text: asString(field(todo, 'content')) ?? '',
+        status: PLAN_STATUSES.find((s) => s === field(todo, 'status')) ?? 'pending',
+      })),
+    };
+  }
+  // An MCP server's tool: mcp__<server>__<tool>.
+  const mcp = /^mcp__(.+?)__(.+)$/.exec(name);
+  return {
+    kind: 'tool',
+    id,
+    name: mcp ? mcp[2]! : name,
+    ...(mcp ? { server: mcp[1] } : {}),
+    input: argumentsText(input),
+    status: 'running',
+  };
+}
+
+/** A tool_result block of a user message: the outcome of the tool_use with that id. */
+function toolDone(block: Record<string, unknown>): TranscriptEntry | undefined {
+  const id = asString(block.tool_use_id);
+  if (!id) return undefined;
+  const output = contentText(block.content);
+  const failed = block.is_error === true;
+  // A failed Bash command's result begins "Exit code N"; a command that ran through exited 0.
+  const code = failed ? /^Exit code (\d+)/.exec(output)?.[1] : '0';
+  return { kind: 'done', id, status: failed ? 'failed' : 'ok', output, ...(code ? { exitCode: Number(code) } : {}) };
+}
+
+const blocksOf = (record: Record<string, unknown>): Record<string, unknown>[] => {
+  const content = field(record, 'message', 'content');
+  return Array.isArray(content)
+    ? content.filter((b): b is Record<string, unknown> => !!b && typeof b === 'object')
+    : [];
+};
 
 /** Set inside a running Claude Code: a claude started with it refuses to run (nested). */
 const REMOVED_ENV = ['CLAUDECODE'];
@@ -161,6 +222,37 @@ export const claude: CliBackend = {
       if (input.mcpServers) args.push('--strict-mcp-config');
     }
     return { file: settings.bin ?? 'claude', args, env, stdin: input.prompt, files };
+  },
+
+  transcript(record) {
+    if (record.type === 'assistant') {
+      return blocksOf(record).flatMap((block): TranscriptEntry[] => {
+        if (block.type === 'text')
+          return asString(block.text) ? [{ kind: 'message', text: asString(block.text)! }] : [];
+        if (block.type === 'thinking')
+          return asString(block.thinking) ? [{ kind: 'reasoning', text: asString(block.thinking)! }] : [];
+        return block.type === 'tool_use' ? [toolStep(block)] : [];
+      });
+    }
+    if (record.type === 'user') {
+      return blocksOf(record).flatMap((block) => (block.type === 'tool_result' ? (toolDone(block) ?? []) : []));
+    }
+    if (record.type === 'system' && record.subtype === 'api_retry') {
+      const status = record.error_status ?? record.error ?? 'an error';
+      const delay = asNumber(record.retry_delay_ms) / 1000;
+      return [
+        {
+          kind: 'notice',
+          text: `the model request failed (${String(status)}); retry ${asNumber(record.attempt)} of ${asNumber(record.max_retries)} in ${delay.toFixed(1)} s`,
+        },
+      ];
+    }
+    if (record.type === 'result' && (record.is_error !== false || asString(record.subtype)?.startsWith('error'))) {
+      const errors = (Array.isArray(record.errors) ? record.errors : []).map(asString).filter(Boolean);
+      const text = [asString(record.result), ...errors].filter(Boolean).join('\n');
+      return [{ kind: 'error', text: text || `the run ended with ${asString(record.subtype) ?? 'an error'}` }];
+    }
+    return [];
   },
 
   parse(run) {

@@ -1,7 +1,7 @@
 // OpenAI Codex: `codex exec --json -`, prompt on stdin (an open stdin hangs it forever).
-import type { CliBackend, Usage } from './types.js';
+import type { CliBackend, StepStatus, TranscriptEntry, Usage } from './types.js';
 import { npmInstall, stateDir } from './sandbox-paths.js';
-import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+import { argumentsText, asNumber, asString, contentText, field, jsonLines, missingResult } from './jsonl.js';
 
 /** A TOML basic string, for `-c key=value` overrides (JSON string escapes are valid TOML). */
 const tomlString = (text: string) => JSON.stringify(text);
@@ -32,6 +32,85 @@ function usageOf(usage: unknown): Usage | undefined {
     outputTokens: asNumber(field(usage, 'output_tokens')),
     cachedInputTokens: asNumber(field(usage, 'cached_input_tokens')),
   };
+}
+
+/** An item's status: in_progress while it runs; completed, failed or declined once it ended. */
+const stepStatus = (status: unknown): StepStatus =>
+  status === 'in_progress' ? 'running' : status === 'completed' ? 'ok' : 'failed';
+
+/** codex runs each command through a login shell: `/bin/bash -lc '<command>'` shows as the command. */
+function shellCommand(command: string): string {
+  const wrapped = /^\S*\/(?:ba|z)?sh -lc '([\s\S]*)'$/.exec(command);
+  return wrapped ? wrapped[1]!.replaceAll(`'\\''`, `'`) : command;
+}
+
+/** One item of the thread (item.started, item.updated, item.completed) as transcript entries. */
+function itemSteps(item: unknown, completed: boolean): TranscriptEntry[] {
+  const id = asString(field(item, 'id'));
+  const text = asString(field(item, 'text')) ?? '';
+  const status = stepStatus(field(item, 'status') ?? (completed ? 'completed' : 'in_progress'));
+  switch (field(item, 'type')) {
+    case 'agent_message':
+      return completed && text ? [{ kind: 'message', text }] : [];
+    case 'reasoning':
+      return completed && text ? [{ kind: 'reasoning', text }] : [];
+    case 'command_execution': {
+      const code = field(item, 'exit_code');
+      return [
+        {
+          kind: 'command',
+          id,
+          command: shellCommand(asString(field(item, 'command')) ?? ''),
+          status,
+          ...(typeof code === 'number' ? { exitCode: code } : {}),
+          output: asString(field(item, 'aggregated_output')) ?? '',
+        },
+      ];
+    }
+    case 'file_change': {
+      // exec --json names the files and how each changed, without the diff.
+      const changes = field(item, 'changes');
+      return (Array.isArray(changes) ? changes : []).map((change, n) => ({
+        kind: 'edit',
+        id: `${id}/${n}`,
+        path: asString(field(change, 'path')) ?? '',
+        change: (['add', 'delete'] as const).find((k) => k === field(change, 'kind')) ?? 'update',
+        status,
+      }));
+    }
+    case 'mcp_tool_call': {
+      const error = asString(field(item, 'error', 'message'));
+      return [
+        {
+          kind: 'tool',
+          id,
+          name: asString(field(item, 'tool')) ?? 'tool',
+          server: asString(field(item, 'server')),
+          input: argumentsText(field(item, 'arguments')),
+          status,
+          output: error ?? contentText(field(item, 'result', 'content')),
+        },
+      ];
+    }
+    case 'web_search':
+      return [{ kind: 'tool', id, name: 'web_search', input: asString(field(item, 'query')) ?? '', status }];
+    case 'todo_list': {
+      const items = field(item, 'items');
+      return [
+        {
+          kind: 'plan',
+          items: (Array.isArray(items) ? items : []).map((todo) => ({
+            text: asString(field(todo, 'text')) ?? '',
+            status: field(todo, 'completed') === true ? ('completed' as const) : ('pending' as const),
+          })),
+        },
+      ];
+    }
+    case 'error':
+      return completed ? [{ kind: 'notice', text: asString(field(item, 'message')) ?? 'an error' }] : [];
+    default:
+      return [];
+  }
 }
 
 const LOGIN_ENV = ['OPENAI_API_KEY', 'CODEX_API_KEY', 'CODEX_HOME'];
@@ -175,6 +254,17 @@ export const codex: CliBackend = {
   liveTurn(record) {
     if (record.type === 'turn.started') return true;
     return record.type === 'item.started' && !NOT_TOOL_CALLS.includes(asString(field(record, 'item', 'type')) ?? '');
+  },
+
+  transcript(record) {
+    const type = asString(record.type) ?? '';
+    if (type.startsWith('item.')) return itemSteps(record.item, type === 'item.completed');
+    // An error event may be a retry the turn recovers from ("Reconnecting... 1/5"); turn.failed ends it.
+    if (type === 'error') return [{ kind: 'notice', text: asString(record.message) ?? 'an error' }];
+    if (type === 'turn.failed') {
+      return [{ kind: 'error', text: asString(field(record, 'error', 'message')) ?? 'the turn failed' }];
+    }
+    return [];
   },
 
   parse(run) {

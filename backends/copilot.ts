@@ -1,9 +1,9 @@
 // GitHub Copilot CLI: with no -p it reads the prompt from stdin; JSONL events on stdout,
 // the session's token totals in the file named by --usage-output-file.
-import type { CliBackend, McpServerSpec, Usage } from './types.js';
+import type { CliBackend, McpServerSpec, TranscriptEntry, Usage } from './types.js';
 import { join } from 'node:path';
 import { npmInstall, stateDir } from './sandbox-paths.js';
-import { asNumber, asString, field, jsonLines, missingResult } from './jsonl.js';
+import { argumentsText, asNumber, asString, contentText, field, jsonLines, missingResult } from './jsonl.js';
 import { bearerFromEnv, mapValues } from './mcp-servers.js';
 
 function usageFromFile(text: string | undefined): Usage | undefined {
@@ -22,6 +22,54 @@ function usageFromFile(text: string | undefined): Usage | undefined {
     total.cachedInputTokens += asNumber(field(model, 'usage', 'cacheReadTokens'));
   }
   return total;
+}
+
+/** tool.execution_start: a command (bash), an edit (edit, create), or another tool; `<server>-<tool>` for an MCP server's. */
+function toolStep(data: unknown): TranscriptEntry {
+  const id = asString(field(data, 'toolCallId'));
+  const name = asString(field(data, 'toolName')) ?? 'tool';
+  const args = field(data, 'arguments');
+  const text = (key: string) => asString(field(args, key));
+  if (name === 'bash') return { kind: 'command', id, command: text('command') ?? '', status: 'running' };
+  if (name === 'edit') {
+    return {
+      kind: 'edit',
+      id,
+      path: text('path') ?? '',
+      change: 'update',
+      status: 'running',
+      before: text('old_str'),
+      after: text('new_str'),
+    };
+  }
+  if (name === 'create')
+    return { kind: 'edit', id, path: text('path') ?? '', change: 'add', status: 'running', after: text('file_text') };
+  const server = asString(field(data, 'mcpServerName'));
+  const tool = asString(field(data, 'mcpToolName'));
+  const split = /^([^-]+)-(.+)$/.exec(name);
+  return {
+    kind: 'tool',
+    id,
+    ...(server && tool ? { server, name: tool } : split ? { server: split[1], name: split[2]! } : { name }),
+    input: argumentsText(args),
+    status: 'running',
+  };
+}
+
+/** tool.execution_complete: the outcome of the tool call with that id. */
+function toolDone(data: unknown): TranscriptEntry | undefined {
+  const id = asString(field(data, 'toolCallId'));
+  if (!id) return undefined;
+  const code = field(data, 'shellExecution', 'exitCode');
+  const output = asString(field(data, 'error', 'message')) ?? contentText(field(data, 'result', 'content'));
+  return {
+    kind: 'done',
+    id,
+    status: field(data, 'success') === true ? 'ok' : 'failed',
+    ...(typeof code === 'number' ? { exitCode: code } : {}),
+    // A command's result ends with copilot's own note of its shell and exit code.
+    output: output.replace(/\n?<shellId: [^>]*>\s*$/, ''),
+  };
 }
 
 export const copilot: CliBackend = {
@@ -106,6 +154,37 @@ export const copilot: CliBackend = {
 
   // Each model request begins with assistant.turn_start (tokens: only in the usage file, at exit).
   liveTurn: (record) => record.type === 'assistant.turn_start',
+
+  transcript(record) {
+    const data = record.data;
+    switch (record.type) {
+      case 'assistant.message': {
+        const text = asString(field(data, 'content'));
+        return text ? [{ kind: 'message', text }] : [];
+      }
+      case 'assistant.reasoning': {
+        const text = asString(field(data, 'content'));
+        return text ? [{ kind: 'reasoning', text }] : [];
+      }
+      case 'tool.execution_start':
+        return [toolStep(data)];
+      case 'tool.execution_complete': {
+        const done = toolDone(data);
+        return done ? [done] : [];
+      }
+      case 'assistant.turn_retry':
+        return [
+          {
+            kind: 'notice',
+            text: `the model request is retried (${asString(field(data, 'reason')) ?? 'no reason given'})`,
+          },
+        ];
+      case 'session.error':
+        return [{ kind: 'error', text: asString(field(data, 'message')) ?? 'the session failed' }];
+      default:
+        return [];
+    }
+  },
 
   parse(run) {
     const { records } = jsonLines(run.stdout);

@@ -42,3 +42,16 @@ export function missingResult(
   const stderr = result.stderr.trim().split('\n').slice(-3).join(' | ');
   return `${cli} exited with code ${result.exitCode ?? 'none'} without ${what}: its output is malformed or truncated${cut}${stderr ? `; stderr: ${stderr}` : ''}`;
 }
+
+/** The text of a tool's result as the CLIs write it: a string, or blocks of which the text ones count. */
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((block) => asString(field(block, 'text')) ?? '')
+    .filter(Boolean)
+    .join('\n');
+}
+
+/** A tool's arguments as one line of JSON (the dashboard shows them; `{}` when there are none). */
+export const argumentsText = (value: unknown): string => (value === undefined ? '{}' : JSON.stringify(value));

@@ -216,10 +216,47 @@ export type CliBackend = BackendBase & {
    * CLI here reports its tokens before the end, so a cost budget is checked once the run ends.)
    */
   liveTurn?(record: Record<string, unknown>): boolean;
+  /**
+   * The transcript entries one JSON line of its stdout holds (none for the lines that are only
+   * bookkeeping): how the dashboard shows a run as messages, commands, edits and plans. Unset:
+   * the dashboard shows the raw output.
+   */
+  transcript?(record: Record<string, unknown>): TranscriptEntry[];
 };
 
 /** A CLI's sign-in as its status command tells it: how it is signed in (a few words), or what to do. */
 type SignIn = { signedIn: true; how?: string } | { signedIn: false; fix: string };
+/**
+ * One step of a run as a person reads it (the dashboard's transcript), in no vendor's shape: a
+ * CLI backend's `transcript()` turns each line of its stdout into these. A step that a later
+ * line completes (a command and its exit code, a tool and its result) has an `id`: a later
+ * entry with the same id replaces it, and a `done` entry adds its outcome to it.
+ */
+export type TranscriptEntry =
+  | { kind: 'message'; text: string }
+  | { kind: 'reasoning'; text: string }
+  | { kind: 'command'; id?: string; command: string; status: StepStatus; exitCode?: number; output?: string }
+  | {
+      kind: 'edit';
+      id?: string;
+      path: string;
+      /** write: the whole file written, new or not. */
+      change: 'add' | 'update' | 'delete' | 'write';
+      status: StepStatus;
+      /** The text replaced and its replacement (a whole new file: `after` alone), when the CLI says them. */
+      before?: string;
+      after?: string;
+      /** A unified diff, when the CLI gives one instead. */
+      diff?: string;
+    }
+  | { kind: 'tool'; id?: string; name: string; server?: string; input?: string; status: StepStatus; output?: string }
+  | { kind: 'plan'; items: { text: string; status: 'pending' | 'in_progress' | 'completed' }[] }
+  /** A retry or warning the run went on after. */
+  | { kind: 'notice'; text: string }
+  | { kind: 'error'; text: string }
+  | { kind: 'done'; id: string; status: Exclude<StepStatus, 'running'>; exitCode?: number; output?: string };
+
+export type StepStatus = 'running' | 'ok' | 'failed';
 
 /** Where a CLI keeps what it needs, for a sandbox that hides the rest of the machine. */
 export type SandboxPaths = {

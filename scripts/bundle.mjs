@@ -68,7 +68,8 @@ const server = await build({
   // ES module builds first: jsonc-parser's `main` is a UMD build whose require()s a bundler
   // cannot follow.
   mainFields: ['module', 'main'],
-  external: ['openai', '@google/genai', '@mistralai/mistralai', '@mistralai/mistralai/*'],
+  // The API backends' SDKs, and the dashboard's renderers: loaded when first used, not at every start.
+  external: ['openai', '@google/genai', '@mistralai/mistralai', '@mistralai/mistralai/*', 'markdown-it', 'diff'],
   // Strict, as the ES modules it is made of: the directive must open the function's body.
   banner: {
     js: `(function (${PARAMS.join(', ')}) {'use strict';\nconst __polyspawnUrl = require('node:url').pathToFileURL(__filename).href;`,

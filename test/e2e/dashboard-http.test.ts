@@ -100,7 +100,10 @@ describe("an agent's log on the page", () => {
     });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     const text = await res.text();
-    expect(text).toContain('event: chunk\ndata: ');
+    // A CLI's log goes out as its transcript's steps, rendered: the agent's message among them.
+    expect(text).toMatch(
+      /event: step\ndata: \{"id":"step-0","html":"<div class=\\"step message\\" id=\\"step-0\\"><p>FAKE codex: a short run/,
+    );
     expect(text.endsWith('event: end\ndata: "succeeded"\n\n')).toBe(true);
   });
 });

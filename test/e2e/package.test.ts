@@ -80,9 +80,10 @@ describe('the packed tarball, installed into an empty folder', () => {
 
   test('installs the runtime dependencies only', () => {
     const modules = join(installDir, 'node_modules');
-    for (const dep of ['@modelcontextprotocol/sdk', 'jsonc-parser', 'smol-toml', 'zod'])
+    for (const dep of ['@modelcontextprotocol/sdk', 'jsonc-parser', 'smol-toml', 'zod', 'markdown-it', 'diff'])
       expect(existsSync(join(modules, dep)), dep).toBe(true);
-    for (const dev of ['typescript', 'vitest', 'markdown-it']) expect(existsSync(join(modules, dev)), dev).toBe(false);
+    for (const dev of ['typescript', 'vitest', 'playwright-core'])
+      expect(existsSync(join(modules, dev)), dev).toBe(false);
     expect(JSON.parse(readFileSync(join(modules, 'polyspawn', 'package.json'), 'utf8')).bin).toEqual({
       polyspawn: 'dist/src/cli.js',
     });

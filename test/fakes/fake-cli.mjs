@@ -39,6 +39,10 @@
 //                           happens (codex: a command_execution item; copilot: an
 //                           assistant.turn_start ... turn_end; claude: a tool_use message with
 //                           usage), so a budget followed live can stop the run mid-way
+//   [[cli:steps]]           first, in the CLI's own stream shape and written at once: a plan, a
+//                           command (`ls`, its output, exit 0) and an edit of notes.md; with
+//                           [[cli:ask:...]] also the ask_parent tool call around the question
+//                           and its answer (the dashboard's transcript)
 //   [[cli:write:FILE=TEXT]] write TEXT (and a newline) to FILE, relative to the working folder
 //                           (folders made), first thing (before a hang); several may be given
 //   [[cli:commit:MESSAGE]]  then commit everything in the working folder's repository (git add
@@ -181,6 +185,7 @@ async function main() {
   const sleepMs = valueOf('sleep');
   if (sleepMs !== undefined) await new Promise((r) => setTimeout(r, Number(sleepMs)));
 
+  if (has('steps')) await write(process.stdout, stepLines().join('\n') + '\n');
   const echoName = valueOf('echo-env');
   const talks = ['ask', 'ask-many', 'progress', 'probe', 'save-token', 'team'].some(has);
   const attempts = directives.filter((d) => isAttempt(d.key));
@@ -195,7 +200,9 @@ async function main() {
         },
       )
     : talks
-      ? await (await import('./fake-parent.mjs')).talkToParent({ name, args, env: process.env, valueOf, prompt })
+      ? await askAround(() =>
+          import('./fake-parent.mjs').then((m) => m.talkToParent({ name, args, env: process.env, valueOf, prompt })),
+        )
       : attempts.length
         ? JSON.stringify(await tryAll(attempts))
         : echoName !== undefined
@@ -240,6 +247,148 @@ async function main() {
   // Let the event loop end on its own: process.exit() could cut off output still queued
   // for the pipe.
   process.exitCode = exit !== undefined ? Number(exit) : has('malformed') || has('truncated') ? 0 : exitCode;
+}
+
+/** [[cli:steps]]: a plan, a command and an edit, as each CLI writes them. */
+function stepLines() {
+  const plan = ['look around', 'write the notes'];
+  const edit = { path: 'notes.md', before: 'old line\nkept\n', after: 'new line\nkept\n' };
+  if (name === 'codex') {
+    const command = { id: 'item_s1', type: 'command_execution', command: "/bin/bash -lc 'ls'" };
+    return [
+      {
+        type: 'item.started',
+        item: { id: 'item_s0', type: 'todo_list', items: plan.map((text) => ({ text, completed: false })) },
+      },
+      { type: 'item.started', item: { ...command, aggregated_output: '', exit_code: null, status: 'in_progress' } },
+      {
+        type: 'item.completed',
+        item: { ...command, aggregated_output: 'notes.md\nsrc\n', exit_code: 0, status: 'completed' },
+      },
+      {
+        type: 'item.completed',
+        item: {
+          id: 'item_s2',
+          type: 'file_change',
+          changes: [{ path: edit.path, kind: 'update' }],
+          status: 'completed',
+        },
+      },
+    ].map((e) => JSON.stringify(e));
+  }
+  if (name === 'copilot') {
+    const event = (type, data) => JSON.stringify({ type, data, id: randomUUID(), timestamp: new Date().toISOString() });
+    return [
+      event('tool.execution_start', { toolCallId: 'call_s1', toolName: 'bash', arguments: { command: 'ls' } }),
+      event('tool.execution_complete', {
+        toolCallId: 'call_s1',
+        success: true,
+        shellExecution: { exitCode: 0 },
+        result: { content: 'notes.md\nsrc\n<shellId: 0 completed with exit code 0>' },
+      }),
+      event('tool.execution_start', {
+        toolCallId: 'call_s2',
+        toolName: 'edit',
+        arguments: { path: edit.path, old_str: edit.before, new_str: edit.after },
+      }),
+      event('tool.execution_complete', { toolCallId: 'call_s2', success: true, result: { content: 'File edited' } }),
+    ];
+  }
+  const assistant = (block) => JSON.stringify({ type: 'assistant', message: { role: 'assistant', content: [block] } });
+  const result = (id, content) =>
+    JSON.stringify({
+      type: 'user',
+      message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: id, content, is_error: false }] },
+    });
+  return [
+    assistant({
+      type: 'tool_use',
+      id: 'toolu_s0',
+      name: 'TodoWrite',
+      input: { todos: plan.map((content) => ({ content, status: 'pending', activeForm: content })) },
+    }),
+    assistant({ type: 'tool_use', id: 'toolu_s1', name: 'Bash', input: { command: 'ls' } }),
+    result('toolu_s1', 'notes.md\nsrc'),
+    assistant({
+      type: 'tool_use',
+      id: 'toolu_s2',
+      name: 'Edit',
+      input: { file_path: edit.path, old_string: edit.before, new_string: edit.after },
+    }),
+    result('toolu_s2', 'The file notes.md has been updated.'),
+  ];
+}
+
+/** With [[cli:steps]], the channel's question as the CLI logs an MCP tool call: its start, then its result. */
+async function askAround(talk) {
+  if (!has('steps') || !has('ask')) return talk();
+  const input = { question: valueOf('ask') };
+  const done = (answer) => ({ status: 'answered', answer: answer.replace(/^ANSWER /, '') });
+  const lines =
+    name === 'codex'
+      ? (status, result) => [
+          {
+            type: status === 'in_progress' ? 'item.started' : 'item.completed',
+            item: {
+              id: 'item_q',
+              type: 'mcp_tool_call',
+              server: 'parent',
+              tool: 'ask_parent',
+              arguments: input,
+              status,
+              ...(result ? { result: { content: [{ type: 'text', text: JSON.stringify(result) }] } } : {}),
+            },
+          },
+        ]
+      : name === 'copilot'
+        ? (status, result) => [
+            result
+              ? {
+                  type: 'tool.execution_complete',
+                  data: { toolCallId: 'call_q', success: true, result: { content: JSON.stringify(result) } },
+                }
+              : {
+                  type: 'tool.execution_start',
+                  data: { toolCallId: 'call_q', toolName: 'parent-ask_parent', arguments: input },
+                },
+          ]
+        : (status, result) => [
+            result
+              ? {
+                  type: 'user',
+                  message: {
+                    role: 'user',
+                    content: [
+                      {
+                        type: 'tool_result',
+                        tool_use_id: 'toolu_q',
+                        content: [{ type: 'text', text: JSON.stringify(result) }],
+                      },
+                    ],
+                  },
+                }
+              : {
+                  type: 'assistant',
+                  message: {
+                    role: 'assistant',
+                    content: [{ type: 'tool_use', id: 'toolu_q', name: 'mcp__parent__ask_parent', input }],
+                  },
+                },
+          ];
+  await write(
+    process.stdout,
+    lines('in_progress')
+      .map((e) => JSON.stringify(e))
+      .join('\n') + '\n',
+  );
+  const answer = await talk();
+  await write(
+    process.stdout,
+    lines('completed', done(answer))
+      .map((e) => JSON.stringify(e))
+      .join('\n') + '\n',
+  );
+  return answer;
 }
 
 /** One tool-call turn in the CLI's own stream shape (for [[cli:turns:N:MS]]). */

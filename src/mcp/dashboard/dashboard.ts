@@ -11,6 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody } from '../http/body.js';
 import { cutWhenStalled } from '../http/stalled.js';
 import type { App } from '../../app.js';
+import { openQuestions } from '../../jobs/conversation.js';
 import { isFinished, type JobRecord } from '../../jobs/table.js';
 import { TEAM_ID, type TeamRecord } from '../../jobs/teams/record.js';
 import { branchDiff, reviewedBranch } from '../../jobs/worktree/diff.js';
@@ -20,9 +21,12 @@ import { runFolder } from '../../lib/run-folder.js';
 import { tokenMatches } from '../../lib/daemon-file.js';
 import { readLogPage } from '../../jobs/process/log-page.js';
 import { esc } from './html.js';
-import { activeSection, agentPage, costSection, historySection, overviewPage, page, recordSection } from './render.js';
+import { loadRenderers } from './markdown.js';
+import { costSection } from './money.js';
+import { activeSection, agentPage, historySection, overviewPage, page, recordSection } from './render.js';
 import { diffSection, integrationSection, reviewSection } from './review.js';
 import { teamSection, teamsSection } from './team-view.js';
+import { TranscriptStream, type RenderedStep } from './transcript.js';
 
 const COOKIE = 'polyspawn_dashboard';
 const ID = /^[a-z0-9]{1,64}$/;
@@ -96,13 +100,38 @@ const drained = (res: ServerResponse) =>
     res.on('drain', done).on('close', done);
   });
 
+/** The job's backend reads its own output as transcript entries, or undefined (an API backend: raw text). */
+function transcriptOf(app: App, job: JobRecord): TranscriptStream | undefined {
+  const backend = app.backends.find((b) => b.name === job.backend);
+  if (backend?.kind !== 'cli' || !backend.transcript) return undefined;
+  const parse = backend.transcript.bind(backend);
+  const conversation = () => app.jobs.get(job.id)?.conversation ?? [];
+  return new TranscriptStream(parse, {
+    jobId: job.id,
+    answerOf: (messageId) => {
+      const answer = conversation().find((e) => e.kind === 'answer' && e.messageId === messageId);
+      return answer ? app.secrets.text(answer.text) : undefined;
+    },
+    // The step's question is read from the (redacted) log: it is compared redacted.
+    openQuestion: (text) => openQuestions(conversation()).find((q) => app.secrets.text(q.text) === text)?.messageId,
+  });
+}
+
 /**
  * An agent's log, a chunk at a time at the reader's pace: the next chunk is read once the last
  * one is taken (drain), and the event loop runs between chunks, so a log of any size read by a
- * slow browser costs a chunk of memory and never holds up the server.
+ * slow browser costs a chunk of memory and never holds up the server. Where the backend reads
+ * its output, each chunk goes out as rendered transcript steps, else as text.
  */
 function streamLog(app: App, req: IncomingMessage, res: ServerResponse, job: JobRecord): void {
   const events = eventStream(req, res);
+  const transcript = transcriptOf(app, job);
+  /** Sends what a chunk holds; false when the client has not taken it all yet. */
+  const send = (text: string): boolean => {
+    if (!transcript) return events.event('chunk', text);
+    return sendSteps(transcript.push(text));
+  };
+  const sendSteps = (steps: RenderedStep[]) => steps.map((step) => events.event('step', step)).every(Boolean);
   const file = runFolder(app.config.stateDir, job.id).stdout;
   let closed = false;
   let wake: (() => void) | undefined;
@@ -129,12 +158,16 @@ function streamLog(app: App, req: IncomingMessage, res: ServerResponse, job: Job
       // Only forward: a log replaced by something unreadable, or cut shorter, has nothing new.
       if (page.next_offset > offset) {
         offset = page.next_offset;
-        if (page.text && !events.event('chunk', page.text)) await drained(res);
+        if (page.text && !send(page.text)) await drained(res);
         await new Promise((resolve) => setImmediate(resolve));
       } else if (ended) {
+        if (transcript) sendSteps(transcript.end());
         events.event('end', state() ?? 'unknown');
         return void res.end();
-      } else await pause(LOG_POLL_MS);
+      } else {
+        if (transcript && !sendSteps(transcript.refresh())) await drained(res);
+        await pause(LOG_POLL_MS);
+      }
     }
   };
   pump().catch((error: unknown) => {
@@ -244,6 +277,7 @@ export function dashboard(app: App, token: string): Handler {
   const findJob = (id: string): JobRecord | undefined => (ID.test(id) ? app.jobs.get(id) : undefined);
 
   return async (req, res) => {
+    await loadRenderers();
     const url = new URL(req.url ?? '/', 'http://dashboard');
     const path = url.pathname;
     if (req.method === 'GET' && path === '/' && url.searchParams.has('token')) {
@@ -283,7 +317,8 @@ export function dashboard(app: App, token: string): Handler {
     const [, , id = '', rest = '', more = ''] = path.split('/');
     const job = path.startsWith('/agents/') ? findJob(id) : undefined;
     if (!job) return send(res, 404, page('not found', `<p>No agent "${esc(id)}" here.</p>`));
-    if (req.method === 'GET' && rest === '') return send(res, 200, agentPage(app, job));
+    if (req.method === 'GET' && rest === '')
+      return send(res, 200, agentPage(app, job, transcriptOf(app, job) !== undefined));
     if (req.method === 'GET' && rest === 'log') return (streamLog(app, req, res, job), true);
     if (req.method === 'GET' && rest === 'fragment' && more === 'record')
       return send(res, 200, recordSection(app, job));

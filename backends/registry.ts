@@ -4,10 +4,11 @@ import type { Backend } from './types.js';
 import { claude } from './claude.js';
 import { codex } from './codex.js';
 import { copilot } from './copilot.js';
+import { geminiCli } from './gemini-cli.js';
 import { grok } from './grok.js';
 import { gemini } from './gemini.js';
 import { mistral } from './mistral.js';
 
-export const backends: readonly Backend[] = [claude, codex, copilot, grok, gemini, mistral];
+export const backends: readonly Backend[] = [claude, codex, copilot, geminiCli, grok, gemini, mistral];
 
 export type { Backend } from './types.js';

@@ -26,6 +26,11 @@ export type Outcome = {
    * run's (codex, copilot): the job table subtracts the previous turn's to get `usage`.
    */
   sessionTotals?: Usage;
+  /**
+   * `usage` split by the model that spent it, where one run uses several (Gemini CLI's router
+   * on a small model, then the model it picked): cost is estimated per model from the models table.
+   */
+  usageByModel?: Record<string, Usage>;
   /** Copilot bills in premium requests, not USD. */
   premiumRequests?: number;
   /** The backend's own final record (claude's result object, codex's last events, ...). */

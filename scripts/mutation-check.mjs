@@ -59,8 +59,15 @@ const MUTATIONS = [
   {
     name: 'what a leader that exits leaves is not ended',
     file: RUNNER,
-    find: `if (pgid !== undefined && !stopping && groupAlive(pgid)) stopping = terminateGroup(pgid, spec.graceMs);`,
+    find: `if (pgid !== undefined && !stopping && runAlive(pgid, mark)) stopping = terminateGroup(pgid, spec.graceMs, mark);`,
     replace: ``,
+    tests: ['test/integration/runner.test.ts'],
+  },
+  {
+    name: 'what a job started in a session of its own (setsid) is not ended',
+    file: RUNNER,
+    find: `const strays = process.platform === 'linux' ? (liveRunProcesses(pgid, mark, fs)?.strays ?? []) : [];`,
+    replace: `const strays: number[] = [];`,
     tests: ['test/integration/runner.test.ts'],
   },
   {

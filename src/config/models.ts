@@ -130,3 +130,18 @@ export function estimateCost(table: ModelsTable, backend: string, model: string,
   const cachedPrice = price.cachedInput ?? price.input;
   return (uncached * price.input + usage.cachedInputTokens * cachedPrice + usage.outputTokens * price.output) / 1e6;
 }
+
+/** The estimate for a run that used several models: undefined unless every one has a price. */
+export function estimateCostByModel(
+  table: ModelsTable,
+  backend: string,
+  byModel: Readonly<Record<string, Usage>>,
+): number | undefined {
+  let total = 0;
+  for (const [model, usage] of Object.entries(byModel)) {
+    const cost = estimateCost(table, backend, model, usage);
+    if (cost === undefined) return undefined;
+    total += cost;
+  }
+  return total;
+}

@@ -10,7 +10,7 @@ import { agentSettings } from './agents/definitions.js';
 import type { Context } from '../config/context.js';
 import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
-import { estimateCost, type ModelsTable } from '../config/models.js';
+import { estimateCost, estimateCostByModel, type ModelsTable } from '../config/models.js';
 import { childEnv, runProcess, type RunResult } from './process/runner.js';
 import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
 import { followLines } from './process/log-reader.js';
@@ -77,7 +77,9 @@ export function createExecutor(
     if (outcome.sessionTotals && !outcome.usage)
       outcome.usage = thisRunsShare(outcome.sessionTotals, job.previousSessionTotals);
     if (outcome.costSource === 'unknown' && outcome.usage) {
-      const cost = estimateCost(models, job.backend, job.model, outcome.usage);
+      const cost = outcome.usageByModel
+        ? estimateCostByModel(models, job.backend, outcome.usageByModel)
+        : estimateCost(models, job.backend, job.model, outcome.usage);
       if (cost !== undefined) Object.assign(outcome, { costUsd: cost, costSource: 'estimated' });
     }
     markCostOverrun(job, outcome);

@@ -6,18 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { FakeModelApi } from '../fakes/model-api.js';
 import type { TestServer } from '../helpers/mcp.js';
-import { startContractRig, type ContractRig } from './clis.js';
-
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  usage?: { input_tokens: number; output_tokens: number };
-  cost_usd?: number;
-  cost_source?: string;
-};
+import { startContractRig, type ContractJob as Job, type ContractRig } from './clis.js';
 
 let rig: ContractRig;
 let api: FakeModelApi;

@@ -1,4 +1,4 @@
-// The pinned real CLIs and the environment that points each of them at the fake model API,
+// The pinned real CLIs (claude, codex, copilot, gemini) and the environment that points each of them at the fake model API,
 // shared by the contract tests (test/contract/FINDINGS.md says why each variable is there).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,7 +59,8 @@ export interface CliHomes {
  * Homes for the CLIs' own state, under the CLI cache (codex warns when its home is under /tmp),
  * and the environment that points them at the fake model API at `apiUrl`: claude by
  * ANTHROPIC_BASE_URL, codex by a `fake` provider in CODEX_HOME/config.toml, copilot by its
- * offline mode. Retries are off where a knob exists, so an API error ends a run at once.
+ * offline mode, gemini by GOOGLE_GEMINI_BASE_URL and a settings file in its own GEMINI_CLI_HOME.
+ * Retries are off where a knob exists, so an API error ends a run at once.
  */
 export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
   const cache = join(homedir(), '.cache', 'polyspawn');
@@ -67,6 +68,14 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
   const dir = mkdtempSync(join(cache, 'contract-home-'));
   const codexHome = join(dir, 'codex');
   mkdirSync(codexHome);
+  // Gemini CLI takes a base URL as "gateway" auth, which headless mode refuses (exit 41), unless
+  // its user settings select the API key: in this test home only, never a user's.
+  const geminiHome = join(dir, 'gemini');
+  mkdirSync(join(geminiHome, '.gemini'), { recursive: true });
+  writeFileSync(
+    join(geminiHome, '.gemini', 'settings.json'),
+    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
+  );
   writeFileSync(
     join(codexHome, 'config.toml'),
     [
@@ -101,10 +110,25 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
       COPILOT_OFFLINE: 'true',
       COPILOT_PROVIDER_BASE_URL: `${apiUrl}/v1`,
       COPILOT_PROVIDER_API_KEY: 'contract-test-key',
+      GEMINI_CLI_HOME: geminiHome,
+      GOOGLE_GEMINI_BASE_URL: apiUrl,
+      GEMINI_API_KEY: 'contract-test-gemini-key',
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/** A finished job as the spawn tools and wait_for_agents return it: the fields the tests read. */
+export type ContractJob = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  error?: string;
+  session_id?: string;
+  usage?: { input_tokens: number; output_tokens: number };
+  cost_usd?: number;
+  cost_source?: string;
+};
 
 /** The fake model API, the CLIs' homes, and the built server pointed at the pinned CLIs and both. */
 export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Promise<void> };
@@ -122,6 +146,7 @@ export async function startContractRig(
       POLYSPAWN_CLAUDE_BIN: clis.claude,
       POLYSPAWN_CODEX_BIN: clis.codex,
       POLYSPAWN_COPILOT_BIN: clis.copilot,
+      POLYSPAWN_GEMINI_BIN: clis.gemini,
       ...homes.env,
       ...(typeof env === 'function' ? env(clis, api.url) : env),
     },

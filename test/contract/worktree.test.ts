@@ -1,4 +1,4 @@
-// The real claude and codex CLIs with isolation "worktree": each runs a shell command (the fake
+// The real claude, codex and Gemini CLIs with isolation "worktree": each runs a shell command (the fake
 // model API's [[fake:tool:...]]) that writes a file where it works, which is its own git worktree;
 // the change is reported, committed on its branch, and the user's checkout never sees it.
 import { existsSync } from 'node:fs';
@@ -26,7 +26,7 @@ beforeAll(async () => {
 
 afterAll(() => rig?.close());
 
-describe.each(['claude', 'codex'])('%s, the real CLI, in a worktree', (backend) => {
+describe.each(['claude', 'codex', 'gemini_cli'])('%s, the real CLI, in a worktree', (backend) => {
   test('its shell command writes in its worktree; the change is reported and committed on its branch', async () => {
     const file = `written-by-${backend}.txt`;
     const spawned = await server.callOk<Job>(`spawn_${backend}`, {

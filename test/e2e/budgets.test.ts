@@ -1,5 +1,5 @@
 // Budgets through the built server with the fake CLIs: claude is given its own flags; codex and
-// copilot are followed live and stopped, their whole process group ended, once a turn past
+// copilot (and gemini_cli) are followed live and stopped, their whole process group ended, once a turn past
 // max_turns begins; a cost known only at the end is reported; a named agent's budget is a ceiling.
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -46,7 +46,7 @@ async function spawnAndWait(tool: string, args: Record<string, unknown>): Promis
   return waited.finished[0]!;
 }
 
-test.each(['codex', 'copilot'])(
+test.each(['codex', 'copilot', 'gemini_cli'])(
   '%s: polyspawn stops the run as a turn past max_turns begins; the job fails naming the budget, its group is gone',
   async (backend) => {
     const marker = `turns-${backend}-${Date.now()}`;

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// A stand-in for the real vendor CLIs (claude, codex, copilot) in tests: plain Node, no
+// A stand-in for the real vendor CLIs (claude, codex, copilot, gemini) in tests: plain Node, no
 // dependencies, so it starts fast. It reads the whole prompt from stdin (blocking until stdin
 // is closed, like codex), then prints output in the real CLI's format, modeled on
 // test/fixtures/cli-samples/. The answer is `FAKE <name>: <prompt>`.
 //
-// Which CLI it plays: the first argument when it is claude|codex|copilot (the wrappers in
+// Which CLI it plays: the first argument when it is claude|codex|copilot|gemini (the wrappers in
 // test/fakes/bin/ pass it), else env FAKE_CLI_AS, else the basename it was invoked as.
 //
 // `--version` prints `0.0.0-fake (<name>)` (env FAKE_CLI_VERSION=fail|hang: fails, never answers).
@@ -75,7 +75,7 @@ import {
 import { connect } from 'node:net';
 import { basename, dirname, join } from 'node:path';
 
-const NAMES = ['claude', 'codex', 'copilot'];
+const NAMES = ['claude', 'codex', 'copilot', 'gemini'];
 
 let args = process.argv.slice(2);
 let name;
@@ -180,8 +180,7 @@ async function main() {
           ? (process.env[echoName] ?? '')
           : `FAKE ${name}: ${prompt}`;
   const failed = has('fail') || valueOf('fail-as') === name;
-  const { lines, exitCode, stderr } =
-    name === 'claude' ? claude(answer, failed) : name === 'codex' ? codex(answer, failed) : copilot(answer, failed);
+  const { lines, exitCode, stderr } = { claude, codex, copilot, gemini }[name](answer, failed);
 
   if (stderr) process.stderr.write(stderr);
   if (lines.length > 0 && has('malformed'))
@@ -196,7 +195,7 @@ async function main() {
     // After the stream's opening lines (codex's thread and turn start, copilot's session
     // events, claude's init), before the answer.
     const [count, ms] = turns.split(':').map(Number);
-    const split = { codex: 2, copilot: 2, claude: 1 }[name];
+    const split = { codex: 2, copilot: 2, claude: 1, gemini: 2 }[name];
     await write(process.stdout, lines.slice(0, split).join('\n') + '\n');
     for (let i = 1; i <= count; i++) {
       await new Promise((r) => setTimeout(r, ms));
@@ -229,6 +228,14 @@ function toolTurn(i) {
     return [
       JSON.stringify({ type: 'item.started', item: { ...item, status: 'in_progress' } }),
       JSON.stringify({ type: 'item.completed', item: { ...item, aggregated_output: `turn ${i}\n`, exit_code: 0 } }),
+    ];
+  }
+  if (name === 'gemini') {
+    const toolId = `run_shell_command__run_shell_command_${i}`;
+    const parameters = { command, description: 'fake tool call' };
+    return [
+      JSON.stringify({ type: 'tool_use', tool_name: 'run_shell_command', tool_id: toolId, parameters }),
+      JSON.stringify({ type: 'tool_result', tool_id: toolId, status: 'success', output: `turn ${i}` }),
     ];
   }
   if (name === 'copilot') {
@@ -499,6 +506,46 @@ function copilot(answer, failed) {
   }
   if (json) return { lines, exitCode };
   return failed ? { lines: [], exitCode, stderr: `Error: ${errorText}\n` } : { lines: [answer], exitCode };
+}
+
+// --- gemini -------------------------------------------------------------------------------
+
+/**
+ * Gemini CLI 0.61.0's `-o stream-json` (test/fixtures/cli-samples/gemini-*): its router's model
+ * and the turn's model each 12/7 tokens; a failure is an API error's result record, exit 145.
+ */
+function gemini(answer, failed) {
+  if (!args.includes('-p') && !args.includes('--prompt')) {
+    return { lines: [], exitCode: 1, stderr: 'fake-cli: gemini without -p would start an interactive session\n' };
+  }
+  const now = () => new Date().toISOString();
+  const sessionId = option(['--resume', '-r', '--session-id']) ?? randomUUID();
+  const turnModel =
+    { pro: 'gemini-3.1-pro-preview', flash: 'gemini-3.8-flash' }[option(['--model', '-m'])] ?? 'gemini-3.8-flash';
+  const tokens = (n) => ({
+    total_tokens: 19 * n,
+    input_tokens: 12 * n,
+    output_tokens: 7 * n,
+    cached: 0,
+    input: 12 * n,
+  });
+  const models = { 'gemini-3.5-flash-lite': tokens(1), [turnModel]: tokens(failed ? 0 : 1) };
+  const stats = { ...tokens(failed ? 1 : 2), duration_ms: 20, tool_calls: 0, models };
+  const lines = [
+    { type: 'init', timestamp: now(), session_id: sessionId, model: 'auto' },
+    { type: 'message', timestamp: now(), role: 'user', content: prompt },
+  ];
+  if (failed) {
+    const message = '[API Error: {"error":{"code":401,"message":"fake error 401","status":"UNAUTHENTICATED"}}]';
+    lines.push({ type: 'result', timestamp: now(), status: 'error', error: { type: 'unknown', message }, stats });
+    return { lines: lines.map((l) => JSON.stringify(l)), exitCode: 145 };
+  }
+  const cut = Math.ceil(answer.length / 2);
+  for (const part of [answer.slice(0, cut), answer.slice(cut)]) {
+    if (part) lines.push({ type: 'message', timestamp: now(), role: 'assistant', content: part, delta: true });
+  }
+  lines.push({ type: 'result', timestamp: now(), status: 'success', stats });
+  return { lines: lines.map((l) => JSON.stringify(l)), exitCode: 0 };
 }
 
 // --- helpers ------------------------------------------------------------------------------

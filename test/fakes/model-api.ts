@@ -155,8 +155,10 @@ const WRAPPER_TAGS = [
   'reminder',
   'ide_opened_file',
   'ide_selection',
-  // Gemini CLI: the folder listing and date it puts before the first prompt.
+  // Gemini CLI: the folder listing and date it puts before the first prompt; polyspawn's
+  // system prompt for it (backends/gemini-cli.ts).
   'session_context',
+  'polyspawn_instructions',
 ];
 
 /** The user's own text: the CLIs' wrapper elements removed, trimmed. */

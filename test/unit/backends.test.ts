@@ -5,6 +5,8 @@ import { describe, expect, test } from 'vitest';
 import { claude } from '../../backends/claude.js';
 import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
+import { geminiCli } from '../../backends/gemini-cli.js';
+import { estimateCostByModel } from '../../src/config/models.js';
 import type { BackendSettings, CliBackend, CliResult, SpawnInput } from '../../backends/types.js';
 
 const samples = join(import.meta.dirname, '..', 'fixtures', 'cli-samples');
@@ -38,7 +40,7 @@ const run = (stdout: string, over: Partial<CliResult> = {}): CliResult => ({
 const ctx = { scratchDir: '/scratch' };
 
 describe('every backend', () => {
-  test.each([claude, codex, copilot])('$name sends the prompt on stdin, never in argv', (backend) => {
+  test.each([claude, codex, copilot, geminiCli])('$name sends the prompt on stdin, never in argv', (backend) => {
     const spec = backend.command(input(), settings(backend), ctx);
     expect(spec.stdin).toBe('--rm -rf "quoted" ünï');
     expect(spec.args.join(' ')).not.toContain('--rm -rf');
@@ -50,7 +52,7 @@ describe('every backend', () => {
 describe('resume', () => {
   // An id shaped like an option must reach the CLI as a value: joined to its option with `=`,
   // or after `--` (spawn also refuses such ids: test/unit/spawn.test.ts).
-  test.each([claude, codex, copilot])('$name cannot read the session id as an option', (backend) => {
+  test.each([claude, codex, copilot, geminiCli])('$name cannot read the session id as an option', (backend) => {
     for (const id of ['--last', '--dangerously-bypass-approvals-and-sandbox']) {
       const { args } = backend.command(input({ resumeSessionId: id }), settings(backend), ctx);
       const bare = args.lastIndexOf(id);
@@ -213,6 +215,30 @@ describe('copilot arguments', () => {
     expect(spec.args).toContain('--resume=s-9');
     expect(spec.args.slice(-5)).toEqual(['--allow-tool', 'shell', 'write', '--deny-tool', 'shell(git push)']);
     expect(spec.args).not.toContain('--allow-all-tools');
+  });
+});
+
+describe('gemini_cli arguments', () => {
+  test('defaults: -p with the prompt on stdin, stream-json, trusted for this run, yolo, temp files in the run folder', () => {
+    const spec = geminiCli.command(input({ model: 'auto' }), settings(geminiCli), ctx);
+    expect(spec.args).toEqual(['-p', '', '-o', 'stream-json', '--skip-trust', '--approval-mode', 'yolo']);
+    expect(spec.env).toEqual({ TMPDIR: '/scratch' });
+    expect(spec.files).toBeUndefined();
+  });
+
+  test('the system prompt goes before the task, in an element of its own', () => {
+    const spec = geminiCli.command(input({ systemPrompt: 'Be brief.' }), settings(geminiCli), ctx);
+    expect(spec.stdin).toBe('<polyspawn_instructions>\nBe brief.\n</polyspawn_instructions>\n\n--rm -rf "quoted" ünï');
+  });
+
+  test('permission modes map to its approval modes; a model other than auto and a resumed session are passed', () => {
+    const mode = (permission: string) => {
+      const { args } = geminiCli.command(input(), settings(geminiCli, { permission }), ctx);
+      return args[args.indexOf('--approval-mode') + 1];
+    };
+    expect(geminiCli.permissionModes.map(mode)).toEqual(['yolo', 'auto_edit', 'default']);
+    const { args } = geminiCli.command(input({ model: 'pro', resumeSessionId: 'abc-123' }), settings(geminiCli), ctx);
+    expect(args).toEqual(expect.arrayContaining(['--model', 'pro', '--resume=abc-123']));
   });
 });
 
@@ -393,6 +419,68 @@ describe('copilot parsing', () => {
   });
 });
 
+describe('gemini_cli parsing (real stream-json of 0.61.0 against the fake model API)', () => {
+  const parse = (file: string, exitCode = 0) => geminiCli.parse(run(sample(file), { exitCode }));
+
+  test('success: the deltas joined, the session id, tokens of both models (its router and the one it picked)', () => {
+    const o = parse('gemini-stream-json.jsonl');
+    expect(o).toMatchObject({ ok: true, text: 'FAKE REPLY (turn 1): hello there', costSource: 'unknown' });
+    expect(o.sessionId).toBe('5e789133-28f7-481a-85b6-76c01216d097');
+    expect(o.usage).toEqual({ inputTokens: 24, outputTokens: 14, cachedInputTokens: 0 });
+    expect(o.usageByModel).toEqual({
+      'gemini-3.5-flash-lite': { inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 },
+      'gemini-3.8-flash': { inputTokens: 12, outputTokens: 7, cachedInputTokens: 0 },
+    });
+    // Priced from its models table, each model at its own price.
+    const table = { gemini_cli: geminiCli.models };
+    expect(estimateCostByModel(table, 'gemini_cli', o.usageByModel!)).toBeCloseTo(
+      (12 * 0.3 + 7 * 2.5 + 12 * 0.75 + 7 * 3.75) / 1e6,
+      12,
+    );
+    // A model without a price makes the whole estimate unknown, not smaller.
+    expect(estimateCostByModel(table, 'gemini_cli', { ...o.usageByModel, 'gemini-9': o.usage! })).toBeUndefined();
+  });
+
+  test('a shell command and a written file: the answer is the text after the last tool call', () => {
+    const tool = parse('gemini-stream-json-tool.jsonl');
+    expect(tool.ok).toBe(true);
+    expect(tool.text).toMatch(/^TOOL_RESULT: <untrusted_context>\nOutput: done\n/);
+    const write = parse('gemini-stream-json-write.jsonl');
+    expect(write.text).toMatch(/^TOOL_RESULT: Successfully created and wrote to new file: .*notes\/a\.txt/);
+    expect(write.usage).toEqual({ inputTokens: 36, outputTokens: 21, cachedInputTokens: 0 });
+  });
+
+  test("a resumed session keeps its id; its tokens are this run's (not cumulative)", () => {
+    const o = parse('gemini-stream-json-resume.jsonl');
+    expect(o).toMatchObject({ ok: true, text: 'FAKE REPLY (turn 2): second turn' });
+    expect(o.sessionId).toBe(parse('gemini-stream-json-tool.jsonl').sessionId);
+    expect(o.usage).toEqual({ inputTokens: 24, outputTokens: 14, cachedInputTokens: 0 });
+  });
+
+  test('read-only (its default mode) offers no write_file: the run succeeds and the answer says so', () => {
+    const o = parse('gemini-stream-json-read-only-write-refused.jsonl');
+    expect(o.ok).toBe(true);
+    expect(o.text).toMatch(/^FAKE WRITE ERROR: the request offers no write_file tool/);
+  });
+
+  test('an API error: its result record, exit 145 (401 mod 256); an unknown session: exit 42, no record', () => {
+    const o = parse('gemini-stream-json-api-error-401.jsonl', 145);
+    expect(o.ok).toBe(false);
+    expect(o.error).toMatch(/^gemini reported an error: \[API Error: .*"code":401/);
+    const lost = geminiCli.parse(run('', { exitCode: 42, stderr: sample('gemini-resume-unknown-session.stderr.txt') }));
+    expect(lost.ok).toBe(false);
+    expect(lost.error).toMatch(
+      /^gemini exited with code 42: the session to resume is unknown to it .*Invalid session identifier/,
+    );
+  });
+
+  test('output cut before the result record, or a non-zero exit after success, is a failure', () => {
+    const cut = sample('gemini-stream-json.jsonl').split('\n').slice(0, -2).join('\n');
+    expect(geminiCli.parse(run(cut, { exitCode: 0 })).error).toMatch(/without a result record/);
+    expect(parse('gemini-stream-json.jsonl', 1).error).toBe('gemini exited with code 1');
+  });
+});
+
 describe('real failure and retry outputs recorded against the fake model API', () => {
   test.each([
     // [file, exit code, ok, what the error or text must say]
@@ -548,6 +636,11 @@ describe('budgets', () => {
   test('codex: the first request begins with turn.started, and one more follows each tool call', () => {
     expect(turns(codex, 'codex-exec-json.jsonl')).toBe(1);
     expect(turns(codex, 'codex-exec-json-tool.jsonl')).toBe(2);
+  });
+
+  test('gemini_cli: the first request begins with init, and one more follows each tool call', () => {
+    expect(turns(geminiCli, 'gemini-stream-json.jsonl')).toBe(1);
+    expect(turns(geminiCli, 'gemini-stream-json-tool.jsonl')).toBe(2);
   });
 
   test('copilot: one turn per assistant.turn_start', () => {

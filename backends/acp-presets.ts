@@ -14,7 +14,7 @@ const ASK_FIRST = { ask: 'ask', allow: 'allow', deny: 'deny' } as const;
 
 export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
   gemini: {
-    description: 'Gemini CLI (ACP): edits files, runs commands; asks you first.',
+    description: 'Gemini CLI (ACP): edits files.',
     command: 'gemini',
     // --skip-trust: an untrusted folder ignores MCP servers and refuses yolo (measured).
     args: ['--acp', '--skip-trust'],
@@ -31,7 +31,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     modelEndpointEnv: ['GOOGLE_GEMINI_BASE_URL'],
   },
   copilot: {
-    description: 'Copilot CLI (ACP): edits files, runs commands; asks you first.',
+    description: 'Copilot CLI (ACP): edits files.',
     command: 'copilot',
     args: ['--acp'],
     // Its BYOK mode (a model provider of your own) refuses to start without one.
@@ -52,7 +52,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     sandboxPaths: copilot.sandboxPaths,
   },
   claude: {
-    description: 'Claude Code (ACP adapter): edits files, runs commands; asks you first.',
+    description: 'Claude Code (ACP): edits files.',
     command: 'claude-agent-acp',
     args: [],
     // CLAUDE_CODE_EXECUTABLE: which claude the adapter runs.
@@ -75,7 +75,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     sandboxPaths: claude.sandboxPaths,
   },
   codex: {
-    description: 'Codex (ACP adapter): edits files, runs commands; asks you first.',
+    description: 'Codex (ACP): edits files.',
     command: 'codex-acp',
     args: [],
     // CODEX_PATH: which codex the adapter runs.

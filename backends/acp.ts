@@ -64,7 +64,7 @@ export const isAcp = (backend: CliBackend): backend is AcpBackend => 'acp' in ba
 
 /** A spawn's own answer to permission requests: it may make its agent's stricter, never looser. */
 const spawnInput = {
-  on_permission: z.enum(PERMISSION_ANSWERS).optional().describe('Stricter for this run: ask (you answer) or deny'),
+  on_permission: z.enum(PERMISSION_ANSWERS).optional().describe('ask (you answer) or deny, for this run'),
 };
 
 /** The stricter of two answers: ask is stricter than allow, deny than both. */
@@ -96,7 +96,8 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
     executable: agent.command,
     binEnv: `POLYSPAWN_${agent.name.toUpperCase()}_BIN`,
     installHint: agent.installHint,
-    supportsSystemPrompt: false,
+    // Sent before the task in the prompt (src/jobs/acp/session.ts): ACP has no system prompt.
+    supportsSystemPrompt: true,
     supportsResume: true,
     supportsToolLists: false,
     permissionModes: modes,

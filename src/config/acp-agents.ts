@@ -78,7 +78,7 @@ export function acpBackends(
       ...preset,
       name,
       command,
-      description: d.description ?? preset?.description ?? `${name}: an agent over ACP that edits files.`,
+      description: d.description ?? preset?.description ?? `${name} (ACP): edits files.`,
       installHint: d.install_hint ?? preset?.installHint ?? `install ${command}`,
       ...(d.args && { args: d.args }),
       ...(d.model_args && { modelArgs: d.model_args }),

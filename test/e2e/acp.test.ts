@@ -122,6 +122,23 @@ describe('an ACP agent from the user config', () => {
     expect(log(id)).not.toMatch(/psp_[A-Za-z0-9_-]{20,}/);
   });
 
+  test("a named agent's MCP servers reach session/new; their secrets never reach the log", async () => {
+    await server.callOk('define_agent', {
+      name: 'acp-helper',
+      description: 'an ACP agent with servers',
+      backend: 'yolo',
+      system_prompt: 'Help.',
+      mcp_servers: {
+        docs: { url: 'http://127.0.0.1:9/mcp', headers: { Authorization: 'Basic c2VjcmV0LXZhbHVlLTEyMw' } },
+        tool: { command: 'docs-mcp', env: { DOCS_SECRET_VALUE: 'plain-secret-value-123' } },
+      },
+    });
+    const job = await finished((await server.callOk<Job>('spawn_acp-helper', { prompt: 'hello' })).agent_id);
+    expect(job.text).toContain('mcp servers: docs,tool,parent');
+    expect(log(job.agent_id)).not.toContain('c2VjcmV0LXZhbHVlLTEyMw');
+    expect(log(job.agent_id)).not.toContain('plain-secret-value-123');
+  });
+
   test('an answer that refuses: the agent is told no and nothing is written', async () => {
     const id = await spawn('fakeacp', '[[acp:write refused.txt no]]');
     const question = await questionOf(id);

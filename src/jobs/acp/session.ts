@@ -59,6 +59,24 @@ const MAX_PERMISSION_REQUESTS = 200;
 
 const LOG_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
 
+/**
+ * The message as the log keeps it: the MCP servers a session starts with lose their headers' and
+ * environment's values (an agent definition's tokens, the channel's), as their files do for a CLI.
+ */
+function withoutServerSecrets(message: AnyMessage): Record<string, unknown> {
+  const method = 'method' in message ? message.method : undefined;
+  const params = 'params' in message ? (message.params as { mcpServers?: unknown } | undefined) : undefined;
+  if ((method !== 'session/new' && method !== 'session/load') || !Array.isArray(params?.mcpServers)) return message;
+  const hidden = (pairs: unknown) =>
+    Array.isArray(pairs) ? pairs.map((p: { name?: unknown }) => ({ name: p.name, value: REDACTED })) : pairs;
+  const mcpServers = params.mcpServers.map((server: Record<string, unknown>) => ({
+    ...server,
+    ...('headers' in server ? { headers: hidden(server.headers) } : {}),
+    ...('env' in server ? { env: hidden(server.env) } : {}),
+  }));
+  return { ...message, params: { ...params, mcpServers } };
+}
+
 /** The run's log: one line per message, the channel's token never in it, at most MAX_LOG_BYTES of messages. */
 function eventLog(path: string, token: string | undefined) {
   const fd = openSync(path, LOG_FLAGS, PRIVATE_FILE);
@@ -75,7 +93,7 @@ function eventLog(path: string, token: string | undefined) {
     /** false once the log is full: the message is not written. */
     message(from: 'client' | 'agent', message: AnyMessage): boolean {
       if (bytes > MAX_LOG_BYTES) return false;
-      append({ from, message: message as Record<string, unknown> });
+      append({ from, message: withoutServerSecrets(message) });
       return true;
     },
     say(said: { error: string } | { note: string }) {
@@ -213,7 +231,10 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
         sessionId = await startSession(run, context);
         if (failure || control.signal.aborted) return;
         prompting = true;
-        const prompt = run.lease && agent.mcp === 'http' ? `${PARENT_PROMPT}\n\n${job.prompt}` : job.prompt;
+        // ACP has no system prompt: the instructions (a named agent's, the channel's line) come first in the prompt.
+        const prompt = [job.systemPrompt, run.lease && agent.mcp === 'http' && PARENT_PROMPT, job.prompt]
+          .filter(Boolean)
+          .join('\n\n');
         await context.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: prompt }] });
         prompting = false;
       }),

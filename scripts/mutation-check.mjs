@@ -584,8 +584,8 @@ const MUTATIONS = [
   {
     name: "the stdio transport's close does not end the server",
     file: 'src/mcp/serve.ts',
-    find: `transport.onclose = () => void shutdown('the client closed stdio');`,
-    replace: ``,
+    find: `new StdioTransport(() => void shutdown('the client closed stdio'))`,
+    replace: `new StdioTransport()`,
     tests: ['test/reliability/disconnect.test.ts'],
   },
   {

@@ -19,6 +19,8 @@ export type ToolSource = {
   onChange?(listener: () => void): () => void;
 };
 
+const CLIENT_INFO = 'io.modelcontextprotocol/clientInfo';
+
 const failed = (text: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text }] });
 
 /** Each problem of the arguments on a line, with where it is: "Unrecognized key: x", "… at budget.max_turns". */
@@ -29,7 +31,10 @@ const issuesText = (error: z.ZodError) =>
 function toolCall(server: McpServer, ctx: ServerContext): ToolCall {
   const token = ctx.mcpReq._meta?.progressToken;
   return {
-    caller: server.server.getClientVersion()?.name,
+    // A 2026 request names its client in its envelope; a 2025 session, in its initialize.
+    caller:
+      (ctx.mcpReq.envelope as Record<string, { name?: string }> | undefined)?.[CLIENT_INFO]?.name ??
+      server.server.getClientVersion()?.name,
     signal: ctx.mcpReq.signal,
     ...(token !== undefined
       ? {

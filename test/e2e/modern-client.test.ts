@@ -4,6 +4,7 @@
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { serverEnv, startHttpServer } from '../helpers/http.js';
 import { fakeBinDir, serverEntry } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 import { delimiter, join } from 'node:path';
@@ -75,5 +76,32 @@ describe('a 2026-07-28 client (SDK v2, server/discover)', () => {
     expect(resources.map((r) => r.uri)).toContain('polyspawn://IAC.md');
     const iac = await client.readResource({ uri: 'polyspawn://IAC.md' });
     expect(JSON.stringify(iac.contents)).toContain('IAC.md');
+  });
+});
+
+describe("a 2026-07-28 client relayed to the project's daemon (polyspawn serve while serve --http runs)", () => {
+  test('its server/discover is refused as by a 2025-only server, it falls back to initialize, and it is served', async () => {
+    const daemon = await startHttpServer();
+    let relayed: Client | undefined;
+    let relayStderr = '';
+    try {
+      const transport = new StdioClientTransport({
+        command: process.execPath,
+        args: [serverEntry],
+        cwd: daemon.projectDir,
+        env: serverEnv(daemon.projectDir),
+        stderr: 'pipe',
+      });
+      transport.stderr?.on('data', (chunk: Buffer) => (relayStderr += chunk.toString()));
+      relayed = new Client({ name: 'modern-relayed', version: '1' }, { versionNegotiation: { mode: 'auto' } });
+      await relayed.connect(transport);
+      expect(relayStderr).toContain("relaying this client to the project's daemon");
+      expect(relayed.getNegotiatedProtocolVersion()).not.toBe('2026-07-28');
+      const listed = await relayed.callTool({ name: 'list', arguments: {} });
+      expect(listed.structuredContent).toMatchObject({ agents: [] });
+    } finally {
+      await relayed?.close();
+      await daemon.stop();
+    }
   });
 });

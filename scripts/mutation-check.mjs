@@ -398,8 +398,8 @@ const MUTATIONS = [
   {
     name: 'the dashboard reads a log on without waiting for a slow reader',
     file: 'src/mcp/dashboard/dashboard.ts',
-    find: `if (page.text && !events.event('chunk', page.text)) await drained(res);`,
-    replace: `if (page.text) events.event('chunk', page.text);`,
+    find: `if (page.text && !send(page.text)) await drained(res);`,
+    replace: `if (page.text) send(page.text);`,
     tests: ['test/e2e/http-load.test.ts'],
   },
   {

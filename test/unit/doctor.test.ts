@@ -66,7 +66,7 @@ describe('doctor', () => {
     expect(stdout).toContain(`run store   ${join(p.dir, '.polyspawn')} (0 runs)`);
     expect(stdout).toContain('config      none: defaults');
     expect(stdout).toContain(`API keys    ${join(p.dir, 'api_keys.json')} (none), then`);
-    expect(stdout).toContain(usableLine(3));
+    expect(stdout).toContain(usableLine(4));
   });
 
   test("models: the backends' shipped table, then the models.json overrides in the order they apply", async () => {
@@ -141,8 +141,8 @@ describe('doctor', () => {
       usable: false,
       signIn: { state: 'not signed in' },
     });
-    expect(out.usable).toBe(1); // copilot: installed, not known to be signed out
-    expect(text).toContain(usableLine(1));
+    expect(out.usable).toBe(2); // copilot and gemini_cli: installed, not known to be signed out
+    expect(text).toContain(usableLine(2));
 
     // codex's status command does not look at the key codex exec reads from its environment.
     const keyed = await collectDoctor(
@@ -194,7 +194,7 @@ describe('doctor', () => {
     expect(row(text, 'claude')).toMatch(
       /NOT USABLE .*\/nowhere\/claude \(from POLYSPAWN_CLAUDE_BIN or the config\) is not an executable file: fix the path/,
     );
-    expect(report.usable).toBe(1); // copilot
+    expect(report.usable).toBe(2); // copilot and gemini_cli
   });
 
   test("what the project's config sets, and what it may not set and is ignored", async () => {

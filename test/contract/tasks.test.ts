@@ -240,34 +240,6 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     console.log(`spawn as a task: agent ${await agentOf(c, taskId)}, task ${taskId}\n${note}`);
   });
 
-  test('a question to the user opens the dialog; the answer typed there reaches the agent in the same run', async () => {
-    const c = await session();
-    const mark = `task-ask-${Date.now()}`;
-    const ask = { question: `${mark} Which colour do you want?`, to: 'user' };
-    const prompt = `${mark} ask. [[fake:mcp:parent:ask_parent:${JSON.stringify(ask)}]]`;
-    await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
-    const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
-
-    // The dialog, with the agent's question in it (the prompt line above holds it as well); a
-    // task that ends first never asked the user (its notification says what the agent got).
-    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
-    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
-    const last = () => JSON.stringify(polls(c, taskId).at(-1)?.response?.result);
-    expect(ended(c, taskId), `the task ended without asking the user: ${last()}`).toBe(false);
-    const asking = polls(c, taskId).find((p) => p.response!.result!.status === 'input_required');
-    expect(JSON.stringify(asking?.response?.result?.inputRequests)).toContain(ask.question);
-    await c.answerDialog('blue, like the sea');
-    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
-    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
-    expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"accept"');
-
-    // The agent's model got ask_parent's answer and finished with it (the fake answers TOOL_RESULT: …).
-    const note = await notificationWith('blue, like the sea');
-    expect(note).toContain('<status>completed</status>');
-    expect(note).toContain('TOOL_RESULT:');
-    console.log(`question to the user: agent ${await agentOf(c, taskId)}\n${note}`);
-  });
-
   test('run_team becomes a task; the notification carries the team’s answer', async () => {
     const c = await session();
     const mark = `task-team-${Date.now()}`;

@@ -135,7 +135,7 @@ describe('polyspawn doctor and init, built', () => {
     expect(none.stdout).toContain('No backend is usable');
     const some = p.cli(['doctor']);
     expect(some.status).toBe(0);
-    expect(some.stdout).toContain(usableLine(3));
+    expect(some.stdout).toContain(usableLine(4));
   });
 
   test("init writes this node and this installation's dist/src/cli.js, by absolute path", () => {

@@ -97,7 +97,7 @@ describe('the packed tarball, installed into an empty folder', () => {
     const doctor = run(bin(), ['doctor'], projectDir, { PATH: path });
     ok(doctor, 'polyspawn doctor');
     expect(doctor.stdout).toMatch(/^claude +cli +ok /m);
-    expect(doctor.stdout).toContain(usableLine(3));
+    expect(doctor.stdout).toContain(usableLine(4));
   });
 
   test('a stdio session lists the tools', async () => {

@@ -10,6 +10,7 @@ import { isTeamFinished, type TeamRecord } from '../../jobs/teams/record.js';
 import { summarizeTeam } from '../../jobs/teams/result.js';
 import type { TeamView } from '../../jobs/teams/view.js';
 import { agentLink, esc, postButton } from './html.js';
+import { usd } from './money.js';
 
 /** How many teams the overview shows, newest first. */
 const TEAMS_SHOWN = 20;
@@ -92,7 +93,7 @@ function facts(app: App, team: TeamRecord): string {
   const parent = team.spec.parent;
   return [
     `${t.elapsed_s.toFixed(1)} s`,
-    t.cost_usd !== undefined ? `$${t.cost_usd.toFixed(4)}` : '',
+    t.cost_usd !== undefined ? esc(usd(t.cost_usd)) : '',
     team.spec.maxBudgetUsd !== undefined
       ? `budget $${team.spec.maxBudgetUsd}${team.budgetReached ? ' (reached)' : ''}`
       : '',

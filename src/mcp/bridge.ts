@@ -22,6 +22,9 @@ import { StdioTransport } from './stdio-transport.js';
 const REOPEN_MS = 30_000;
 /** The JSON-RPC error code of a request the relay could not deliver. */
 const DAEMON_GONE = -32000;
+/** How long a failed request waits for a dying daemon's process to show as ended. */
+const SETTLE_MS = 1_000;
+const SETTLE_STEP_MS = 50;
 const METHOD_NOT_FOUND = -32601;
 
 /**
@@ -32,6 +35,17 @@ const METHOD_NOT_FOUND = -32601;
 export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string, log: (message: string) => void) {
   const { pid } = daemon;
   const alive = () => sameProcessAlive(pid, daemon.start);
+  /**
+   * Whether the daemon still runs once a failed request has had time to tell: a killed process
+   * closes its sockets before it shows as ended, so a refused connection is read only after that.
+   */
+  const stillAlive = async () => {
+    for (let waited = 0; waited < SETTLE_MS; waited += SETTLE_STEP_MS) {
+      if (!alive()) return false;
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_STEP_MS));
+    }
+    return alive();
+  };
   const connect = () =>
     new StreamableHTTPClientTransport(new URL(url), {
       requestInit: { headers: { Authorization: `Bearer ${token}` } },
@@ -73,10 +87,10 @@ export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string
       }
       void downstream.send(message).catch(() => undefined);
     };
-    transport.onerror = (error) => {
-      if (!alive()) daemonGone('has stopped');
-      else log(`relay to ${url}: ${error.message}`);
-    };
+    transport.onerror = (error) =>
+      void stillAlive().then((running) =>
+        running ? log(`relay to ${url}: ${error.message}`) : daemonGone('has stopped'),
+      );
   };
   wire(upstream);
 
@@ -138,8 +152,8 @@ export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string
     }
     if (request) unanswered.add(message.id);
     if (isInitializeRequest(message)) opening = message;
-    deliver(message).catch((error: Error) => {
-      if (!alive()) return daemonGone('has stopped');
+    deliver(message).catch(async (error: Error) => {
+      if (!(await stillAlive())) return daemonGone('has stopped');
       log(`relay to ${url}: ${error.message}`);
       if (request) {
         unanswered.delete(message.id);

@@ -1,11 +1,11 @@
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, test } from 'vitest';
 import { readTextFile, writeTextFile } from '../../src/jobs/acp/files.js';
+import { tempDir } from '../helpers/temp.js';
 
 test('a link in the job folder leads no read or write outside it; inside, a new file in a new folder is written', () => {
-  const root = mkdtempSync(join(tmpdir(), 'polyspawn-acp-files-'));
+  const root = tempDir('acp-files');
   const folder = join(root, 'job');
   const outside = join(root, 'outside');
   mkdirSync(folder);

@@ -108,6 +108,24 @@ describe("an agent's log on the page", () => {
   });
 });
 
+describe("a team's page", () => {
+  test("shows the team's budget and what its members have left of it", async () => {
+    const teamId = (
+      await mcp.callOk<{ team_id: string }>('run_team', {
+        topology: 'pipeline',
+        members: ['claude', 'claude'],
+        task: 'x',
+        options: { max_budget_usd: 1 },
+      })
+    ).team_id;
+    await mcp.callOk('wait_for_agents', { agent_ids: [teamId], timeout_s: LONG_WAIT_S });
+    const page = await (await fetch(`${origin}/teams/${teamId}`, { headers: { cookie } })).text();
+    // Two fake claude runs at $0.000188 each: $1 less $0.000376.
+    expect(page).toContain('budget $1.00, $1.00 left');
+    expect(page).not.toContain('(reached)');
+  });
+});
+
 /** An agent's question and options as hostile markup: the page must show them as text. */
 const HOSTILE_QUESTION = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">';
 const HOSTILE_OPTION = '<img src=y onerror=alert(3)>';

@@ -12,6 +12,8 @@ describe('usd', () => {
     [0.00000123, '$0.0000012'],
     [0.0123, '$0.012'],
     [0.5, '$0.500'],
+    [0.9994, '$0.999'],
+    [0.9996, '$1.00'],
     [12.345, '$12.35'],
   ])('%s is %s', (amount, shown) => expect(usd(amount)).toBe(shown));
 });
@@ -51,8 +53,8 @@ test("a job's and a team's budget and what is left of it", () => {
     '$0 left',
   );
   expect(teamBudget({ spentUsd: 0.1 })).toBe('');
-  expect(teamBudget({ maxBudgetUsd: 2, spentUsd: 0.25 })).toBe(' · budget $2.00, $1.75 left');
+  expect(teamBudget({ maxBudgetUsd: 2, spentUsd: 0.25 })).toBe('budget $2.00, $1.75 left');
   expect(teamBudget({ maxBudgetUsd: 0.01, spentUsd: 0.02, reached: true })).toBe(
-    ' · budget $0.010, $0 left <b class="error">(reached)</b>',
+    'budget $0.010, $0 left <b class="error">(reached)</b>',
   );
 });

@@ -9,7 +9,8 @@ import { esc } from './html.js';
 /** "$12.34", "$0.123", "$0.00038": two significant digits at least, so a small run is never $0.0000. */
 export function usd(amount: number): string {
   if (amount === 0) return '$0';
-  if (Math.abs(amount) >= 1) return `$${amount.toFixed(2)}`;
+  // Cents from a dollar up, and from what would round up to one ($0.9996 is $1.00, not $1.000).
+  if (Math.abs(Number(amount.toFixed(3))) >= 1) return `$${amount.toFixed(2)}`;
   if (Math.abs(amount) >= 0.01) return `$${amount.toFixed(3)}`;
   // Two significant digits, written out (never 4e-7).
   return `$${amount.toFixed(Math.min(20, 1 - Math.floor(Math.log10(Math.abs(amount))))).replace(/0+$/, '')}`;
@@ -72,7 +73,7 @@ export function jobBudget(r: Pick<JobResult, 'budget' | 'cost_usd' | 'state'>): 
 export function teamBudget(team: { maxBudgetUsd?: number; reached?: boolean; spentUsd?: number }): string {
   if (team.maxBudgetUsd === undefined) return '';
   const left = `${usd(Math.max(0, team.maxBudgetUsd - (team.spentUsd ?? 0)))} left`;
-  return ` · budget ${esc(usd(team.maxBudgetUsd))}, ${esc(left)}${team.reached ? ' <b class="error">(reached)</b>' : ''}`;
+  return `budget ${esc(usd(team.maxBudgetUsd))}, ${esc(left)}${team.reached ? ' <b class="error">(reached)</b>' : ''}`;
 }
 
 const COLORS = ['#1f5f9e', '#c25400', '#2e7d32', '#b3261e', '#00796b', '#8d6e00', '#7b3f9e', '#6d4c41'];

@@ -10,7 +10,7 @@ import { isTeamFinished, type TeamRecord } from '../../jobs/teams/record.js';
 import { summarizeTeam } from '../../jobs/teams/result.js';
 import type { TeamView } from '../../jobs/teams/view.js';
 import { agentLink, esc, postButton } from './html.js';
-import { usd } from './money.js';
+import { teamBudget, usd } from './money.js';
 
 /** How many teams the overview shows, newest first. */
 const TEAMS_SHOWN = 20;
@@ -94,9 +94,7 @@ function facts(app: App, team: TeamRecord): string {
   return [
     `${t.elapsed_s.toFixed(1)} s`,
     t.cost_usd !== undefined ? esc(usd(t.cost_usd)) : '',
-    team.spec.maxBudgetUsd !== undefined
-      ? `budget $${team.spec.maxBudgetUsd}${team.budgetReached ? ' (reached)' : ''}`
-      : '',
+    teamBudget({ maxBudgetUsd: team.spec.maxBudgetUsd, reached: team.budgetReached, spentUsd: t.cost_usd }),
     t.preset ? `preset ${esc(t.preset)}` : '',
     parent
       ? `started by team <a href="/teams/${esc(parent.teamId)}">${esc(parent.teamId)}</a> (agent ${agentLink(parent.jobId)})`

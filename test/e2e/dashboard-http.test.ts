@@ -1,6 +1,7 @@
 // The dashboard's routes over plain HTTP against the built `serve --http` with the fake CLIs: what
 // the page's form sends is held to the same limits as the tools (the job table enforces them);
 // every route wants the cookie and refuses a foreign Origin; an agent's question is shown as text.
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
 import { dashboardCookie, startHttpServer, type HttpTestClient, type HttpTestServer } from '../helpers/http.js';
@@ -105,6 +106,19 @@ describe("an agent's log on the page", () => {
       /event: step\ndata: \{"id":"step-0","html":"<div class=\\"step message\\" id=\\"step-0\\"><p>FAKE codex: a short run/,
     );
     expect(text.endsWith('event: end\ndata: "succeeded"\n\n')).toBe(true);
+  });
+});
+
+describe("the page's script", () => {
+  test('the CSP admits the one inline script by its hash, and no inline handler or other script', async () => {
+    const res = await fetch(`${origin}/`, { headers: { cookie } });
+    const body = await res.text();
+    const scripts = [...body.matchAll(/<script>([\s\S]*?)<\/script>/g)].map((m) => m[1]!);
+    expect(scripts).toHaveLength(1);
+    const hash = createHash('sha256').update(scripts[0]!).digest('base64');
+    const scriptSrc = /script-src ([^;]*)/.exec(res.headers.get('content-security-policy') ?? '')?.[1];
+    expect(scriptSrc).toBe(`'sha256-${hash}'`);
+    expect(body).not.toMatch(/\son[a-z]+=/);
   });
 });
 

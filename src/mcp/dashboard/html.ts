@@ -21,7 +21,7 @@ export function postButton(
   const hidden = Object.entries(options.fields ?? {})
     .map(([name, value]) => `<input type="hidden" name="${esc(name)}" value="${esc(value)}">`)
     .join('');
-  // JSON quotes the question for the script, esc the script for the attribute.
-  const ask = options.confirm ? ` onsubmit="${esc(`return confirm(${JSON.stringify(options.confirm)})`)}"` : '';
+  // The page's script asks it before the form is sent (no inline handler: the CSP allows none).
+  const ask = options.confirm ? ` data-confirm="${esc(options.confirm)}"` : '';
   return `<form class="action${options.danger ? ' danger' : ''}" method="post" action="${esc(action)}"${ask}>${hidden}<button type="submit">${esc(label)}</button></form>`;
 }

@@ -3,6 +3,7 @@
 // agent's output is untrusted input to this page. The page's only script is SCRIPT below (no
 // CDN, no bundler): it refreshes the sections when the server says a job changed, and appends a
 // log as it streams, as text.
+import { createHash } from 'node:crypto';
 import type { App } from '../../app.js';
 import { CONVERSATION_LIMITS } from '../../jobs/conversation.js';
 import { fullResult, type JobResult } from '../../jobs/result.js';
@@ -108,7 +109,8 @@ pre{background:#16181d;color:#ececec;padding:.75em 1em;white-space:pre-wrap;over
 /**
  * The page's only script: refreshes the sections on each change the server announces; counts a
  * running agent's elapsed time on between changes; puts each transcript step the server renders
- * in place (a step shown before is replaced); appends a raw log as text.
+ * in place (a step shown before is replaced); appends a raw log as text; asks a form's
+ * data-confirm question before it is sent.
  */
 const SCRIPT = `(() => {
   const refresh = async (id) => {
@@ -146,12 +148,19 @@ const SCRIPT = `(() => {
   };
   const log = document.getElementById('log');
   if (log) follow(log, (text) => { log.textContent += text; log.scrollTop = log.scrollHeight; });
+  document.addEventListener('submit', (e) => {
+    const question = e.target.dataset && e.target.dataset.confirm;
+    if (question && !confirm(question)) e.preventDefault();
+  });
   const transcript = document.getElementById('transcript');
   if (transcript) follow(transcript, (step) => {
     const shown = document.getElementById(step.id);
     if (shown) shown.outerHTML = step.html; else transcript.insertAdjacentHTML('beforeend', step.html);
   });
 })();`;
+
+/** The CSP source that admits SCRIPT and no other script (a hash: the script never changes). */
+export const SCRIPT_SOURCE = `'sha256-${createHash('sha256').update(SCRIPT).digest('base64')}'`;
 
 export function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>

@@ -43,7 +43,8 @@ export type IacRuntime = {
 /** What the app hands the record, which starts and ends no process itself (wired by src/app.ts). */
 type IacHooks = {
   /** Ends what is left of a recovered job's process group (the process runner's). */
-  endGroup: (pgid: number, graceMs: number) => Promise<void>;
+  /** Ends a run's processes: its group (when given) and those carrying its mark. */
+  endGroup: (pgid: number | undefined, graceMs: number, mark?: string) => Promise<void>;
   /** Removes a recovered job's sandbox container, which outlives its server (src/jobs/process/sandbox.ts). */
   endSandbox?: (record: JobRecord) => Promise<void>;
   /** Saves the job changes not saved yet (the job layer's recorder), before IAC.md's last write. */
@@ -131,6 +132,9 @@ export function createIacRuntime(
   };
 }
 
+/** A run mark as the runner makes it (16 random bytes in hex): a record read back is not trusted. */
+const RUN_MARK = /^[0-9a-f]{32}$/;
+
 /**
  * Ends what dead servers' recovered jobs left behind: what is left of their process groups (but
  * only where the group leader is still the process that was started for it: a pid can be
@@ -145,7 +149,10 @@ function endRecovered(
   const work: Promise<unknown>[] = [];
   for (const { record } of recovered) {
     const group = record.group;
-    if (group?.start && sameProcessAlive(group.pgid, group.start)) work.push(endGroup(group.pgid, graceMs));
+    const leaderIsOurs = group?.start !== undefined && sameProcessAlive(group.pgid, group.start);
+    // The mark reaches what left the group (setsid'd shells), even once the leader is gone.
+    const mark = typeof group?.mark === 'string' && RUN_MARK.test(group.mark) ? group.mark : undefined;
+    if (group && (leaderIsOurs || mark)) work.push(endGroup(leaderIsOurs ? group.pgid : undefined, graceMs, mark));
     if (record.sandbox) work.push(endSandbox(record));
     work.push(scrub(record.id).catch(() => undefined));
   }

@@ -30,12 +30,14 @@ import { DamagedLines, quickKey, readIndexLine, type IndexLine } from './index-l
 
 export type { IndexLine } from './index-line.js';
 
+type StoredGroup = { pgid: number; start?: string; mark?: string };
+
 export type StoredRecord = JobRecord & {
   v: 1;
   /** The server that ran (or runs) the job. */
   owner: ProcessIdentity;
-  /** The job's process group and its leader's start, once it runs. */
-  group?: { pgid: number; start?: string };
+  /** The job's process group, its leader's start and its processes' mark, once it runs. */
+  group?: StoredGroup;
 };
 
 /** An index line with readable names, for the IAC.md active table and `polyspawn status`. */
@@ -122,7 +124,7 @@ export class RunStore implements JobStore {
   /** What this store last indexed for each of its own jobs. */
   private readonly indexedState = new Map<string, JobState>();
   private readonly redactedPrompts = new Map<string, string>();
-  private readonly groups = new Map<string, { pgid: number; start?: string }>();
+  private readonly groups = new Map<string, StoredGroup>();
   /** This server's finished records, kept until IAC.md has rendered them once. */
   private readonly fresh = new Map<string, StoredRecord>();
   /** Servers (`pid:start`) found gone: a process that has ended stays ended. */
@@ -192,11 +194,10 @@ export class RunStore implements JobStore {
    */
   save(job: JobRecord): void {
     const prompt = this.savePrompt(job);
-    if (job.pgid !== undefined && this.groups.get(job.id)?.pgid !== job.pgid) {
-      const start = processStart(job.pgid);
-      this.groups.set(job.id, { pgid: job.pgid, start });
-    }
-    const { prompt: _raw, pgid: _pgid, ...rest } = job;
+    const group = job.processGroup;
+    if (group && this.groups.get(job.id)?.pgid !== group.pgid)
+      this.groups.set(job.id, { pgid: group.pgid, start: processStart(group.pgid), mark: group.mark });
+    const { prompt: _raw, processGroup: _group, ...rest } = job;
     const record: StoredRecord = {
       v: 1,
       ...this.redactor.deep(rest),

@@ -335,7 +335,7 @@ async function runFollowingBudget(
       BUDGET_WATCH_MS,
     );
   control.onOutputTail(running.tail);
-  if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
+  if (running.pid !== undefined) control.onProcessGroup?.({ pgid: running.pid, mark: running.mark });
   const run = await running.done;
   await watch?.stop();
   return { run, hit };

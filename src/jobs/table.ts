@@ -98,8 +98,11 @@ export type JobRecord = JobRequest & {
   endedAt?: string;
   exitCode?: number | null;
   outcome?: Outcome;
-  /** The process group of a CLI job, once it runs (the run store records it for recovery). */
-  pgid?: number;
+  /**
+   * The process group of a CLI job once it runs, and the mark its processes carry (RUN_MARK_ENV):
+   * the run store records both, so a later server can end what a dead one left.
+   */
+  processGroup?: { pgid: number; mark: string };
   /** What the agent asked the orchestrator, the answers, and its progress lines, in order. */
   conversation?: ConversationEntry[];
   /** The agent's newest progress line (report_progress). */
@@ -116,7 +119,7 @@ export type Executor = (
     signal: AbortSignal;
     onOutputTail: (tail: (maxChars: number) => string) => void;
     /** A CLI executor reports its child's process group once started. */
-    onProcessGroup?: (pgid: number) => void;
+    onProcessGroup?: (group: { pgid: number; mark: string }) => void;
     /** An isolated job reports its worktree once made, and again with its changes. */
     onWorktree?: (worktree: JobWorktree) => void;
     /**
@@ -256,8 +259,8 @@ export class JobTable {
       result = await this.options.execute(record, {
         signal: controller.signal,
         onOutputTail: (tail) => (entry.tail = tail),
-        onProcessGroup: (pgid) => {
-          record.pgid = pgid;
+        onProcessGroup: (group) => {
+          record.processGroup = group;
           this.changed(record);
         },
         onWorktree: (worktree) => {

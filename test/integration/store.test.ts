@@ -1,6 +1,7 @@
 // The run store and the IAC.md writer on a real file system, several "servers" in one process
 // (each its own RunStore with its own identity), real processes for recovery.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import {
   appendFileSync,
@@ -21,6 +22,7 @@ import { processStart, sameProcessAlive, type ProcessIdentity } from '../../src/
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
 import { terminateGroup } from '../../src/jobs/process/runner.js';
+import { RUN_MARK_ENV } from '../../src/jobs/process/run-processes.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { createIacRuntime } from '../../iac/runtime.js';
 import { RunStore, type StoredRecord } from '../../iac/store.js';
@@ -398,6 +400,19 @@ describe('an IAC.md polyspawn did not write', () => {
   });
 });
 
+/** A detached `sleep` with a run's mark, as a job's process left running by a dead server. */
+async function markedSleep() {
+  const mark = randomBytes(16).toString('hex');
+  const sleeper = spawn('sleep', ['1000'], {
+    detached: true,
+    stdio: 'ignore',
+    env: { ...process.env, [RUN_MARK_ENV]: mark },
+  });
+  const exited = once(sleeper, 'exit');
+  await once(sleeper, 'spawn');
+  return { mark, process: sleeper, exited };
+}
+
 describe('recovery', () => {
   test("the runtime marks a dead server's jobs interrupted and ends their process groups; a live server's are left alone", async () => {
     const p = project();
@@ -407,18 +422,24 @@ describe('recovery', () => {
     const deadStore = openStore(p.state, { pid: dead.pid!, start: 'gone' });
     // A job group still running after its server died (as if the reaper had died too). Spawned
     // by the test, it carries the test's mark: the setup file ends it if the test fails.
-    const group = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore' });
-    const exited = once(group, 'exit');
-    await once(group, 'spawn');
+    const { mark, process: group, exited } = await markedSleep();
     expect(markedProcesses()).toContain(group.pid);
-    const running = job('running', { pgid: group.pid! });
+    const running = job('running', { processGroup: { pgid: group.pid!, mark } });
     deadStore.claimId(running.id);
     deadStore.save(running);
+    // A job whose group leader is gone, but a process it started in a session of its own lives
+    // on (as Gemini CLI's shells do): found by the run's mark alone.
+    const { mark: strayMark, process: stray, exited: strayExited } = await markedSleep();
+    const leaderGone = spawn(process.execPath, ['-e', '']);
+    await once(leaderGone, 'exit');
+    const strayed = job('running', { processGroup: { pgid: leaderGone.pid!, mark: strayMark } });
+    deadStore.claimId(strayed.id);
+    deadStore.save(strayed);
     const queued = job('queued');
     deadStore.claimId(queued.id);
     deadStore.save(queued);
     const finished = run(deadStore);
-    expect(deadStore.get(running.id)!.group).toEqual({ pgid: group.pid, start: processStart(group.pid!) });
+    expect(deadStore.get(running.id)!.group).toEqual({ pgid: group.pid, start: processStart(group.pid!), mark });
 
     // A job of a live server (the test's parent process) and one whose pid was reused.
     const liveStore = openStore(p.state, { pid: process.ppid, start: processStart(process.ppid)! });
@@ -440,19 +461,21 @@ describe('recovery', () => {
     expect(sameProcessAlive(group.pid!, processStart(group.pid!))).toBe(true);
     runtime.start();
     await waitFor("the runtime to recover the dead server's jobs", () => logs.some((l) => l.startsWith('marked ')));
-    const recovered = /^marked 3 job\(s\) of ended servers interrupted: (.*)$/.exec(
+    const recovered = /^marked 4 job\(s\) of ended servers interrupted: (.*)$/.exec(
       logs.find((l) => l.startsWith('marked '))!,
     );
-    expect(recovered?.[1]!.split(', ').sort()).toEqual([running.id, queued.id, reused.id].sort());
-    // It ends the group by itself: SIGTERM first (sleep dies of it).
+    expect(recovered?.[1]!.split(', ').sort()).toEqual([running.id, strayed.id, queued.id, reused.id].sort());
+    // It ends the group by itself: SIGTERM first (sleep dies of it), and the stray by its mark.
     await waitGone(group.pid!, 20_000);
     expect((await exited)[1]).toBe('SIGTERM');
+    await waitGone(stray.pid!, 20_000);
+    expect((await strayExited)[1]).toBe('SIGTERM');
     const g = runtime.store.get(running.id)!.group!;
     expect(sameProcessAlive(g.pgid, g.start)).toBe(false);
     await runtime.close();
 
     const next = runtime.store;
-    for (const id of [running.id, queued.id, reused.id]) {
+    for (const id of [running.id, strayed.id, queued.id, reused.id]) {
       const r = next.get(id) as StoredRecord;
       expect(r.state).toBe('interrupted');
       expect(r.outcome!.error).toMatch(
@@ -463,7 +486,9 @@ describe('recovery', () => {
     expect(next.get(finished.id)!.state).toBe('succeeded');
     const parsed = parseIac(readFileSync(p.iac, 'utf8'));
     expect(parsed.active.map((row) => row[0])).toEqual([live.id]);
-    expect(parsed.entries.map((e) => e.id).sort()).toEqual([finished.id, running.id, queued.id, reused.id].sort());
+    expect(parsed.entries.map((e) => e.id).sort()).toEqual(
+      [finished.id, running.id, strayed.id, queued.id, reused.id].sort(),
+    );
 
     // A second recovery finds nothing more to do.
     expect(next.recoverOrphans()).toEqual([]);

@@ -61,7 +61,7 @@ describe('JobRecorder', () => {
       store,
       (_job, control) =>
         new Promise((resolve) => {
-          control.onProcessGroup?.(4242);
+          control.onProcessGroup?.({ pgid: 4242, mark: 'a'.repeat(32) });
           finish = () => resolve(succeeded);
         }),
     );

@@ -122,7 +122,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
     pipes: true,
   });
   control.onOutputTail(running.tail);
-  if (running.pid !== undefined) control.onProcessGroup?.(running.pid);
+  if (running.pid !== undefined) control.onProcessGroup?.({ pgid: running.pid, mark: running.mark });
   if (!running.pipes) {
     log.close();
     return { run: await running.done };

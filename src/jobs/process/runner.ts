@@ -65,6 +65,8 @@ export type RunResult = {
 
 type RunningProcess = {
   pid: number | undefined;
+  /** The value of RUN_MARK_ENV its processes carry (recorded, so a later server can find them). */
+  mark: string;
   /** With `pipes`: the child's stdin and stdout, until it exits. */
   pipes?: { stdin: Writable; stdout: Readable };
   /** The newest output, for showing progress while the job runs. */
@@ -200,6 +202,7 @@ export function runProcess(spec: RunSpec): RunningProcess {
 
   return {
     pid: pgid,
+    mark,
     pipes: spec.pipes && child?.stdin && child.stdout ? { stdin: child.stdin, stdout: child.stdout } : undefined,
     tail: (maxChars) => readNewest(spec.stdoutLog, maxChars) || readNewest(spec.stderrLog, maxChars),
     done,
@@ -229,9 +232,10 @@ function openIfPresent(path: string, text: string): number | undefined {
  * zombies hold no pipes and need no signal; otherwise every such job would wait out the whole
  * grace period.
  */
-function runAlive(pgid: number, mark: string | undefined): boolean {
-  const found = process.platform === 'linux' ? liveRunProcesses(pgid, mark, fs) : undefined;
+function runAlive(pgid: number | undefined, mark: string | undefined): boolean {
+  const found = process.platform === 'linux' ? liveRunProcesses(pgid ?? NO_GROUP, mark, fs) : undefined;
   if (found) return found.group.length + found.strays.length > 0;
+  if (pgid === undefined) return false;
   try {
     process.kill(-pgid, 0);
     return true;
@@ -240,15 +244,16 @@ function runAlive(pgid: number, mark: string | undefined): boolean {
   }
 }
 
-function signalRun(pgid: number, mark: string | undefined, signal: NodeJS.Signals): void {
+function signalRun(pgid: number | undefined, mark: string | undefined, signal: NodeJS.Signals): void {
   // Found before the group is signalled: a leader that dies takes the ancestry of what it
   // started with it (they are reparented to init).
-  const strays = process.platform === 'linux' ? (liveRunProcesses(pgid, mark, fs)?.strays ?? []) : [];
-  try {
-    process.kill(-pgid, signal);
-  } catch {
-    // ESRCH: the group is already gone.
-  }
+  const strays = process.platform === 'linux' ? (liveRunProcesses(pgid ?? NO_GROUP, mark, fs)?.strays ?? []) : [];
+  if (pgid !== undefined)
+    try {
+      process.kill(-pgid, signal);
+    } catch {
+      // ESRCH: the group is already gone.
+    }
   for (const pid of strays) {
     try {
       process.kill(pid, signal);
@@ -258,11 +263,15 @@ function signalRun(pgid: number, mark: string | undefined, signal: NodeJS.Signal
   }
 }
 
+/** No process group is ever -1: with it, a run's processes are found by their mark alone. */
+const NO_GROUP = -1;
+
 /**
  * SIGTERM to the group and to the run's processes that left it (those marked `mark`, and their
- * descendants), then SIGKILL once the grace period is over if anything is left.
+ * descendants), then SIGKILL once the grace period is over if anything is left. Without `pgid`
+ * (a dead server's group whose leader cannot be proven its own), the marked processes only.
  */
-export async function terminateGroup(pgid: number, graceMs: number, mark?: string): Promise<void> {
+export async function terminateGroup(pgid: number | undefined, graceMs: number, mark?: string): Promise<void> {
   signalRun(pgid, mark, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   while (runAlive(pgid, mark) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));

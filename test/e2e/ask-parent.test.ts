@@ -152,7 +152,8 @@ describe('answering', () => {
     expect(JSON.stringify(unknownAgent.content)).toContain('no agent with id');
 
     // A question left open when its run ends cannot be answered afterwards.
-    const left = await spawn('claude', '[[cli:ask:Anyone there?]]', { timeout_s: 3 });
+    // Long enough for the agent to ask on a loaded machine; its time-out then ends it while it waits.
+    const left = await spawn('claude', '[[cli:ask:Anyone there?]]', { timeout_s: 10 });
     await questionOf(left);
     const ended = await finished(left);
     expect(ended.state).toBe('timed_out');

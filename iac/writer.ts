@@ -20,7 +20,7 @@ import { indexRow, type IndexLine, type Recovered, type RunStore } from './store
 import { openQuestions } from '../src/jobs/conversation.js';
 import type { TeamRecord } from '../src/jobs/teams/record.js';
 import { renderTeam } from './render-team.js';
-import { makeDirs } from '../src/lib/fs.js';
+import { makeDirs, tempNameBeside } from '../src/lib/fs.js';
 
 /**
  * Whether polyspawn may write IAC.md at `path`: nothing is there, an empty file, or a document
@@ -184,7 +184,7 @@ export class IacWriter {
         );
       const document = this.render(Date.now());
       makeDirs(dirname(file));
-      const temp = `${file}.${process.pid}.${++temps}`;
+      const temp = tempNameBeside(file, ++temps);
       // No fsync: IAC.md is a view, rewritten whole from the store by the next write. The mode is
       // the one IAC.md has, or what the umask gives a new file: it is meant to be read.
       await writeFile(temp, document, { mode: modeOf(file) });

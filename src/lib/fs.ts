@@ -133,7 +133,7 @@ export function makeDirs(dir: string, mode = PRIVATE_DIR): void {
  * is on every job's path).
  */
 export function writeAtomic(path: string, data: string | Buffer): void {
-  const tmp = `${path}.${process.pid}.tmp`;
+  const tmp = tempNameBeside(path, 'tmp');
   try {
     writeNoLink(tmp, data); // the temp name is predictable, and a run folder is its agent's to write
     renameSync(tmp, path);
@@ -142,6 +142,13 @@ export function writeAtomic(path: string, data: string | Buffer): void {
     throw error;
   }
 }
+
+/** The name of a temp file written beside `path` before it is renamed over it (`writeAtomic`, IAC.md's writer). */
+export const tempNameBeside = (path: string, suffix: string | number) => `${path}.${process.pid}.${suffix}`;
+
+/** Whether `candidate` is a temp file some process wrote beside `path` (tempNameBeside's names). */
+export const isTempBeside = (path: string, candidate: string) =>
+  candidate.startsWith(`${path}.`) && /^\d+\.(?:\d+|tmp)$/.test(candidate.slice(path.length + 1));
 
 /** Up to `length` bytes at `position` of an open file (fewer at its end). */
 export function readAt(fd: number, position: number, length: number): Buffer {

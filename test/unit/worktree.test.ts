@@ -1,11 +1,13 @@
 // The pure pieces of isolation "worktree": git's -z output parsed, overlaps among siblings, the
-// summary's count, and IAC.md's worktree section with file names an agent chose.
+// summary's count, IAC.md's worktree section with file names an agent chose, and which of a
+// checkout's changes are polyspawn's own.
 import { describe, expect, test } from 'vitest';
 import { renderDocument, renderEntry, WORKTREE_FILES } from '../../iac/render.js';
 import type { StoredRecord } from '../../iac/store.js';
 import { summarize } from '../../src/jobs/result.js';
 import { repositoryDrivers, statusPaths } from '../../src/jobs/worktree/git.js';
 import { overlapsAmong, overlapsOfIds, siblingOverlaps, type OverlapJob } from '../../src/jobs/worktree/report.js';
+import { withoutOwnFiles } from '../../src/jobs/worktree/worktree.js';
 import { Redactor } from '../../src/lib/redact.js';
 import { parseIac } from '../helpers/iac.js';
 
@@ -140,4 +142,19 @@ describe('where the worktree is shown', () => {
     const none = renderEntry(stored([]), { runPath: (id) => id });
     expect(none).toContain('no changes: worktree and branch removed');
   });
+});
+
+test("a checkout's changes less polyspawn's own: its state folder, IAC.md and IAC.md's temp files", () => {
+  const top = '/nowhere/project';
+  const config = { projectDir: top, stateDir: `${top}/.polyspawn`, iacFile: `${top}/IAC.md` };
+  const paths = [
+    'IAC.md',
+    'IAC.md.15240.1',
+    'IAC.md.77.tmp',
+    'IAC.md.x',
+    'IAC.md.1.2.3',
+    'notes.txt',
+    '.polyspawn/runs/a',
+  ];
+  expect(withoutOwnFiles(top, config, paths)).toEqual(['IAC.md.x', 'IAC.md.1.2.3', 'notes.txt']);
 });

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync,
 import { basename, join, relative, sep } from 'node:path';
 import type { Config } from '../../config/config.js';
 import { InputError } from '../../lib/errors.js';
-import { isInside, makeDirs } from '../../lib/fs.js';
+import { isInside, isTempBeside, makeDirs } from '../../lib/fs.js';
 import { lock } from '../../lib/lock.js';
 import type { Redactor } from '../../lib/redact.js';
 import { taskLine } from '../../lib/text.js';
@@ -138,7 +138,9 @@ export function withoutOwnFiles(top: string, config: WorktreeContext['config'], 
   const iac = realpathOr(config.iacFile);
   return paths.filter((p) => {
     const full = join(top, p);
-    return !isInside(config.stateDir, full) && realpathOr(full) !== iac;
+    // IAC.md's temp file, there for a moment while a server rewrites IAC.md, is polyspawn's too.
+    const own = realpathOr(full) === iac || isTempBeside(iac, full) || isTempBeside(config.iacFile, full);
+    return !isInside(config.stateDir, full) && !own;
   });
 }
 

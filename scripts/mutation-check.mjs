@@ -66,7 +66,7 @@ const MUTATIONS = [
   {
     name: 'what a job started in a session of its own (setsid) is not ended',
     file: RUNNER,
-    find: `const strays = process.platform === 'linux' ? (liveRunProcesses(pgid, mark, fs)?.strays ?? []) : [];`,
+    find: `const strays = process.platform === 'linux' ? (liveRunProcesses(pgid ?? NO_GROUP, mark, fs)?.strays ?? []) : [];`,
     replace: `const strays: number[] = [];`,
     tests: ['test/integration/runner.test.ts'],
   },
@@ -143,7 +143,7 @@ const MUTATIONS = [
   {
     name: "dead servers' process groups are not ended",
     file: 'iac/runtime.ts',
-    find: `work.push(endGroup(group.pgid, graceMs));`,
+    find: `work.push(endGroup(leaderIsOurs ? group.pgid : undefined, graceMs, mark));`,
     replace: `void endGroup;`,
     tests: ['test/integration/store.test.ts', 'test/reliability/sigkill-restart.test.ts'],
   },
@@ -178,8 +178,8 @@ const MUTATIONS = [
   {
     name: 'a process group becoming known is sent as a state change',
     file: 'src/jobs/table.ts',
-    find: `record.pgid = pgid;\n          this.changed(record);`,
-    replace: `record.pgid = pgid;\n          this.stateChanged(record);`,
+    find: `record.processGroup = group;\n          this.changed(record);`,
+    replace: `record.processGroup = group;\n          this.stateChanged(record);`,
     tests: ['test/e2e/resources.test.ts'],
   },
   {
@@ -668,8 +668,8 @@ const MUTATIONS = [
   {
     name: 'the relay does not tell its client that the daemon died under an open response stream',
     file: 'src/mcp/bridge.ts',
-    find: `if (!alive()) daemonGone('has stopped');`,
-    replace: `if (alive() && !alive()) daemonGone('has stopped');`,
+    find: `: daemonGone('has stopped'),`,
+    replace: `: log('has stopped'),`,
     tests: ['test/e2e/daemon.test.ts'],
   },
   {

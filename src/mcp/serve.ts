@@ -6,7 +6,6 @@ import { createApp } from '../app.js';
 import { loadConfig, projectDaemonOf } from '../config/config.js';
 import { DEPTH_ENV, NESTING_ENV } from '../jobs/agents/nesting.js';
 import { ancestorVariables } from '../lib/proc.js';
-import { bridgeStdio } from './bridge.js';
 import { projectToken, type DaemonInfo } from '../lib/daemon-file.js';
 import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
 import { StdioTransport } from './stdio-transport.js';
@@ -20,7 +19,8 @@ import { createServer } from './server.js';
 export async function serveStdio(log: (message: string) => void): Promise<void> {
   keepConsoleOffStdout();
   const daemon = sharedServer(log);
-  if (daemon) return bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
+  // The relay (and the SDK client it is built on) loads only when there is a daemon to relay to.
+  if (daemon) return (await import('./bridge.js')).bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
   collectWhenIdle(app.jobs);
   const shutdown = exitOnSignals(app, log);

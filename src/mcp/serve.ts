@@ -30,7 +30,8 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   // server/discover (a probe it may abandon for initialize: then a second server is built).
   await serveStdioEntry(
     ({ era }) => {
-      const server = createServer(app);
+      // A 2026 client hears changes on its subscriptions/listen streams, onto which the entry routes them.
+      const server = createServer(app, app.nesting, era === 'modern' ? 'routed' : 'subscribed');
       // The run store's history loads once a 2025 client has finished the handshake, so that a
       // long history never slows start-up (a tool call needing it first loads it at once).
       if (era === 'legacy') server.server.oninitialized = () => app.iac.start();

@@ -54,7 +54,13 @@ const escapeCell = (s) =>
     .replace(/\s*\n\s*/g, ' ');
 const code = (s) => `\`${s}\``;
 
-function typeOf(schema) {
+/** The shared shapes of the schema being rendered (its `$defs`): a `$ref` is shown as what it names. */
+let defs = {};
+const resolved = (schema) =>
+  schema?.$ref?.startsWith('#/$defs/') ? (defs[schema.$ref.slice('#/$defs/'.length)] ?? schema) : schema;
+
+function typeOf(ref) {
+  const schema = resolved(ref);
   if (!schema || typeof schema !== 'object') return 'any';
   if (schema.anyOf) {
     const parts = schema.anyOf.filter((s) => s.type !== 'null').map(typeOf);
@@ -80,7 +86,12 @@ function typeOf(schema) {
   }
 }
 
-function fieldTable(schema, head) {
+function fieldTable(root, head) {
+  defs = root?.$defs ?? {};
+  // One of several shapes (result: a job's or a team's): each one's table.
+  if (root?.anyOf)
+    return root.anyOf.map((branch) => fieldTable({ ...resolved(branch), $defs: defs }, head)).join('\n\nor\n\n');
+  const schema = resolved(root);
   const props = schema?.properties ?? {};
   const required = new Set(schema?.required ?? []);
   const rows = Object.entries(props).map(

@@ -598,8 +598,8 @@ const MUTATIONS = [
   {
     name: "the shared server gives an agent's session spawn tools",
     file: 'src/mcp/serve-http.ts',
-    find: `return createServer(app, agent ?? app.nesting);`,
-    replace: `return createServer(app, app.nesting);`,
+    find: `return createServer(app, agent ?? app.nesting, era === 'modern' ? 'published' : 'subscribed');`,
+    replace: `return createServer(app, app.nesting, era === 'modern' ? 'published' : 'subscribed');`,
     tests: ['test/e2e/daemon-trust.test.ts'],
   },
   {

@@ -23,7 +23,6 @@ import type { SandboxSettings } from '../config/sandbox.js';
 import { presetsDir } from './teams/presets.js';
 import { worktreePlace } from './worktree/report.js';
 import { acpPermission, isAcp } from '../../backends/acp.js';
-import { runAcpSession } from './acp/session.js';
 import type { Questions } from './acp/permission.js';
 import {
   ANSWER_WAIT_S,
@@ -174,6 +173,8 @@ async function runCli(
     : { file: spec.file, args: spec.args };
   if ('state' in command) return command;
   if (isAcp(backend)) {
+    // The ACP SDK (and its schemas) loads with the first ACP run, not at every start.
+    const { runAcpSession } = await import('./acp/session.js');
     const { run, hit } = await runAcpSession({
       backend,
       job,

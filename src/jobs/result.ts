@@ -12,37 +12,43 @@ import { isFinished, JOB_STATES, type JobRecord, type JobTable } from './table.j
 import { openQuestions, type ConversationEntry } from './conversation.js';
 import { ranTogether, siblingOverlaps, type JobWorktree } from './worktree/report.js';
 
-export const questionSchema = z.object({
-  message_id: z.string(),
-  question: z.string(),
-  options: z.array(z.string()).optional(),
-  asked_at: z.string(),
-});
+// The shapes that several tools' output schemas repeat carry an id: a listed output schema holds
+// each once, under $defs, and refers to it (src/mcp/tool-list.ts).
+export const questionSchema = z
+  .object({
+    message_id: z.string(),
+    question: z.string(),
+    options: z.array(z.string()).optional(),
+    asked_at: z.string(),
+  })
+  .meta({ id: 'question' });
 
-export const jobSummarySchema = z.object({
-  agent_id: z.string(),
-  backend: z.string(),
-  agent: z.string().optional().describe('The named agent (spawn_<agent>) that ran it'),
-  team_id: z.string().optional().describe('The team (run_team) it is a member of'),
-  team_role: z.string().optional().describe('Its part in that team: "stage 2", "round 1", "leader", "judge"'),
-  model: z.string(),
-  state: z.enum(JOB_STATES),
-  task: z.string().describe('First line of the prompt, shortened'),
-  created_at: z.string(),
-  started_at: z.string().optional(),
-  ended_at: z.string().optional(),
-  elapsed_s: z.number().describe('Seconds running so far, or the whole run time once finished'),
-  cost_usd: z.number().optional(),
-  cost_source: z.enum(['reported', 'estimated', 'unknown']).optional(),
-  waiting_for_parent: z.boolean().optional().describe('It asked you something: answer with reply_subagent'),
-  questions: z.array(questionSchema).optional().describe('Its questions still unanswered'),
-  progress: z.string().optional().describe('Its newest progress line'),
-  sandbox: z.string().optional().describe('The sandbox it ran in (bwrap, docker, podman), when it had one'),
-  changed_files: z
-    .number()
-    .optional()
-    .describe('Isolated in a worktree: how many files its branch changes (`result` lists them)'),
-});
+export const jobSummarySchema = z
+  .object({
+    agent_id: z.string(),
+    backend: z.string(),
+    agent: z.string().optional().describe('The named agent (spawn_<agent>) that ran it'),
+    team_id: z.string().optional().describe('The team (run_team) it is a member of'),
+    team_role: z.string().optional().describe('Its part in that team: "stage 2", "round 1", "leader", "judge"'),
+    model: z.string(),
+    state: z.enum(JOB_STATES),
+    task: z.string().describe('First line of the prompt, shortened'),
+    created_at: z.string(),
+    started_at: z.string().optional(),
+    ended_at: z.string().optional(),
+    elapsed_s: z.number().describe('Seconds running so far, or the whole run time once finished'),
+    cost_usd: z.number().optional(),
+    cost_source: z.enum(['reported', 'estimated', 'unknown']).optional(),
+    waiting_for_parent: z.boolean().optional().describe('It asked you something: answer with reply_subagent'),
+    questions: z.array(questionSchema).optional().describe('Its questions still unanswered'),
+    progress: z.string().optional().describe('Its newest progress line'),
+    sandbox: z.string().optional().describe('The sandbox it ran in (bwrap, docker, podman), when it had one'),
+    changed_files: z
+      .number()
+      .optional()
+      .describe('Isolated in a worktree: how many files its branch changes (`result` lists them)'),
+  })
+  .meta({ id: 'job_summary' });
 
 const worktreeSchema = z.object({
   path: z.string(),
@@ -61,43 +67,47 @@ const worktreeSchema = z.object({
     .describe('Files that isolated agents whose runs overlapped in time with this one changed too'),
 });
 
-export const jobResultSchema = jobSummarySchema.extend({
-  text: z.string().optional().describe("The agent's final answer"),
-  structured: z
-    .unknown()
-    .optional()
-    .describe('The answer as JSON, validated against the output schema (when the job had one)'),
-  error: z.string().optional(),
-  cost_note: z.string().optional().describe('Why the cost is unknown'),
-  session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
-  usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }).optional(),
-  premium_requests: z.number().optional(),
-  exit_code: z.number().nullable().optional(),
-  log: z.string().optional().describe('Path of the full stdout log'),
-  output_tail: z.string().optional().describe('The newest output of a job still running'),
-  conversation: z
-    .array(
-      z.object({
-        kind: z.enum(['question', 'answer', 'progress']),
-        at: z.string(),
-        message_id: z.string().optional(),
-        text: z.string(),
-        options: z.array(z.string()).optional(),
-      }),
-    )
-    .optional()
-    .describe('Its questions, your answers and its progress lines, in order'),
-  budget: z
-    .object({
-      max_turns: z.number().optional(),
-      max_budget_usd: z.number().optional(),
-      exceeded: z.enum(['turns', 'cost']).optional(),
-    })
-    .optional()
-    .describe('Its budget, and the limit it passed (exceeded)'),
-  worktree: worktreeSchema.optional().describe('Where it worked (isolation "worktree") and what it changed'),
-  raw: z.unknown().optional(),
-});
+export const jobResultSchema = jobSummarySchema
+  .extend({
+    text: z.string().optional().describe("The agent's final answer"),
+    structured: z
+      .unknown()
+      .optional()
+      .describe('The answer as JSON, validated against the output schema (when the job had one)'),
+    error: z.string().optional(),
+    cost_note: z.string().optional().describe('Why the cost is unknown'),
+    session_id: z.string().optional().describe('Pass as `resume` (or pass agent_id) to continue this conversation'),
+    usage: z
+      .object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() })
+      .optional(),
+    premium_requests: z.number().optional(),
+    exit_code: z.number().nullable().optional(),
+    log: z.string().optional().describe('Path of the full stdout log'),
+    output_tail: z.string().optional().describe('The newest output of a job still running'),
+    conversation: z
+      .array(
+        z.object({
+          kind: z.enum(['question', 'answer', 'progress']),
+          at: z.string(),
+          message_id: z.string().optional(),
+          text: z.string(),
+          options: z.array(z.string()).optional(),
+        }),
+      )
+      .optional()
+      .describe('Its questions, your answers and its progress lines, in order'),
+    budget: z
+      .object({
+        max_turns: z.number().optional(),
+        max_budget_usd: z.number().optional(),
+        exceeded: z.enum(['turns', 'cost']).optional(),
+      })
+      .optional()
+      .describe('Its budget, and the limit it passed (exceeded)'),
+    worktree: worktreeSchema.optional().describe('Where it worked (isolation "worktree") and what it changed'),
+    raw: z.unknown().optional(),
+  })
+  .meta({ id: 'job_result' });
 
 type JobSummary = z.infer<typeof jobSummarySchema>;
 type QuestionView = z.infer<typeof questionSchema>;

@@ -9,6 +9,7 @@ import {
   ResourceTemplate,
   type LoggingLevel,
   type McpServer,
+  type ServerNotifier,
 } from '@modelcontextprotocol/server';
 import type { App } from '../app.js';
 import { runFolder } from '../lib/run-folder.js';
@@ -66,11 +67,20 @@ function listedAgents(app: App): JobRecord[] {
 
 const label = (job: JobRecord) => `${job.id} · ${job.backend}/${job.model} · ${job.state.replace('_', ' ')}`;
 
+/**
+ * Which resource change notifications a server sends itself: those its 2025 client subscribed to
+ * (resources/subscribe); every one ("routed"), where the serving entry routes them onto a 2026
+ * client's subscriptions/listen streams, each filtered by what it listens to (serveStdio); or none
+ * ("published"), where a server lives for one request and the entry's notifier carries them
+ * instead (the shared server's 2026 leg: publishChanges).
+ */
+export type ResourceUpdates = 'subscribed' | 'routed' | 'published';
+
 /** Registers them on the server; the function it returns removes what it added to the app (the server closed). */
-export function registerResources(server: McpServer, app: App): () => void {
+export function registerResources(server: McpServer, app: App, updates: ResourceUpdates): () => void {
   registerIacResource(server, app);
   registerAgentResources(server, app);
-  return registerSubscriptions(server, app);
+  return registerSubscriptions(server, app, updates);
 }
 
 function registerIacResource(server: McpServer, app: App): void {
@@ -171,54 +181,90 @@ function registerAgentResources(server: McpServer, app: App): void {
 }
 
 /** Subscriptions and the resources' notifications; returns what removes its listeners from the app. */
-function registerSubscriptions(server: McpServer, app: App): () => void {
+function registerSubscriptions(server: McpServer, app: App, updates: ResourceUpdates): () => void {
   server.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
+  if (updates === 'published') return () => undefined;
   const subscribed = new Set<string>();
-  const iacWatch = watchIac(app.iac.file, () => {
-    if (subscribed.has(IAC_URI)) void server.server.sendResourceUpdated({ uri: IAC_URI }).catch(() => undefined);
+  const changes = followChanges(app, {
+    updated: (uri) => {
+      if (updates === 'routed' || subscribed.has(uri))
+        void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    },
+    listChanged: () => void server.server.sendResourceListChanged().catch(() => undefined),
   });
-  // resources/subscribe is 2025's; a 2026 client listens (subscriptions/listen), which the SDK's
-  // serving entry routes sendResourceUpdated onto.
+  // A 2026 client names the URIs it listens to where this server cannot see them: IAC.md is watched.
+  if (updates === 'routed') changes.watchIac.start();
+  // resources/subscribe is 2025's (a 2026 client sends its URIs with subscriptions/listen).
   server.server.setRequestHandler('resources/subscribe', async ({ params }) => {
     subscribed.add(params.uri);
-    if (params.uri === IAC_URI) iacWatch.start();
+    if (params.uri === IAC_URI) changes.watchIac.start();
     return {};
   });
   server.server.setRequestHandler('resources/unsubscribe', async ({ params }) => {
     subscribed.delete(params.uri);
-    if (params.uri === IAC_URI) iacWatch.stop();
+    if (params.uri === IAC_URI) changes.watchIac.stop();
     return {};
   });
+  return changes.stop;
+}
 
+/**
+ * The resource notifications of the shared server's 2026 clients, published on the HTTP entry's
+ * notifier, which sends each to the subscriptions/listen streams that listen for it; and the tool
+ * list's (`toolsChanged`: a named agent defined, edited or removed).
+ */
+export function publishChanges(
+  app: App,
+  notify: ServerNotifier,
+  toolsChanged: (listener: () => void) => () => void,
+): () => void {
+  const changes = followChanges(app, {
+    updated: (uri) => notify.resourceUpdated(uri),
+    listChanged: () => notify.resourcesChanged(),
+  });
+  changes.watchIac.start();
+  const offTools = toolsChanged(() => notify.toolsChanged());
+  return () => {
+    offTools();
+    changes.stop();
+  };
+}
+
+/**
+ * What changes, told to one receiver: the URIs of one of the app's jobs on each state change and
+ * question, IAC.md when it is rewritten (while its watch is started), and the list (coalesced)
+ * when a job is created or finishes.
+ */
+function followChanges(app: App, receiver: { updated(uri: string): void; listChanged(): void }) {
   let listTimer: NodeJS.Timeout | undefined;
   const listChanged = () => {
     listTimer ??= setTimeout(() => {
       listTimer = undefined;
-      void server.server.sendResourceListChanged().catch(() => undefined);
+      receiver.listChanged();
     }, LIST_CHANGED_MS);
   };
-  // list_changed when one of this server's jobs is created or finishes; updated for its subscribed
-  // URIs on each state change and question.
   const updated = (id: string) => {
-    for (const uri of [agentUri(id), agentLogUri(id)]) {
-      if (subscribed.has(uri)) void server.server.sendResourceUpdated({ uri }).catch(() => undefined);
-    }
+    for (const uri of [agentUri(id), agentLogUri(id)]) receiver.updated(uri);
   };
   const offChange = app.jobs.onStateChange((job) => {
     if (job.state === 'queued' || isFinished(job.state)) listChanged();
     updated(job.id);
   });
   const offQuestion = app.jobs.onQuestion((job) => updated(job.id));
-  return () => {
-    offChange();
-    offQuestion();
-    iacWatch.stop();
-    clearTimeout(listTimer);
+  const watchIac = watchIacFile(app.iac.file, () => receiver.updated(IAC_URI));
+  return {
+    watchIac,
+    stop: () => {
+      offChange();
+      offQuestion();
+      watchIac.stop();
+      clearTimeout(listTimer);
+    },
   };
 }
 
 /** Calls `onChange` (coalesced) whenever the file is replaced or written, by any server, while started. */
-function watchIac(file: string, onChange: () => void) {
+function watchIacFile(file: string, onChange: () => void) {
   let watcher: FSWatcher | undefined;
   let polling = false;
   let timer: NodeJS.Timeout | undefined;

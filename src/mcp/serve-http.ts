@@ -17,7 +17,9 @@ import { lockDaemon, projectToken, removeDaemonFile, tokenMatches, writeDaemonFi
 import { listenHttpMcp, type HttpMcpListener } from './http/listener.js';
 import { agentPeer } from './http/peer.js';
 import { exitOnSignals, keepConsoleOffStdout } from './lifecycle.js';
+import { publishChanges } from './resources.js';
 import { createServer } from './server.js';
+import { agentSpawnTools } from './tools/agent-spawn.js';
 
 type HttpServeOptions = {
   /** Default: a free port. */
@@ -67,10 +69,11 @@ async function serveHttp(log: (message: string) => void, options: HttpServeOptio
     listener = await listenHttpMcp<string>({
       authenticate: (given) => (tokenMatches(token, given) ? CLIENT : undefined),
       // An agent that read the token gets no spawn tools (src/mcp/http/peer.ts).
-      serverFor: (_, opening) => {
+      serverFor: (_, opening, era) => {
         const agent = agentPeer(opening.socket);
         if (agent) log(`a session without spawn tools: ${agent.reason}`);
-        return createServer(app, agent ?? app.nesting);
+        // A 2026 request's server lives for that request: the listener's notifier carries the changes.
+        return createServer(app, agent ?? app.nesting, era === 'modern' ? 'published' : 'subscribed');
       },
       maxSessionsPerPrincipal: MAX_SESSIONS,
       idleSessionMs: IDLE_SESSION_MS,
@@ -91,9 +94,17 @@ async function serveHttp(log: (message: string) => void, options: HttpServeOptio
     throw error;
   }
   collectWhenIdle(app.jobs);
+  // 2026 clients hear the changes on their subscriptions/listen streams (the notifier: modern above).
+  const stopPublishing = publishChanges(app, listener.notify!, (changed) => {
+    const named = agentSpawnTools(app);
+    return named.onChange?.(changed) ?? (() => undefined);
+  });
   const info = writeDaemonFile(stateDir, listener.url, listener.port);
   exitOnSignals(app, log, {
-    beforeAgents: () => listener.close(),
+    beforeAgents: () => {
+      stopPublishing();
+      return listener.close();
+    },
     afterAgents: async () => {
       removeDaemonFile(stateDir);
       await unlock();

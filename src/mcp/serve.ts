@@ -6,7 +6,6 @@ import { createApp } from '../app.js';
 import { loadConfig, projectDaemonOf } from '../config/config.js';
 import { DEPTH_ENV, NESTING_ENV } from '../jobs/agents/nesting.js';
 import { ancestorVariables } from '../lib/proc.js';
-import { bridgeStdio } from './bridge.js';
 import { projectToken, type DaemonInfo } from '../lib/daemon-file.js';
 import { serveStdio as serveStdioEntry } from '@modelcontextprotocol/server/stdio';
 import { StdioTransport } from './stdio-transport.js';
@@ -20,7 +19,8 @@ import { createServer } from './server.js';
 export async function serveStdio(log: (message: string) => void): Promise<void> {
   keepConsoleOffStdout();
   const daemon = sharedServer(log);
-  if (daemon) return bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
+  // The relay (and the SDK client it is built on) loads only when there is a daemon to relay to.
+  if (daemon) return (await import('./bridge.js')).bridgeStdio(daemon.daemon, daemon.endpoint, daemon.token, log);
   const app = createApp(process.env, process.cwd(), undefined, undefined, { parentChannel: lazyParentChannel });
   collectWhenIdle(app.jobs);
   const shutdown = exitOnSignals(app, log);
@@ -30,7 +30,8 @@ export async function serveStdio(log: (message: string) => void): Promise<void> 
   // server/discover (a probe it may abandon for initialize: then a second server is built).
   await serveStdioEntry(
     ({ era }) => {
-      const server = createServer(app);
+      // A 2026 client hears changes on its subscriptions/listen streams, onto which the entry routes them.
+      const server = createServer(app, app.nesting, era === 'modern' ? 'routed' : 'subscribed');
       // The run store's history loads once a 2025 client has finished the handshake, so that a
       // long history never slows start-up (a tool call needing it first loads it at once).
       if (era === 'legacy') server.server.oninitialized = () => app.iac.start();

@@ -4,7 +4,7 @@ import { McpServer } from '@modelcontextprotocol/server';
 import type { App } from '../app.js';
 import type { Nesting } from '../jobs/agents/nesting.js';
 import { DEFAULT_WAIT_S } from '../jobs/table.js';
-import { registerJobNotifications, registerResources } from './resources.js';
+import { registerJobNotifications, registerResources, type ResourceUpdates } from './resources.js';
 import { lazyJsonSchemaValidator } from './lazy-validator.js';
 import { serveTaskMethods, TASKS_EXTENSION } from './tasks.js';
 import { serveTools } from './tool-server.js';
@@ -112,8 +112,13 @@ function agentInstructions(app: App, nesting: Nesting): string[] {
  * app's own (an agent's connection to the shared server): what it decides is which tools and
  * instructions the client gets. Built per connection on stdio, per session for 2025 clients
  * over HTTP and per request for 2026 ones: what outlives it (jobs, teams, tasks) is the app's.
+ * `resourceUpdates`: which resource notifications it sends itself (resources.ts).
  */
-export function createServer(app: App, nesting: Nesting = app.nesting): McpServer {
+export function createServer(
+  app: App,
+  nesting: Nesting = app.nesting,
+  resourceUpdates: ResourceUpdates = 'subscribed',
+): McpServer {
   const server = new McpServer(
     { name: 'polyspawn', version: VERSION },
     {
@@ -130,7 +135,7 @@ export function createServer(app: App, nesting: Nesting = app.nesting): McpServe
   // server per client session over one app, and a closed session must leave no listener behind.
   const disposers = [
     serveTools(server, app, toolSources(app, nesting), nesting.canSpawn ? undefined : nesting.reason),
-    registerResources(server, app),
+    registerResources(server, app, resourceUpdates),
     registerJobNotifications(server, app),
   ];
   if (nesting.canSpawn) serveTaskMethods(server.server, app);

@@ -6,6 +6,7 @@
 // clients that show or type results (the SDK's Client validates structuredContent against
 // outputSchema): they are listed whole. POLYSPAWN_TOOL_SCHEMAS=full lists every schema whole
 // (the README's tool reference is generated from it).
+import { createHash } from 'node:crypto';
 import type { Tool, ToolAnnotations } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { ToolDeclaration } from './tools/tool.js';
@@ -107,10 +108,49 @@ const outputs = new WeakMap<z.ZodType, Tool['outputSchema']>();
 function listedOutput(schema: z.ZodType): Tool['outputSchema'] {
   let listed = outputs.get(schema);
   if (!listed) {
-    listed = jsonSchema(schema, 'output') as Tool['outputSchema'];
+    listed = withSharedDefs(jsonSchema(schema, 'output')) as Tool['outputSchema'];
     outputs.set(schema, listed);
   }
   return listed;
+}
+
+const DRAFT7_DEFS = '#/definitions/';
+/**
+ * The shapes with an id (the job's result and summary, a team's, a question: src/jobs/result.ts)
+ * held once under `$defs` and referred to wherever they recur: a client compiles a validator per
+ * output schema (the SDK's Client, for every tool at tools/list), and a shared definition that
+ * refers to another is compiled once per schema rather than at each place it appears. `$defs`
+ * rather than draft 7's `definitions`: a listed schema has no `$schema`, so a client reads it as
+ * 2020-12 (MCP's default), and either draft resolves the same JSON pointer. A root that is itself
+ * a shared shape (spawn_*: the job's result) is written out, since MCP wants an object schema there.
+ *
+ * Each is named by its content (`$id`, a hash of the rest): the SDK's clients compile a schema
+ * whose `$id` they have compiled before only once (AjvJsonSchemaValidator.getValidator), so the
+ * spawn tools' one schema is compiled once, not once a tool; a schema that differs is named
+ * differently, so a validator shared by two servers never checks one's results by the other's.
+ */
+function withSharedDefs(schema: Record<string, unknown>): Record<string, unknown> {
+  const { definitions, ...root } = schema as { definitions?: Record<string, unknown> } & Record<string, unknown>;
+  const defs = { ...definitions };
+  let top = root;
+  const rootRef = Object.keys(root).length === 1 && typeof root.$ref === 'string' ? root.$ref : undefined;
+  if (rootRef?.startsWith(DRAFT7_DEFS)) {
+    const name = rootRef.slice(DRAFT7_DEFS.length);
+    top = defs[name] as Record<string, unknown>;
+    delete defs[name];
+    // Still referred to from inside (a team's member results are job results too): kept.
+    if (JSON.stringify([top, defs]).includes(JSON.stringify(rootRef))) defs[name] = top;
+  }
+  // One of several object shapes (result: a job's or a team's) is an object too, as MCP wants a root to say.
+  if (top.type === undefined && Array.isArray(top.anyOf)) top = { type: 'object', ...top };
+  const text = JSON.stringify(Object.keys(defs).length ? { ...top, $defs: defs } : top).replaceAll(
+    `"${DRAFT7_DEFS}`,
+    '"#/$defs/',
+  );
+  return {
+    $id: `urn:polyspawn:output:${createHash('sha256').update(text).digest('hex').slice(0, 16)}`,
+    ...JSON.parse(text),
+  };
 }
 
 /** A zod schema as JSON Schema (draft 7, as the clients validate), without its $schema tag. */

@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { AjvJsonSchemaValidator as V1Validator } from '@modelcontextprotocol/sdk/validation/ajv';
+import { AjvJsonSchemaValidator as V2Validator } from '@modelcontextprotocol/client/validators/ajv';
 import { InMemoryTransport, McpServer } from '@modelcontextprotocol/server';
 import { describe, expect, test } from 'vitest';
 import { z } from 'zod';
@@ -98,8 +100,9 @@ describe('the tool list', () => {
         },
         required: ['prompt'],
       },
-      // As the SDK converts it, so the client checks a result as the server does.
+      // As the SDK converts it, so the client checks a result as the server does; named by its content.
       outputSchema: {
+        $id: expect.stringMatching(/^urn:polyspawn:output:[0-9a-f]{16}$/),
         type: 'object',
         properties: { agent_id: { type: 'string' }, state: { type: 'string', enum: ['queued', 'running'] } },
         required: ['agent_id', 'state'],
@@ -201,6 +204,104 @@ test(`an ACP agent's spawn tool, from each preset or declared bare, costs a mode
       }
     },
   );
+});
+
+// Issue 25: a client compiles a validator for every listed output schema at each start. The
+// shapes several tools return (a job's result and summary, a team's, a question) are held once
+// per schema under $defs, and each schema is named by its content, so the spawn tools' one schema
+// is compiled once. Both SDK clients' validators must read them as the server means them.
+describe("polyspawn's output schemas", () => {
+  const question = { message_id: 'm1', question: 'Which?', options: ['a', 'b'], asked_at: '2026-01-01T00:00:00Z' };
+  const job = {
+    agent_id: 'cabcdef',
+    backend: 'codex',
+    model: 'm',
+    state: 'succeeded',
+    task: 'do it',
+    created_at: '2026-01-01T00:00:00Z',
+    elapsed_s: 1.5,
+    questions: [question],
+    text: 'done',
+  };
+  const team = {
+    team_id: 'tabcdef',
+    topology: 'pipeline',
+    state: 'succeeded',
+    task: 'do it together',
+    members: [{ agent_id: 'cabcdef', member: 'm', role: 'stage 1', state: 'succeeded' }],
+    created_at: '2026-01-01T00:00:00Z',
+    elapsed_s: 3,
+    usage: { input_tokens: 1, output_tokens: 2, cached_input_tokens: 0 },
+    events: [],
+    member_results: [job],
+  };
+
+  test('the shared shapes are defined once per schema and referred to; equal schemas share an $id, others do not', async () => {
+    await withToolList(
+      (dir) => ({ PATH: fakeBin, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }),
+      async (client) => {
+        const { tools } = await client.listTools();
+        const byName = new Map(tools.map((t) => [t.name, t.outputSchema as Record<string, any>]));
+        const wait = byName.get('wait_for_agents')!;
+        expect(Object.keys(wait.$defs).sort()).toEqual(['job_result', 'job_summary', 'question', 'team_result']);
+        expect(wait.properties.finished.items).toEqual({ $ref: '#/$defs/job_result' });
+        expect(wait.properties.teams.items).toEqual({ $ref: '#/$defs/team_result' });
+        expect(wait.$defs.team_result.properties.member_results.items).toEqual({ $ref: '#/$defs/job_result' });
+        // result: a job's result or a team's, an object either way (MCP wants an object at the root).
+        const result = byName.get('result')!;
+        expect(result).toMatchObject({
+          type: 'object',
+          anyOf: [{ $ref: '#/$defs/job_result' }, { $ref: '#/$defs/team_result' }],
+        });
+        // A spawn tool's root is the job's result, written out; its question still refers.
+        const spawn = byName.get('spawn_codex')!;
+        expect(spawn.type).toBe('object');
+        expect(spawn.properties.agent_id).toEqual({ type: 'string' });
+        expect(spawn.properties.questions.items).toEqual({ $ref: '#/$defs/question' });
+        // Nothing of the draft 7 spelling is left.
+        expect(JSON.stringify(tools)).not.toContain('#/definitions/');
+        // One $id per distinct schema.
+        const texts = new Map<string, string>();
+        for (const [name, schema] of byName) {
+          const { $id, ...rest } = schema;
+          const text = JSON.stringify(rest);
+          expect(texts.get($id) ?? text, `${name}: ${$id}`).toBe(text);
+          texts.set($id, text);
+        }
+        const spawnIds = new Set(tools.filter((t) => t.name.startsWith('spawn_')).map((t) => t.outputSchema!.$id));
+        expect(spawnIds.size).toBe(1);
+        expect(texts.size).toBeGreaterThan(5);
+      },
+    );
+  });
+
+  test.each([
+    ['the v1 SDK client', () => new V1Validator()],
+    ['the v2 SDK client', () => new V2Validator()],
+  ])("%s's validator accepts the server's results and refuses a broken one", async (_, validator) => {
+    await withToolList(
+      (dir) => ({ PATH: fakeBin, HOME: dir, XDG_CONFIG_HOME: join(dir, 'xdg') }),
+      async (client) => {
+        const { tools } = await client.listTools();
+        const v = validator();
+        const check = (name: string) => v.getValidator(tools.find((t) => t.name === name)!.outputSchema!);
+        for (const t of tools) expect(() => v.getValidator(t.outputSchema!), t.name).not.toThrow();
+        expect(check('spawn_codex')(job).valid).toBe(true);
+        expect(check('spawn_claude')({ ...job, questions: [{ question: 'no id' }] }).valid).toBe(false);
+        expect(check('result')(job).valid).toBe(true);
+        expect(check('result')(team).valid).toBe(true);
+        expect(check('result')({ ...team, member_results: [{ ...job, state: 'nonsense' }] }).valid).toBe(false);
+        const { text: _text, ...summary } = job;
+        expect(
+          check('wait_for_agents')({ finished: [job], pending: [summary], teams: [team], timed_out: false }).valid,
+        ).toBe(true);
+        expect(check('wait_for_agents')({ finished: [{ agent_id: 'x' }], pending: [], timed_out: true }).valid).toBe(
+          false,
+        );
+        expect(check('cancel')(summary).valid).toBe(true);
+      },
+    );
+  });
 });
 
 /**

@@ -3,8 +3,8 @@
 // reported (server log, list_agents, `polyspawn doctor`), never fatal; define_agent writes
 // files through the same checks.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
 import type { Backend, BackendSettings, McpServerSpec } from '../../../backends/types.js';
 import { ISOLATION_MODES, timeoutSeconds, type Config, type Isolation } from '../../config/config.js';
@@ -17,6 +17,10 @@ import { isInside } from '../../lib/fs.js';
 import { MAX_DEPTH } from './nesting.js';
 import { PARENT_SERVER } from '../conversation.js';
 import type { NamedAgentSettings } from '../table.js';
+
+/** The YAML library, loaded with the first agent file read or written: a project without named agents never pays for it at start. */
+let yamlModule: typeof import('yaml') | undefined;
+const yaml = () => (yamlModule ??= createRequire(import.meta.url)('yaml') as typeof import('yaml'));
 
 export type AgentScope = 'project' | 'user';
 
@@ -311,7 +315,7 @@ export function parseAgentFile(text: string): { frontmatter: unknown; body: stri
   if (!close) return { problem: 'its frontmatter is not closed: add a line "---" after the settings' };
   const yamlText = rest.slice(0, close.index);
   const body = rest.slice(close.index + close[0].length).replace(/^\r?\n/, '');
-  const doc = parseDocument(yamlText, { prettyErrors: true, uniqueKeys: true });
+  const doc = yaml().parseDocument(yamlText, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length)
     return { problem: `its frontmatter is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}` };
   const frontmatter: unknown = doc.toJS({ maxAliasCount: 50 });
@@ -328,7 +332,7 @@ export function parseAgentFile(text: string): { frontmatter: unknown; body: stri
 /** An agent.md's text: the settings as YAML frontmatter, then the system prompt. */
 export function renderAgentFile(frontmatter: Frontmatter, systemPrompt: string): string {
   const clean = Object.fromEntries(Object.entries(frontmatter).filter(([, v]) => v !== undefined));
-  return `---\n${stringify(clean, { lineWidth: 0 })}---\n\n${systemPrompt.trim()}\n`;
+  return `---\n${yaml().stringify(clean, { lineWidth: 0 })}---\n\n${systemPrompt.trim()}\n`;
 }
 
 /** Loads one agent.md. */

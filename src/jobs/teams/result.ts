@@ -7,34 +7,43 @@ import { teamTotals, TEAM_STATES, type TeamRecord } from './record.js';
 import { TOPOLOGY_NAMES } from './options.js';
 import { overlapsOfIds } from '../worktree/report.js';
 
-export const teamSummarySchema = z.object({
-  team_id: z.string(),
-  topology: z.enum(TOPOLOGY_NAMES),
-  state: z.enum(TEAM_STATES),
-  task: z.string(),
-  preset: z.string().optional(),
-  members: z.array(z.object({ agent_id: z.string(), member: z.string(), role: z.string(), state: z.enum(JOB_STATES) })),
-  created_at: z.string(),
-  ended_at: z.string().optional(),
-  elapsed_s: z.number(),
-  cost_usd: z.number().optional(),
-  usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }),
-  parent_team_id: z.string().optional(),
-  child_team_ids: z.array(z.string()).optional(),
-});
+export const teamSummarySchema = z
+  .object({
+    team_id: z.string(),
+    topology: z.enum(TOPOLOGY_NAMES),
+    state: z.enum(TEAM_STATES),
+    task: z.string(),
+    preset: z.string().optional(),
+    members: z.array(
+      z.object({ agent_id: z.string(), member: z.string(), role: z.string(), state: z.enum(JOB_STATES) }),
+    ),
+    created_at: z.string(),
+    ended_at: z.string().optional(),
+    elapsed_s: z.number(),
+    cost_usd: z.number().optional(),
+    usage: z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_input_tokens: z.number() }),
+    parent_team_id: z.string().optional(),
+    child_team_ids: z.array(z.string()).optional(),
+  })
+  .meta({ id: 'team_summary' });
 
-export const teamResultSchema = teamSummarySchema.extend({
-  answer: z.string().optional().describe("The team's answer"),
-  error: z.string().optional(),
-  note: z.string().optional(),
-  budget_reached: z.boolean().optional(),
-  events: z.array(z.object({ at: z.string(), kind: z.string(), text: z.string(), agent_id: z.string().optional() })),
-  member_results: z.array(jobResultSchema).optional().describe("Each member's own result, once the team has finished"),
-  overlaps: z
-    .array(z.object({ file: z.string(), agent_ids: z.array(z.string()) }))
-    .optional()
-    .describe('Files that more than one member changed in its worktree (isolation "worktree")'),
-});
+export const teamResultSchema = teamSummarySchema
+  .extend({
+    answer: z.string().optional().describe("The team's answer"),
+    error: z.string().optional(),
+    note: z.string().optional(),
+    budget_reached: z.boolean().optional(),
+    events: z.array(z.object({ at: z.string(), kind: z.string(), text: z.string(), agent_id: z.string().optional() })),
+    member_results: z
+      .array(jobResultSchema)
+      .optional()
+      .describe("Each member's own result, once the team has finished"),
+    overlaps: z
+      .array(z.object({ file: z.string(), agent_ids: z.array(z.string()) }))
+      .optional()
+      .describe('Files that more than one member changed in its worktree (isolation "worktree")'),
+  })
+  .meta({ id: 'team_result' });
 
 type TeamSummary = z.infer<typeof teamSummarySchema>;
 type TeamResult = z.infer<typeof teamResultSchema>;
@@ -87,22 +96,7 @@ export function teamResult(
   });
 }
 
-/**
- * Fields a job's and a team's shapes share (with compatible types): the job's stand for both. A
- * job's summary has no usage, so there the team's stays.
- */
-const SHARED = {
-  state: true,
-  task: true,
-  created_at: true,
-  ended_at: true,
-  elapsed_s: true,
-  cost_usd: true,
-} as const;
-
 /** result's output: a job's result, or a team's (a team id was passed). */
-export const jobOrTeamResultSchema = jobResultSchema
-  .partial()
-  .extend(teamResultSchema.omit({ ...SHARED, usage: true }).partial().shape);
+export const jobOrTeamResultSchema = z.union([jobResultSchema, teamResultSchema]);
 /** cancel's output: a job's summary, or a team's. */
-export const jobOrTeamSummarySchema = jobSummarySchema.partial().extend(teamSummarySchema.omit(SHARED).partial().shape);
+export const jobOrTeamSummarySchema = z.union([jobSummarySchema, teamSummarySchema]);

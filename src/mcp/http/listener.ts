@@ -15,6 +15,7 @@ import {
   isLegacyRequest,
   type AuthInfo,
   type McpServer,
+  type ServerNotifier,
 } from '@modelcontextprotocol/server';
 import { readBody } from './body.js';
 import { EventBudget, type EventLimits } from './event-store.js';
@@ -27,8 +28,11 @@ export type HttpMcpOptions<P> = {
    * request, and again before a session is opened; principals are compared with ===.
    */
   authenticate(token: string): P | undefined;
-  /** A fresh McpServer for a new session opened by this principal, with the initialize request that opens it. */
-  serverFor(principal: P, opening: IncomingMessage): McpServer;
+  /**
+   * A fresh McpServer for a new 2025 session opened by this principal, with the initialize request
+   * that opens it (era "legacy"), or for one 2026 request (era "modern"), with that request.
+   */
+  serverFor(principal: P, opening: IncomingMessage, era: 'legacy' | 'modern'): McpServer;
   /**
    * Serves the 2026-07-28 protocol too (default: only 2025's sessions): a request that carries
    * its `_meta` envelope is answered whole by a server built for it alone, by serverFor.
@@ -78,6 +82,11 @@ export type HttpMcpListener<P> = {
   endSessionsOf(principal: P): Promise<void>;
   /** Bytes the sessions' resumable streams keep now, all together. */
   storedEventBytes(): number;
+  /**
+   * With `modern`: what reaches 2026 clients' `subscriptions/listen` streams (the servers built
+   * per request are gone by the time something changes), each one filtered by what it listens to.
+   */
+  notify?: ServerNotifier;
   /** Closes every session, the server and every socket. */
   close(): Promise<void>;
 };
@@ -119,7 +128,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     ? createMcpHandler(
         (ctx) => {
           const asked = ctx.authInfo?.extra as { principal: P; req: IncomingMessage };
-          return options.serverFor(asked.principal, asked.req);
+          return options.serverFor(asked.principal, asked.req, 'modern');
         },
         { legacy: 'reject', onerror: (error) => log(`mcp http: ${error.message}`) },
       )
@@ -217,7 +226,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
         message: `Too Many Requests: this token holds ${maxSessions} open sessions, the most it may, each with a request in flight; wait for one to be answered, or end one (DELETE ${path} with its mcp-session-id), before opening another`,
       });
     }
-    const session = await sessions.open(principal, options.serverFor(principal, req));
+    const session = await sessions.open(principal, options.serverFor(principal, req, 'legacy'));
     try {
       await session.transport.handleRequest(req, res, body.json);
     } finally {
@@ -251,6 +260,7 @@ export async function listenHttpMcp<P>(options: HttpMcpOptions<P>): Promise<Http
     port,
     endSessionsOf: (principal) => sessions.closeAllOf(principal),
     storedEventBytes: () => eventBudget?.heldBytes ?? 0,
+    ...(modern ? { notify: modern.notify } : {}),
     close() {
       clearInterval(sweep);
       closing ??= (async () => {

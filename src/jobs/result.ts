@@ -16,6 +16,12 @@ export const questionSchema = z.object({
   message_id: z.string(),
   question: z.string(),
   options: z.array(z.string()).optional(),
+  to: z
+    .literal('user')
+    .optional()
+    .describe(
+      "Meant for the user: put it to them unless their client's dialog already did, and reply with their answer",
+    ),
   asked_at: z.string(),
 });
 
@@ -83,6 +89,8 @@ export const jobResultSchema = jobSummarySchema.extend({
         message_id: z.string().optional(),
         text: z.string(),
         options: z.array(z.string()).optional(),
+        to: z.literal('user').optional().describe('A question meant for the user'),
+        by: z.enum(['orchestrator', 'dashboard', 'user']).optional().describe('Who gave the answer'),
       }),
     )
     .optional()
@@ -186,6 +194,7 @@ export function questionsOf(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord)
       message_id: q.messageId,
       question: q.text,
       options: q.options,
+      to: q.to,
       asked_at: q.at,
     }),
   );
@@ -199,6 +208,8 @@ const conversationView = (ctx: Pick<ResultContext, 'secrets'>, entries: Conversa
       message_id: e.kind !== 'progress' ? e.messageId : undefined,
       text: e.text,
       options: e.kind === 'question' ? e.options : undefined,
+      to: e.kind === 'question' ? e.to : undefined,
+      by: e.kind === 'answer' ? e.by : undefined,
     }),
   );
 

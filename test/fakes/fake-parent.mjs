@@ -7,6 +7,7 @@
 //                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
+//   [[cli:ask-to:WHOM]]      its addressee (ask_parent's `to`), passed as given
 //   [[cli:ask-check]]        once answered, check_message_status for that message and for an
 //                            unknown one: the answer text ends with ` CHECKED <status> <answer>`
 //                            and ` UNKNOWN <the refusal>`
@@ -68,10 +69,10 @@ async function connect(channel) {
 
 const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
 
-async function ask(client, question, options, clock, check) {
+async function ask(client, question, options, to, clock, check) {
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
   const sentAt = Date.now();
-  let result = await call('ask_parent', { question, ...(options ? { options } : {}) });
+  let result = await call('ask_parent', { question, ...(options ? { options } : {}), ...(to ? { to } : {}) });
   for (let i = 0; !result.isError && result.structuredContent?.status === 'pending' && i < 20; i++) {
     result = await call('check_message_status', { message_id: result.structuredContent.message_id });
   }
@@ -136,7 +137,8 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     const question = valueOf('ask');
     if (question !== undefined) {
       const flag = (key) => valueOf(key) !== undefined;
-      return await ask(client, question, valueOf('ask-options')?.split('|'), flag('ask-clock'), flag('ask-check'));
+      const options = valueOf('ask-options')?.split('|');
+      return await ask(client, question, options, valueOf('ask-to'), flag('ask-clock'), flag('ask-check'));
     }
     return 'TALKED';
   } finally {

@@ -7,7 +7,7 @@
 //                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
-//   [[cli:ask-to:WHOM]]      its addressee (ask_parent's `to`), passed as given
+//   [[cli:ask-to:WHOM]]      its addressee (ask_parent's `to`), passed as given; ask-many's too
 //   [[cli:ask-check]]        once answered, check_message_status for that message and for an
 //                            unknown one: the answer text ends with ` CHECKED <status> <answer>`
 //                            and ` UNKNOWN <the refusal>`
@@ -124,11 +124,16 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     const progress = valueOf('progress');
     if (progress !== undefined) await client.callTool({ name: 'report_progress', arguments: { text: progress } });
     const many = valueOf('ask-many');
+    const to = valueOf('ask-to');
     if (many !== undefined) {
       return await new Promise((resolve) => {
         for (let i = 1; i <= Number(many); i++) {
           void client
-            .callTool({ name: 'ask_parent', arguments: { question: `question ${i}` } }, undefined, { timeout: 120_000 })
+            .callTool(
+              { name: 'ask_parent', arguments: { question: `question ${i}`, ...(to ? { to } : {}) } },
+              undefined,
+              { timeout: 120_000 },
+            )
             .then((r) => r.isError && resolve(`REFUSED ${textOf(r)}`));
         }
       });
@@ -138,7 +143,7 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     if (question !== undefined) {
       const flag = (key) => valueOf(key) !== undefined;
       const options = valueOf('ask-options')?.split('|');
-      return await ask(client, question, options, valueOf('ask-to'), flag('ask-clock'), flag('ask-check'));
+      return await ask(client, question, options, to, flag('ask-clock'), flag('ask-check'));
     }
     return 'TALKED';
   } finally {

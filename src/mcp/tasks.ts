@@ -97,10 +97,16 @@ function taskStatus(app: App, taskId: string, entry: TaskEntry) {
   if (asking) return { ...base, lastUpdatedAt: asking.question.at, ...inputRequired(app, asking) };
   if (entry.work.kind === 'job') {
     const job = app.jobs.get(entry.work.id)!;
-    return { ...base, lastUpdatedAt: job.endedAt ?? job.startedAt ?? job.createdAt, ...jobStatus(app, job) };
+    return { ...base, lastUpdatedAt: lastUpdateOf(job), ...jobStatus(app, job) };
   }
   const team = app.teams.get(entry.work.id)!;
   return { ...base, lastUpdatedAt: team.endedAt ?? team.createdAt, ...teamStatus(app, team) };
+}
+
+/** When the job last changed as a task sees it: its state, or a question, answer or progress line since. */
+function lastUpdateOf(job: JobRecord): string {
+  const times = [job.endedAt ?? job.startedAt ?? job.createdAt, job.conversation?.at(-1)?.at ?? ''];
+  return times.reduce((a, b) => (Date.parse(b) > Date.parse(a) ? b : a));
 }
 
 /** A running job's open question to the user. */

@@ -199,6 +199,35 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
   const ended = (c: InteractiveClaude, taskId: string) =>
     polls(c, taskId).some((p) => ['completed', 'failed', 'cancelled'].includes(p.response!.result!.status as string));
 
+  /**
+   * The JSON-RPC messages of one task, in order: each request with its answer, a run of the same
+   * poll with the same answer as one pair with its count. For the record of what was said.
+   */
+  function sequenceOf(c: InteractiveClaude, taskId: string): string {
+    const messages = c.tap('agents').map(({ from, message }) => ({ from, m: message as JsonRpc }));
+    const answers = new Map(
+      messages.filter(({ from, m }) => from === 'server' && !m.method).map(({ m }) => [String(m.id), m]),
+    );
+    const shown = (value: unknown) => {
+      const text = JSON.stringify(value);
+      return text.length > 700 ? `${text.slice(0, 700)}…` : text;
+    };
+    const pairs: { text: string; count: number }[] = [];
+    for (const { from, m } of messages) {
+      if (from !== 'client' || !m.method) continue;
+      const answer = answers.get(String(m.id));
+      const { _meta, ...params } = m.params ?? {};
+      void _meta;
+      const made = (answer?.result as { taskId?: string } | undefined)?.taskId === taskId;
+      if ((params as { taskId?: string }).taskId !== taskId && !made) continue;
+      const text = `→ ${m.method} ${shown(params)}\n  ← ${shown(answer?.result ?? answer?.error ?? '(no answer)')}`;
+      const last = pairs.at(-1);
+      if (last?.text === text) last.count++;
+      else pairs.push({ text, count: 1 });
+    }
+    return pairs.map((p) => (p.count > 1 ? `${p.text}   (×${p.count})` : p.text)).join('\n');
+  }
+
   /** The call's answer is a task handle; returns its task id. */
   function taskHandle(e: Exchange): string {
     expect(declaresTasks(e.request), JSON.stringify(e.request)).toBe(true);
@@ -238,6 +267,34 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     expect(working.length).toBeGreaterThan(0);
     expect(working.every((p) => typeof p.response!.result!.statusMessage === 'string')).toBe(true);
     console.log(`spawn as a task: agent ${await agentOf(c, taskId)}, task ${taskId}\n${note}`);
+  });
+
+  test('a question to the user opens the dialog; the answer typed there reaches the agent in the same run', async () => {
+    const c = await session();
+    const mark = `task-ask-${Date.now()}`;
+    const ask = { question: `${mark} Which colour do you want?`, to: 'user' };
+    const prompt = `${mark} ask. [[fake:mcp:parent:ask_parent:${JSON.stringify(ask)}]]`;
+    await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
+    const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
+
+    // The dialog, with the agent's question in it (the prompt line above holds it as well); a
+    // task that ends first never asked the user (its notification says what the agent got).
+    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
+    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
+    const last = () => JSON.stringify(polls(c, taskId).at(-1)?.response?.result);
+    expect(ended(c, taskId), `the task ended without asking the user: ${last()}`).toBe(false);
+    const asking = polls(c, taskId).find((p) => p.response!.result!.status === 'input_required');
+    expect(JSON.stringify(asking?.response?.result?.inputRequests)).toContain(ask.question);
+    await c.answerDialog('blue, like the sea');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"accept"');
+
+    // The agent's model got ask_parent's answer and finished with it (the fake answers TOOL_RESULT: …).
+    const note = await notificationWith('blue, like the sea');
+    expect(note).toContain('<status>completed</status>');
+    expect(note).toContain('TOOL_RESULT:');
+    console.log(`question to the user: agent ${await agentOf(c, taskId)}\n${sequenceOf(c, taskId)}\n${note}`);
   });
 
   test('run_team becomes a task; the notification carries the team’s answer', async () => {

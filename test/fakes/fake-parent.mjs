@@ -8,6 +8,7 @@
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
 //   [[cli:ask-to:WHOM]]      its addressee (ask_parent's `to`), passed as given; ask-many's too
+//   [[cli:ask-extra:KEY]]    an argument ask_parent does not take, KEY: true
 //   [[cli:ask-check]]        once answered, check_message_status for that message and for an
 //                            unknown one: the answer text ends with ` CHECKED <status> <answer>`
 //                            and ` UNKNOWN <the refusal>`
@@ -69,10 +70,16 @@ async function connect(channel) {
 
 const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
 
-async function ask(client, question, options, to, clock, check) {
+async function ask(client, question, options, to, extra, clock, check) {
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
   const sentAt = Date.now();
-  let result = await call('ask_parent', { question, ...(options ? { options } : {}), ...(to ? { to } : {}) });
+  const args = {
+    question,
+    ...(options ? { options } : {}),
+    ...(to ? { to } : {}),
+    ...(extra ? { [extra]: true } : {}),
+  };
+  let result = await call('ask_parent', args);
   for (let i = 0; !result.isError && result.structuredContent?.status === 'pending' && i < 20; i++) {
     result = await call('check_message_status', { message_id: result.structuredContent.message_id });
   }
@@ -143,7 +150,8 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     if (question !== undefined) {
       const flag = (key) => valueOf(key) !== undefined;
       const options = valueOf('ask-options')?.split('|');
-      return await ask(client, question, options, to, flag('ask-clock'), flag('ask-check'));
+      const extra = valueOf('ask-extra');
+      return await ask(client, question, options, to, extra, flag('ask-clock'), flag('ask-check'));
     }
     return 'TALKED';
   } finally {

@@ -108,6 +108,49 @@ describe('a running job asks', () => {
     expect(() => jobs.waitForAnswer(job.id, 'q9', 10)).toThrow(/no question "q9" in this run/);
   });
 
+  test('the first answer wins, from any door; a later one is told who answered', async () => {
+    const { jobs, started } = table();
+    const job = await started();
+    for (const by of ['user', 'dashboard', 'orchestrator'] as const) {
+      const q = jobs.ask(job.id, `Go? (${by})`, undefined, 'user');
+      expect(q.to).toBe('user');
+      jobs.reply(job.id, q.messageId, 'first', by);
+      const said = {
+        user: "by the user, in the client's dialog at",
+        dashboard: 'by the dashboard at',
+        orchestrator: 'by the orchestrator (reply_subagent) at',
+      }[by];
+      for (const later of ['user', 'dashboard', 'orchestrator'] as const)
+        expect(() => jobs.reply(job.id, q.messageId, 'second', later)).toThrow(
+          `question ${q.messageId} of agent ${job.id} was answered already, ${said}`,
+        );
+    }
+    expect(job.conversation?.filter((e) => e.kind === 'answer').map((e) => e.kind === 'answer' && e.by)).toEqual([
+      'user',
+      'dashboard',
+      'orchestrator',
+    ]);
+    // A question to the orchestrator keeps no addressee on the record, as before addressees existed.
+    expect(jobs.ask(job.id, 'plain').to).toBeUndefined();
+  });
+
+  test(`at most ${CONVERSATION_LIMITS.userQuestions} questions to the user a run; options offered once each`, async () => {
+    const { jobs, started } = table();
+    const job = await started();
+    for (let i = 0; i < CONVERSATION_LIMITS.userQuestions; i++) {
+      const q = jobs.ask(job.id, `user question ${i}`, undefined, 'user');
+      jobs.reply(job.id, q.messageId, 'ok', 'user');
+    }
+    expect(() => jobs.ask(job.id, 'one more', undefined, 'user')).toThrow(
+      `this run has asked the user ${CONVERSATION_LIMITS.userQuestions} questions, the most one run may: ask the orchestrator (leave out \`to\`) or decide on your own`,
+    );
+    // The orchestrator can still be asked.
+    expect(jobs.ask(job.id, 'to the orchestrator').messageId).toBe(`q${CONVERSATION_LIMITS.userQuestions + 1}`);
+    expect(() => jobs.ask(job.id, 'pick', ['a', 'b', 'a'], 'user')).toThrow(
+      'option 3 repeats option 1: offer each choice once',
+    );
+  });
+
   test("another server's running agent is answered through that server", () => {
     const theirs: JobRecord = {
       ...request,

@@ -33,8 +33,6 @@ export type Question = Extract<ConversationEntry, { kind: 'question' }>;
 export const CONVERSATION_LIMITS = {
   openQuestions: 5,
   questions: 50,
-  /** Of those, addressed to the user: each may open a dialog in front of them. */
-  userQuestions: 10,
   /** Progress lines kept in the record; later ones still update the current status. */
   progressLines: 100,
   questionChars: 4000,

@@ -436,12 +436,6 @@ export class JobTable {
     if (asked >= CONVERSATION_LIMITS.questions) {
       throw new InputError(`this run has asked ${asked} questions, the most one run may: decide on your own`);
     }
-    const toUser = entries.filter((e) => e.kind === 'question' && e.to === 'user').length;
-    if (to === 'user' && toUser >= CONVERSATION_LIMITS.userQuestions) {
-      throw new InputError(
-        `this run has asked the user ${toUser} questions, the most one run may: ask the orchestrator (leave out \`to\`) or decide on your own`,
-      );
-    }
     const question: Question = {
       kind: 'question',
       at: new Date().toISOString(),

@@ -9,10 +9,14 @@ import {
   UpdateTaskRequestV2Schema,
   UpdateTaskResultV2Schema,
 } from '@modelcontextprotocol/ext-tasks/core/v2';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CONVERSATION_LIMITS, USER_DECLINED } from '../../src/jobs/conversation.js';
 import { POLL_INTERVAL_MS, TASK_TTL_MS } from '../../src/mcp/tasks.js';
+import { repoRoot } from '../helpers/mcp.js';
 import { startRpcServer, stopAllAndCollectStdoutProblems, type RpcServer } from '../helpers/rpc.js';
+import { tempDir } from '../helpers/temp.js';
 
 const MODERN = '2026-07-28';
 const envelope = (tasks: boolean) => ({
@@ -68,7 +72,14 @@ async function untilDone(taskId: string, deadlineMs = 60_000) {
 }
 
 beforeAll(async () => {
-  s = await startRpcServer({ initialize: false });
+  // An ACP agent too (test/fakes/fake-acp-agent.mjs), whose permission requests are questions to the user.
+  const config = join(tempDir('tasks-config'), 'config.json');
+  const fakeAcp = join(repoRoot, 'test', 'fakes', 'fake-acp-agent.mjs');
+  writeFileSync(
+    config,
+    JSON.stringify({ acp_agents: { fakeacp: { command: process.execPath, args: [fakeAcp], start_timeout_s: 5 } } }),
+  );
+  s = await startRpcServer({ initialize: false, env: { POLYSPAWN_CONFIG: config } });
   const discovered = await modern('server/discover', {}, false);
   expect(discovered.error).toBeUndefined();
   expect(discovered.result).toMatchObject({ supportedVersions: expect.arrayContaining([MODERN]) });
@@ -298,6 +309,46 @@ describe("an agent's question to the user on a task (input_required, tasks/updat
       expect.objectContaining({ kind: 'answer', by: 'user', text: 'b\u202Eblue' }),
     );
     await untilDone(handle.taskId);
+  });
+});
+
+describe('questions to the user that fall out of the same design', () => {
+  test("a team as a task: its members' questions to the user, one dialog at a time, each naming the member", async () => {
+    const handle = await callAsTask('run_team', {
+      task: 'both ask [[cli:ask:Tabs or spaces?]] [[cli:ask-to:user]]',
+      topology: 'map_reduce',
+      members: ['codex', 'claude'],
+    });
+    const answered: string[] = [];
+    let task = await getTask(handle.taskId);
+    for (const until = Date.now() + 60_000; ['working', 'input_required'].includes(task.status);) {
+      if (Date.now() > until) throw new Error(`team still running: ${JSON.stringify(task)}`);
+      if (task.status === 'input_required') {
+        const [key, request] = Object.entries(task.inputRequests)[0] as [string, { params: { message: string } }];
+        const member = key.split('/')[0];
+        expect(request.params.message).toMatch(
+          new RegExp(`^Agent ${member} \\((codex|claude), [^)]+ of team ${handle.taskId}\\) asks you:`),
+        );
+        expect((await update(handle.taskId, { [key]: accept(`spaces ${answered.length}`) })).error).toBeUndefined();
+        answered.push(key);
+      } else await new Promise((resolve) => setTimeout(resolve, 100));
+      task = await getTask(handle.taskId);
+    }
+    expect(task.status).toBe('completed');
+    // Both members asked; each was answered once, in its own run.
+    expect(new Set(answered.map((key) => key.split('/')[0])).size).toBe(2);
+    expect(answered).toHaveLength(2);
+  });
+
+  test("an ACP agent's permission request on a task is the user's: a form of its options; a declined dialog refuses it", async () => {
+    const handle = await callAsTask('spawn_fakeacp', { prompt: 'make it [[acp:write from-task.txt hello]]' });
+    const { key, form } = await untilAsking(handle.taskId);
+    expect(form.message).toContain('The agent asks permission for edit');
+    expect(form.requestedSchema).toMatchObject({ properties: { answer: { enum: ['Allow once', 'Reject'] } } });
+    expect((await update(handle.taskId, { [key]: { action: 'decline' } })).error).toBeUndefined();
+    const { task } = await untilDone(handle.taskId);
+    // A declined dialog refuses the permission: nothing is written.
+    expect(resultOf(task).structuredContent.text).toContain('from-task.txt refused');
   });
 });
 

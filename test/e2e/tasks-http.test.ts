@@ -125,6 +125,10 @@ describe('the shared server over HTTP, 2026-07-28', () => {
     expect(stranger.status).toBe(401);
 
     const cookie = await dashboardCookie(server);
+    const shown = await fetch(`${new URL(server.url).origin}/agents/${taskId}`, { headers: { cookie } });
+    expect(await shown.text()).toContain(
+      `<b>${taskId}</b> asks the user: <span class="question-text">Merge it?</span>`,
+    );
     const page = await fetch(`${new URL(server.url).origin}/agents/${taskId}/reply`, {
       method: 'POST',
       redirect: 'manual',

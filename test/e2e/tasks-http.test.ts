@@ -60,6 +60,21 @@ async function post(method: string, params: Record<string, unknown>, tasks = tru
   return answer as Answer;
 }
 
+/** tasks/get over HTTP, checked against the extension's schema, until the task leaves `from` (a minute at most). */
+async function pollWhile(taskId: string, from: string) {
+  const get = async () => GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
+  let task = await get();
+  for (const until = Date.now() + 60_000; task.status === from && Date.now() < until; task = await get())
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  return task;
+}
+
+/** The completed task's text. */
+function answerOf(task: Awaited<ReturnType<typeof pollWhile>>): string {
+  if (task.status !== 'completed') throw new Error(`not completed: ${JSON.stringify(task)}`);
+  return (task.result as { structuredContent: { text: string } }).structuredContent.text;
+}
+
 beforeAll(async () => {
   server = await startHttpServer();
 }, 60_000);
@@ -105,12 +120,7 @@ describe('the shared server over HTTP, 2026-07-28', () => {
       arguments: { prompt: 'over http [[cli:ask:Merge it?]] [[cli:ask-to:user]]' },
     });
     const { taskId } = CreateTaskResultV2Schema.parse(called.result);
-    let task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    const until = Date.now() + 60_000;
-    while (task.status === 'working' && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    }
+    const task = await pollWhile(taskId, 'working');
     if (task.status !== 'input_required') throw new Error(`never asked: ${JSON.stringify(task)}`);
     const key = Object.keys(task.inputRequests)[0]!;
     expect(key).toBe(`${taskId}/q1`);
@@ -144,12 +154,7 @@ describe('the shared server over HTTP, 2026-07-28', () => {
       code: -32602,
       message: expect.stringContaining('answered already, by the dashboard'),
     });
-    while (task.status !== 'completed' && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    }
-    if (task.status !== 'completed') throw new Error(`not completed: ${JSON.stringify(task)}`);
-    expect((task.result as { structuredContent: { text: string } }).structuredContent.text).toBe('ANSWER merge it');
+    expect(answerOf(await pollWhile(taskId, 'working'))).toBe('ANSWER merge it');
   });
 
   test('the dialog answers over HTTP: tasks/update is taken, and the agent gets the answer', async () => {
@@ -158,23 +163,12 @@ describe('the shared server over HTTP, 2026-07-28', () => {
       arguments: { prompt: '[[cli:ask:Name?]] [[cli:ask-to:user]]' },
     });
     const { taskId } = CreateTaskResultV2Schema.parse(called.result);
-    let task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    const until = Date.now() + 60_000;
-    while (task.status === 'working' && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    }
-    expect(task.status).toBe('input_required');
+    expect((await pollWhile(taskId, 'working')).status).toBe('input_required');
     const updated = await post('tasks/update', {
       taskId,
       inputResponses: { [`${taskId}/q1`]: { action: 'accept', content: { answer: 'Ada' } } },
     });
     UpdateTaskResultV2Schema.parse(updated.result);
-    while (task.status !== 'completed' && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      task = GetTaskResultV2Schema.parse((await post('tasks/get', { taskId })).result);
-    }
-    if (task.status !== 'completed') throw new Error(`not completed: ${JSON.stringify(task)}`);
-    expect((task.result as { structuredContent: { text: string } }).structuredContent.text).toBe('ANSWER Ada');
+    expect(answerOf(await pollWhile(taskId, 'working'))).toBe('ANSWER Ada');
   });
 });

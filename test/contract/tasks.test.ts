@@ -297,6 +297,67 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     console.log(`question to the user: agent ${await agentOf(c, taskId)}\n${sequenceOf(c, taskId)}\n${note}`);
   });
 
+  /** Asks the user `ask` through a spawn as a task; returns the task id once the dialog shows the question. */
+  async function askTheUser(c: InteractiveClaude, mark: string, ask: Record<string, unknown> & { question: string }) {
+    const prompt = `${mark} ask. [[fake:mcp:parent:ask_parent:${JSON.stringify({ ...ask, to: 'user' })}]]`;
+    await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
+    const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
+    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
+    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
+    expect(ended(c, taskId), 'the task ended without asking the user').toBe(false);
+    return taskId;
+  }
+
+  /** The dialog's part of the screen. */
+  const dialogOf = (c: InteractiveClaude) => c.screen().slice(c.screen().indexOf('requests your input'));
+
+  /** Moves the dialog's cursor down to `button` and presses Enter. */
+  async function pressButton(c: InteractiveClaude, button: 'Accept' | 'Decline') {
+    for (let i = 0; i < 8 && !new RegExp(`❯\\s${button}`).test(c.screen()); i++) {
+      const before = c.screen();
+      c.press(i < 4 ? 'Down' : 'Right');
+      await waitFor('the dialog to move its cursor', () => c.screen() !== before, 5_000);
+    }
+    c.press('Enter');
+  }
+
+  test('a question with options: the dialog offers them; the choice reaches the agent', async () => {
+    const c = await session();
+    const mark = `task-choice-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, {
+      question: `${mark} Delete the branch?`,
+      options: ['keep it', 'delete it'],
+    });
+    // The field is collapsed ("▸ not set"); → expands it to its choices.
+    c.press('Right');
+    await waitFor('the choices', () => dialogOf(c).includes('keep it') && dialogOf(c).includes('delete it'), 10_000);
+    console.log(`the dialog's choices:\n${dialogOf(c)}`);
+    c.press('Enter');
+    await waitFor('a choice to be set', () => !dialogOf(c).includes('not set'), 10_000);
+    await pressButton(c, 'Accept');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    const sent = JSON.stringify(update.request.params?.inputResponses);
+    const chosen = ['keep it', 'delete it'].find((o) => sent.includes(`"answer":"${o}"`));
+    expect(chosen, sent).toBeDefined();
+    // The result's conversation: the user's answer, given to the agent as its own option.
+    const note = await notificationWith(`"text":"${chosen}","by":"user"`);
+    expect(note).toContain('<status>completed</status>');
+  });
+
+  test('Decline in the dialog: the agent is told the user declined, and finishes', async () => {
+    const c = await session();
+    const mark = `task-decline-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, { question: `${mark} May I push?` });
+    await pressButton(c, 'Decline');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"decline"');
+    const note = await notificationWith('The user declined to answer this question');
+    expect(note).toContain('<status>completed</status>');
+    console.log(`declined: agent ${await agentOf(c, taskId)}\n${sequenceOf(c, taskId)}`);
+  });
+
   test('run_team becomes a task; the notification carries the team’s answer', async () => {
     const c = await session();
     const mark = `task-team-${Date.now()}`;

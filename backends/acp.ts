@@ -70,6 +70,9 @@ const spawnInput = {
 /** The stricter of two answers: ask is stricter than allow, deny than both. */
 const STRICTNESS: Record<PermissionAnswer, number> = { allow: 0, ask: 1, deny: 2 };
 
+/** Whether `answer` lets the agent do more without asking than `than` does. */
+export const looserThan = (answer: PermissionAnswer, than: PermissionAnswer) => STRICTNESS[answer] < STRICTNESS[than];
+
 /** The job's answer to permission requests: its permission mode's, narrowed by the spawn's `on_permission`. */
 export function acpPermission(
   backend: AcpBackend,
@@ -78,7 +81,7 @@ export function acpPermission(
 ): PermissionAnswer {
   const configured = backend.acp.permissions[mode] ?? 'deny';
   const asked = job.extra.on_permission as PermissionAnswer | undefined;
-  return asked !== undefined && STRICTNESS[asked] > STRICTNESS[configured] ? asked : configured;
+  return asked !== undefined && looserThan(configured, asked) ? asked : configured;
 }
 
 /** The model a spawn names when it names none: ACP has no stable way to choose one, so the agent's own. */

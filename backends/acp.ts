@@ -3,10 +3,11 @@
 // described by data (its command, how it answers permission modes, how it reports usage), and this
 // file turns that description into a CliBackend whose runs src/jobs/acp/ drives. The run's log is
 // the protocol's message stream, one JSON line per message (AcpLogLine); parse() reads the answer,
-// the session and the usage back from it.
+// the session and the usage back from it, transcript() (./acp-transcript.ts) what a person reads.
 import { z } from 'zod';
 import type { BackendModels, CliBackend, Outcome, SandboxPaths, Usage } from './types.js';
 import { asNumber, field, jsonLines } from './jsonl.js';
+import { acpTranscript } from './acp-transcript.js';
 
 /** What an answer to `session/request_permission` is, under a permission mode: chosen, refused, or the orchestrator's to decide. */
 export const PERMISSION_ANSWERS = ['allow', 'deny', 'ask'] as const;
@@ -126,6 +127,7 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
     }),
     parse: (result) => parseAcpLog(agent, result.stdout),
     liveTurn: isTurn,
+    transcript: acpTranscript,
   };
 }
 

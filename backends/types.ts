@@ -233,8 +233,9 @@ type SignIn = { signedIn: true; how?: string } | { signedIn: false; fix: string 
  * entry with the same id replaces it, and a `done` entry adds its outcome to it.
  */
 export type TranscriptEntry =
-  | { kind: 'message'; text: string }
-  | { kind: 'reasoning'; text: string }
+  /** `continues`: a piece of a message streamed in chunks, joined to the step just before when that is one of its kind. */
+  | { kind: 'message'; text: string; continues?: true }
+  | { kind: 'reasoning'; text: string; continues?: true }
   | { kind: 'command'; id?: string; command: string; status: StepStatus; exitCode?: number; output?: string }
   | {
       kind: 'edit';

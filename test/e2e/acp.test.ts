@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 import { groupMembers } from '../helpers/processes.js';
+import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
 
 type Question = { agent_id: string; message_id: string; question: string; options?: string[] };
 type Job = {
@@ -43,7 +44,7 @@ beforeAll(async () => {
         future: agent('--protocol', '2'),
         stubborn: agent('--ignore-cancel'),
         noload: agent('--no-load'),
-        priced: { ...agent(), reports_cost: true },
+        priced: { ...agent(), reports_cost: true, fs: true },
         moded: { ...agent(), session_mode: 'default' },
         nomode: { ...agent(), session_mode: 'plan' },
         missing: { command: 'no-such-acp-agent-here', install_hint: 'install it with `npm i -g no-such`' },
@@ -239,6 +240,56 @@ describe('an ACP agent from the user config', () => {
     expect(job.state).toBe('failed');
     expect(job.budget?.exceeded).toBe('cost');
     expect(job.cost_usd).toBe(2.5);
+  });
+});
+
+describe('an agent as an attacker', () => {
+  test('updates of another session are left out of the log and the answer; its requests about that session refused', async () => {
+    const job = await finished(await spawn('priced', '[[acp:foreign]]', { budget: { max_budget_usd: 1 } }));
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.text).not.toContain('FOREIGN');
+    // Its cost of $99 for the other session neither stops the run nor is counted.
+    expect(job.cost_usd).toBeUndefined();
+    expect(job.text).toMatch(/foreign permission refused: .*is not this run's/);
+    expect(job.text).toMatch(/foreign fs-write refused: .*is not this run's/);
+    expect(existsSync(join(server.projectDir, 'foreign.txt'))).toBe(false);
+    expect(log(job.agent_id)).not.toContain('FOREIGN');
+    expect(log(job.agent_id)).toContain('sent updates of another session');
+  });
+
+  test('a permission request carrying a 10 MB diff: a question clipped to its limit, answered, the run goes on', async () => {
+    const id = await spawn('fakeacp', '[[acp:bigdiff 10]]');
+    const question = await questionOf(id);
+    expect(question.question.length).toBeLessThanOrEqual(CONVERSATION_LIMITS.questionChars);
+    expect(question.question).toContain('(clipped)');
+    expect(question.question).toContain('Answer with an option');
+    await server.callOk('reply_subagent', { agent_id: id, message_id: question.message_id, answer: 'Reject' });
+    const job = await finished(id);
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.text).toContain('bigdiff answered {"outcome":"selected","optionId":"reject"}');
+  });
+
+  test('cancel while a permission question waits: answered cancelled at once, the turn ends without a kill', async () => {
+    const id = await spawn('fakeacp', '[[acp:write late.txt no]]');
+    await questionOf(id);
+    await server.callOk('cancel', { agent_id: id });
+    const job = await finished(id);
+    expect(job.state).toBe('cancelled');
+    expect(log(id)).toContain('"result":{"outcome":{"outcome":"cancelled"}}');
+    // The agent ended its turn itself, told it was cancelled.
+    expect(log(id)).toContain('"stopReason":"cancelled"');
+    expect(existsSync(join(server.projectDir, 'late.txt'))).toBe(false);
+  });
+
+  test('a permission request after cancel is answered cancelled, even where the policy allows', async () => {
+    const id = await spawn('yolo', '[[acp:ask-after-cancel]]', { on_permission: 'allow' });
+    await promptSent(id);
+    await server.callOk('cancel', { agent_id: id });
+    const job = await finished(id);
+    expect(job.state).toBe('cancelled');
+    const stderr = readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'stderr.log'), 'utf8');
+    expect(stderr).toContain('after cancel: {"outcome":"cancelled"}');
+    expect(log(id)).toContain('"stopReason":"cancelled"');
   });
 });
 

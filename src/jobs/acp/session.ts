@@ -134,6 +134,8 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   let prompting = false;
   let connection: ClientContext | undefined;
   const turnOver = new AbortController();
+  // Aborted by a cancel (or a budget passed): a permission request waiting, or made after, is answered `cancelled`.
+  const cancelling = new AbortController();
   const endProcess = () => stop.abort();
   const fail = (why: string) => {
     if (failure) return;
@@ -143,6 +145,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   };
   // session/cancel, and the process ended if the turn does not end within the grace period.
   const interrupt = () => {
+    cancelling.abort();
     if (!prompting || !connection || !sessionId) return endProcess();
     void connection.notify('session/cancel', { sessionId }).catch(() => endProcess());
     setTimeout(endProcess, CANCEL_GRACE_MS).unref();
@@ -158,9 +161,17 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
     interrupt();
   };
   let agentMessages = 0;
+  let foreignUpdates = 0;
   const seen = (from: 'client' | 'agent', message: AnyMessage) => {
     if (from === 'agent' && ++agentMessages > MAX_AGENT_MESSAGES)
       return fail(`${agent.name} sent more than ${MAX_AGENT_MESSAGES} messages in one run: stopped as a flood`);
+    // An update of a session this run did not start is no part of its answer, usage or turns: left out of the log.
+    const about = from === 'agent' && sessionId ? updateOf(message) : undefined;
+    if (about !== undefined && about !== sessionId) {
+      if (foreignUpdates++ === 0)
+        log.say({ note: `${agent.name} sent updates of another session (${about}): left out` });
+      return;
+    }
     if (!log.message(from, message))
       return fail(`${agent.name}'s messages passed ${MAX_LOG_BYTES / 2 ** 20} MiB in one run: stopped as a flood`);
     overBudget(meter?.add({ from, message }));
@@ -180,10 +191,18 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
       fail(`${agent.name} asked for permission more than ${MAX_PERMISSION_REQUESTS} times in one run: stopped`);
       return { outcome: { outcome: 'cancelled' } };
     }
+    ownSession(request.sessionId);
+    // After session/cancel every permission request is answered `cancelled` (the protocol's rule), whatever the policy.
+    if (cancelling.signal.aborted) return { outcome: { outcome: 'cancelled' } };
     if (run.permission === 'allow') return allowOnce(request);
     if (run.permission === 'deny' || !run.questions) return rejectOnce(request);
     try {
-      const asked = await askOrchestrator(run.questions, job.id, request, turnOver.signal);
+      const asked = await askOrchestrator(
+        run.questions,
+        job.id,
+        request,
+        AbortSignal.any([turnOver.signal, cancelling.signal]),
+      );
       log.say({
         note: `permission ${asked.question.messageId} answered ${JSON.stringify(asked.answer ?? null)}: ${JSON.stringify(asked.response.outcome)}`,
       });
@@ -194,7 +213,13 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
       return rejectOnce(request);
     }
   };
-  const inFolder = <T>(method: () => T): T => {
+  /** A request about a session this run did not start is refused. */
+  const ownSession = (asked: string) => {
+    if (sessionId && asked !== sessionId)
+      throw RequestError.invalidParams(undefined, `session ${asked} is not this run's (${sessionId})`);
+  };
+  const inFolder = <T>(asked: string, method: () => T): T => {
+    ownSession(asked);
     try {
       return method();
     } catch (error) {
@@ -208,8 +233,10 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   );
   if (agent.fs) {
     app
-      .onRequest('fs/read_text_file', ({ params }) => inFolder(() => readTextFile(job.cwd, params)))
-      .onRequest('fs/write_text_file', ({ params }) => inFolder(() => writeTextFile(job.cwd, params)));
+      .onRequest('fs/read_text_file', ({ params }) => inFolder(params.sessionId, () => readTextFile(job.cwd, params)))
+      .onRequest('fs/write_text_file', ({ params }) =>
+        inFolder(params.sessionId, () => writeTextFile(job.cwd, params)),
+      );
   }
 
   const exited = running.done.then((result) => {
@@ -354,6 +381,12 @@ function sessionMcpServers({ backend, job, lease }: AcpRun): McpServer[] {
       return transport === 'http' ? [{ type: 'http', name, url: spec.url, headers: pairs(spec.headers) }] : [];
     return [{ name, command: spec.command, args: spec.args ?? [], env: pairs(spec.env) }];
   });
+}
+
+/** The session a `session/update` is about; undefined for any other message. */
+function updateOf(message: AnyMessage): string | undefined {
+  if (!('method' in message) || message.method !== 'session/update') return undefined;
+  return String((message.params as { sessionId?: unknown } | undefined)?.sessionId);
 }
 
 /** A cost the agent reports (usage_update, USD, over the session) past the job's max_budget_usd. */

@@ -188,7 +188,9 @@ export function parseAcpLog(agent: Pick<AcpAgent, 'usage'>, log: string): Outcom
       : { error: error ?? (stopReason ? `the agent stopped: ${String(stopReason)}` : 'the turn did not end') }),
     sessionId,
     ...(usage && agent.usage === 'cumulative' ? { sessionTotals: usage } : usage ? { usage } : {}),
-    ...(costUsd !== undefined ? { costUsd, costSource: 'reported' as const } : { costSource: 'unknown' as const }),
+    // The cost it reports is the session's, earlier runs included: the job table takes this run's share.
+    ...(costUsd !== undefined ? { sessionCostUsd: costUsd } : {}),
+    costSource: 'unknown' as const,
     raw: response,
   };
 }

@@ -27,6 +27,12 @@ export type Outcome = {
    */
   sessionTotals?: Usage;
   /**
+   * The session's cost so far in USD, where the agent reports a running cost over the whole
+   * session, earlier runs of it included (an ACP agent's usage_update.cost, after a session/load
+   * too): the job table subtracts the previous turn's to get `costUsd`.
+   */
+  sessionCostUsd?: number;
+  /**
    * `usage` split by the model that spent it, where one run uses several (Gemini CLI's router
    * on a small model, then the model it picked): cost is estimated per model from the models table.
    */

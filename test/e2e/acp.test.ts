@@ -10,20 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 import { groupMembers } from '../helpers/processes.js';
+import { finished as finishedOn, questionOf as questionOn, runLog, type Job } from '../helpers/jobs.js';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
-
-type Question = { agent_id: string; message_id: string; question: string; options?: string[] };
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  budget?: { exceeded?: string };
-  usage?: { input_tokens: number; output_tokens: number };
-  cost_usd?: number;
-};
-type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
 
 const fake = join(repoRoot, 'test', 'fakes', 'fake-acp-agent.mjs');
 const agent = (...args: string[]) => ({ command: process.execPath, args: [fake, ...args], start_timeout_s: 5 });
@@ -57,20 +45,9 @@ afterAll(() => server.close());
 
 const spawn = async (backend: string, prompt: string, extra: Record<string, unknown> = {}) =>
   (await server.callOk<Job>(`spawn_${backend}`, { prompt, ...extra })).agent_id;
-
-async function finished(id: string): Promise<Job> {
-  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-  expect(waited.finished, JSON.stringify(waited)).toHaveLength(1);
-  return server.callOk<Job>('result', { agent_id: id });
-}
-
-async function questionOf(id: string): Promise<Question> {
-  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-  expect(waited.questions, JSON.stringify(waited)).toHaveLength(1);
-  return waited.questions![0]!;
-}
-
-const log = (id: string) => readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'stdout.log'), 'utf8');
+const finished = (id: string) => finishedOn(server, id);
+const questionOf = (id: string) => questionOn(server, id);
+const log = (id: string) => runLog(server, id);
 /** Waits until the job's prompt is on its way to the agent. */
 const promptSent = (id: string) =>
   expect
@@ -233,6 +210,27 @@ describe('an ACP agent from the user config', () => {
     expect(job.error).toContain('max_turns (3)');
   });
 
+  test('a cost reported over the session: a resumed run is billed its own share, and its budget held to it', async () => {
+    const first = await finished(await spawn('priced', '[[acp:cost 0.5]]'));
+    expect(first).toMatchObject({ state: 'succeeded', cost_usd: 0.5, cost_source: 'reported' });
+    // The session's $0.8 includes the first run's $0.5: this run spent $0.3, within its $0.4.
+    const second = await finished(
+      await spawn('priced', '[[acp:cost 0.8]]', { resume: first.agent_id, budget: { max_budget_usd: 0.4 } }),
+    );
+    expect(second.state, second.error).toBe('succeeded');
+    expect(second.cost_usd).toBeCloseTo(0.3, 12);
+    // Past it: $1.5 for the session is $0.7 this run.
+    const third = await finished(
+      await spawn('priced', '[[acp:cost 1.5]] [[acp:sleep 30]]', {
+        resume: second.agent_id,
+        budget: { max_budget_usd: 0.4 },
+      }),
+    );
+    expect(third).toMatchObject({ state: 'failed', budget: { exceeded: 'cost' } });
+    expect(third.error).toContain('($1.5 for the session, its earlier runs included), past max_budget_usd ($0.4)');
+    expect(third.cost_usd).toBeCloseTo(0.7, 12);
+  });
+
   test('a reported cost past max_budget_usd stops the run', async () => {
     const job = await finished(
       await spawn('priced', '[[acp:cost 2.5]] [[acp:sleep 30]]', { budget: { max_budget_usd: 1 } }),
@@ -287,8 +285,7 @@ describe('an agent as an attacker', () => {
     await server.callOk('cancel', { agent_id: id });
     const job = await finished(id);
     expect(job.state).toBe('cancelled');
-    const stderr = readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'stderr.log'), 'utf8');
-    expect(stderr).toContain('after cancel: {"outcome":"cancelled"}');
+    expect(runLog(server, id, 'stderr')).toContain('after cancel: {"outcome":"cancelled"}');
     expect(log(id)).toContain('"stopReason":"cancelled"');
   });
 });

@@ -194,7 +194,7 @@ describe('the log parsed back', () => {
     expect(parseAcpLog(agent('none').acp, log).usage).toBeUndefined();
   });
 
-  test('tokens in _meta.quota.token_count; a cost in USD is reported', () => {
+  test("tokens in _meta.quota.token_count; a cost in USD is reported as the session's", () => {
     const log = logOf(
       prompt(1),
       {
@@ -212,8 +212,7 @@ describe('the log parsed back', () => {
     );
     expect(parseAcpLog(agent('meta_token_count').acp, log)).toMatchObject({
       usage: { inputTokens: 11, outputTokens: 4 },
-      costUsd: 0.25,
-      costSource: 'reported',
+      sessionCostUsd: 0.25,
     });
   });
 

@@ -665,12 +665,9 @@ describe('ACP agents: the real message logs of the presets (test/contract/acp.te
     else expect(o.usage).toEqual(tokens);
   });
 
-  test("claude reports a cost as it goes: the last one is the run's; the others report none", () => {
-    expect(parse('claude', 'acp-claude-shell-permission.jsonl')).toMatchObject({
-      costUsd: 0.0005639999999999999,
-      costSource: 'reported',
-    });
-    expect(parse('codex', 'acp-codex-shell-permission.jsonl').costSource).toBe('unknown');
+  test("claude reports the session's cost as it goes (the job table takes this run's share); the others none", () => {
+    expect(parse('claude', 'acp-claude-shell-permission.jsonl').sessionCostUsd).toBe(0.0005639999999999999);
+    expect(parse('codex', 'acp-codex-shell-permission.jsonl').sessionCostUsd).toBeUndefined();
   });
 
   test('a cancelled turn: not ok, the stop reason said', () => {

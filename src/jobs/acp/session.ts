@@ -24,7 +24,7 @@ import type { McpServerSpec } from '../../../backends/types.js';
 import { PRIVATE_FILE } from '../../lib/fs.js';
 import { REDACTED } from '../../lib/redact.js';
 import { VERSION } from '../../lib/version.js';
-import { budgetOf, turnMeter, type BudgetHit } from '../budget.js';
+import { budgetOf, thisRunsCost, turnMeter, type BudgetHit } from '../budget.js';
 import { PARENT_PROMPT, PARENT_SERVER, type ChannelLease } from '../conversation.js';
 import { readNewest } from '../process/log-reader.js';
 import { readStdoutLog, runProcess, type RunResult, type RunSpec } from '../process/runner.js';
@@ -269,7 +269,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   } catch (error) {
     // The connection closes when the agent's stdout does: an agent that exited says so (`exited`).
     if (!stop.signal.aborted) await Promise.race([exited, delay(EXIT_NOTICE_MS)]);
-    if (!stop.signal.aborted) fail(error instanceof Error ? error.message : String(error));
+    if (!stop.signal.aborted) fail(errorText(error));
   } finally {
     prompting = false;
     control.signal.removeEventListener('abort', onCancel);
@@ -324,7 +324,12 @@ async function startSession(run: AcpRun, context: ClientContext): Promise<string
       throw new Error(`${agent.name} cannot load an earlier session (it has no loadSession): spawn it without resume`);
     }
     sessionId = job.resumeSessionId;
-    session = await within('session/load', context.request('session/load', { sessionId, cwd: job.cwd, mcpServers }));
+    session = await within(
+      'session/load',
+      context.request('session/load', { sessionId, cwd: job.cwd, mcpServers }).catch((error: unknown) => {
+        throw new Error(`${agent.name} could not load session ${sessionId}: ${errorText(error)}`);
+      }),
+    );
   } else {
     session = await within('session/new', context.request('session/new', { cwd: job.cwd, mcpServers }));
     sessionId = (session as NewSessionResponse).sessionId;
@@ -383,13 +388,23 @@ function sessionMcpServers({ backend, job, lease }: AcpRun): McpServer[] {
   });
 }
 
+/** An error as the agent sent it: its message, and what its data says (an agent's "Internal error" says little alone). */
+function errorText(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const data = error instanceof RequestError ? error.data : undefined;
+  if (data === undefined || data === null) return error.message;
+  const details = typeof data === 'object' && 'details' in data ? data.details : data;
+  const text = typeof details === 'string' ? details : JSON.stringify(details);
+  return `${error.message}: ${text.length > 1000 ? `${text.slice(0, 1000)}…` : text}`;
+}
+
 /** The session a `session/update` is about; undefined for any other message. */
 function updateOf(message: AnyMessage): string | undefined {
   if (!('method' in message) || message.method !== 'session/update') return undefined;
   return String((message.params as { sessionId?: unknown } | undefined)?.sessionId);
 }
 
-/** A cost the agent reports (usage_update, USD, over the session) past the job's max_budget_usd. */
+/** This run's share of the cost the agent reports (usage_update, USD, over the session) past the job's max_budget_usd. */
 function costHit(job: Readonly<JobRecord>, message: AnyMessage): BudgetHit | undefined {
   const max = budgetOf(job)?.maxBudgetUsd;
   if (max === undefined || !('method' in message) || message.method !== 'session/update') return undefined;
@@ -397,8 +412,11 @@ function costHit(job: Readonly<JobRecord>, message: AnyMessage): BudgetHit | und
     message.params as { update?: { sessionUpdate?: string; cost?: { amount?: number; currency?: string } } }
   ).update;
   const cost = update?.sessionUpdate === 'usage_update' ? update.cost : undefined;
-  if (cost?.currency !== 'USD' || typeof cost.amount !== 'number' || cost.amount <= max) return undefined;
-  return { kind: 'cost', error: `stopped by polyspawn: it reported $${cost.amount}, past max_budget_usd ($${max})` };
+  if (cost?.currency !== 'USD' || typeof cost.amount !== 'number') return undefined;
+  const spent = thisRunsCost(cost.amount, job.previousSessionCostUsd);
+  if (spent <= max) return undefined;
+  const before = cost.amount === spent ? '' : ` ($${cost.amount} for the session, its earlier runs included)`;
+  return { kind: 'cost', error: `stopped by polyspawn: it reported $${spent}${before}, past max_budget_usd ($${max})` };
 }
 
 /** The stream with every message either way handed to `seen` first (the log, the meters). */

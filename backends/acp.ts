@@ -15,8 +15,9 @@ export type PermissionAnswer = (typeof PERMISSION_ANSWERS)[number];
 
 /**
  * Where the agent reports its tokens: `per_turn`, this turn's in the prompt's response
- * (PromptResponse.usage); `cumulative`, the session's so far there; `meta_token_count`, this
- * turn's total in `_meta.quota.token_count` of the response; `none`.
+ * (PromptResponse.usage); `cumulative`, the session's so far there, counted anew by a process
+ * that loads it (measured with copilot): a run is one process and one prompt, so it is this run's
+ * too; `meta_token_count`, this turn's total in `_meta.quota.token_count` of the response; `none`.
  */
 export const USAGE_REPORTS = ['per_turn', 'cumulative', 'meta_token_count', 'none'] as const;
 type UsageReport = (typeof USAGE_REPORTS)[number];
@@ -187,7 +188,7 @@ export function parseAcpLog(agent: Pick<AcpAgent, 'usage'>, log: string): Outcom
       ? {}
       : { error: error ?? (stopReason ? `the agent stopped: ${String(stopReason)}` : 'the turn did not end') }),
     sessionId,
-    ...(usage && agent.usage === 'cumulative' ? { sessionTotals: usage } : usage ? { usage } : {}),
+    ...(usage ? { usage } : {}),
     // The cost it reports is the session's, earlier runs included: the job table takes this run's share.
     ...(costUsd !== undefined ? { sessionCostUsd: costUsd } : {}),
     costSource: 'unknown' as const,

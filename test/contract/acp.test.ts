@@ -2,20 +2,19 @@
 // server, against the fake model API: copilot --acp (its BYOK mode, as cli.test.ts runs it), the
 // claude adapter running the pinned claude, the codex adapter running the pinned codex. Each
 // writes a file with its shell tool after a permission request that reaches the orchestrator
-// (this test) with the tool call, is answered through reply_subagent, and the turn goes on; and
-// a cancel ends a turn that waits on the model, with nothing of the agent left running.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+// (this test) with the tool call, is answered through reply_subagent, and the turn goes on; a
+// cancel ends a turn that waits on the model, with nothing of the agent left running; resume
+// through session/load; an ACP agent as a team's member; and a run in a worktree, then merged.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { TestServer } from '../helpers/mcp.js';
 import { groupMembers } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
 import { initRepo, userGit as git } from '../helpers/git.js';
-import { startContractRig, type ContractJob, type ContractRig } from './clis.js';
+import { geminiApiKeyHome, startContractRig, type ContractRig } from './clis.js';
+import { finishedAfterQuestions, type Job, type Question, type Waited } from '../helpers/jobs.js';
 
-type Question = { agent_id: string; message_id: string; question: string; options?: string[] };
-type Job = ContractJob & { worktree?: { path: string; branch: string; files?: string[] } };
-type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
 type Team = {
   team_id: string;
   state: string;
@@ -29,12 +28,7 @@ let server: TestServer;
 beforeAll(async () => {
   const config = join(tempDir('acp-contract'), 'config.json');
   // Gemini CLI reaches a local endpoint with an API key only when the user's settings say so (tests only).
-  const geminiHome = tempDir('acp-gemini-home');
-  mkdirSync(join(geminiHome, '.gemini'));
-  writeFileSync(
-    join(geminiHome, '.gemini', 'settings.json'),
-    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
-  );
+  const geminiHome = geminiApiKeyHome(tempDir('acp-gemini-home'));
   rig = await startContractRig((clis, apiUrl) => {
     writeFileSync(
       config,
@@ -73,18 +67,7 @@ async function waitOnce(id: string): Promise<Waited> {
 }
 
 /** Answers every permission question with its allow option until the agent ends; the questions asked. */
-async function allowUntilDone(id: string): Promise<{ job: Job; questions: Question[] }> {
-  const questions: Question[] = [];
-  for (let waits = 0; waits < 10; waits++) {
-    const waited = await waitOnce(id);
-    if (waited.finished.length) return { job: await server.callOk<Job>('result', { agent_id: id }), questions };
-    for (const question of waited.questions ?? []) {
-      questions.push(question);
-      await server.callOk('reply_subagent', { agent_id: id, message_id: question.message_id, answer: 'allow' });
-    }
-  }
-  throw new Error(`agent ${id} did not finish`);
-}
+const allowUntilDone = (id: string) => finishedAfterQuestions(server, id, () => 'allow', 150);
 
 // codex's own default model is one the fake does not offer its shell tool to; gpt-5.5 is set as
 // the session's `model` option (the codex adapter takes it so).
@@ -223,6 +206,8 @@ describe.each([
       expect(two.text).toMatch(/^FAKE REPLY \(turn [2-9]\)/);
       const request = rig.api.requests.findLast((r) => r.lastUserText.includes(`${name}-second`))!;
       expect(request.rawBody).toContain(`${name}-first`);
+      // Its tokens are this run's: the fake model answers 12 in, 7 out.
+      expect(two.usage).toMatchObject({ input_tokens: 12, output_tokens: 7 });
       if (name === 'claude_acp') {
         // It reports the session's cost, the loaded turns included: each job is billed its own turn.
         expect(log(two.agent_id)).toContain(`"cost":{"amount":${2 * one.cost_usd!}`);

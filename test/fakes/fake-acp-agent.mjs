@@ -19,6 +19,8 @@
 //                              and asks permission and writes a file for it; says what it was answered
 //   [[acp:bigdiff MB]]         asks permission for an edit whose diff is MB megabytes; says the answer
 //   [[acp:ask-after-cancel]]   waits to be cancelled, then asks permission; says the answer on stderr
+//   [[acp:try-write ABS]]      writes ABS itself (not through the client); says ok or the error's code
+//   [[acp:try-read ABS]]       reads ABS itself; says ok or the error's code
 // Its answer: "fake acp answer" plus what each directive did; usage 10 in, 5 out.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -229,6 +231,14 @@ const app = agent({ name: 'fake-acp-agent' })
           } catch (error) {
             said.push(`foreign ${what} refused: ${error.message}`);
           }
+        }
+      } else if (name === 'try-write' || name === 'try-read') {
+        try {
+          if (name === 'try-write') writeFileSync(arg, 'fake acp');
+          else readFileSync(arg);
+          said.push(`${name} ${arg}: ok`);
+        } catch (error) {
+          said.push(`${name} ${arg}: ${error.code}`);
         }
       } else if (name === 'bigdiff') {
         const big = 'z'.repeat(Number(arg) * 1024 * 1024);

@@ -190,7 +190,8 @@ describe('the log parsed back', () => {
       usage: { inputTokens: 9, outputTokens: 3, cachedInputTokens: 2 },
       costSource: 'unknown',
     });
-    expect(parseAcpLog(agent('cumulative').acp, log).sessionTotals).toMatchObject({ inputTokens: 9 });
+    // Counted anew by each process, and a run is one process with one prompt: this run's.
+    expect(parseAcpLog(agent('cumulative').acp, log).usage).toMatchObject({ inputTokens: 9 });
     expect(parseAcpLog(agent('none').acp, log).usage).toBeUndefined();
   });
 

@@ -661,8 +661,7 @@ describe('ACP agents: the real message logs of the presets (test/contract/acp.te
     expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
     // The fake model API answers 12 in, 7 out per request; each run made two (the tool call, its result).
     const tokens = { inputTokens: 24, outputTokens: 14, cachedInputTokens: 0 };
-    if (name === 'copilot') expect(o.sessionTotals).toEqual(tokens);
-    else expect(o.usage).toEqual(tokens);
+    expect(o.usage).toEqual(tokens);
   });
 
   test("claude reports the session's cost as it goes (the job table takes this run's share); the others none", () => {

@@ -39,7 +39,7 @@ export const ACP_PRESETS: Readonly<Record<string, Preset>> = {
     models: copilot.models,
     env: [...copilot.loginEnv],
     permissions: ASK_FIRST,
-    // PromptResponse.usage adds up over the session (measured).
+    // PromptResponse.usage adds up over the session in one process, anew after session/load (measured).
     usage: 'cumulative',
     // It refuses stdio MCP servers from the client; HTTP with a bearer header works.
     mcp: 'http',

@@ -3,10 +3,11 @@
 // described by data (its command, how it answers permission modes, how it reports usage), and this
 // file turns that description into a CliBackend whose runs src/jobs/acp/ drives. The run's log is
 // the protocol's message stream, one JSON line per message (AcpLogLine); parse() reads the answer,
-// the session and the usage back from it.
+// the session and the usage back from it, transcript() (./acp-transcript.ts) what a person reads.
 import { z } from 'zod';
 import type { BackendModels, CliBackend, Outcome, SandboxPaths, Usage } from './types.js';
 import { asNumber, field, jsonLines } from './jsonl.js';
+import { acpTranscript } from './acp-transcript.js';
 
 /** What an answer to `session/request_permission` is, under a permission mode: chosen, refused, or the orchestrator's to decide. */
 export const PERMISSION_ANSWERS = ['allow', 'deny', 'ask'] as const;
@@ -14,8 +15,9 @@ export type PermissionAnswer = (typeof PERMISSION_ANSWERS)[number];
 
 /**
  * Where the agent reports its tokens: `per_turn`, this turn's in the prompt's response
- * (PromptResponse.usage); `cumulative`, the session's so far there; `meta_token_count`, this
- * turn's total in `_meta.quota.token_count` of the response; `none`.
+ * (PromptResponse.usage); `cumulative`, the session's so far there, counted anew by a process
+ * that loads it (measured with copilot): a run is one process and one prompt, so it is this run's
+ * too; `meta_token_count`, this turn's total in `_meta.quota.token_count` of the response; `none`.
  */
 export const USAGE_REPORTS = ['per_turn', 'cumulative', 'meta_token_count', 'none'] as const;
 type UsageReport = (typeof USAGE_REPORTS)[number];
@@ -70,6 +72,9 @@ const spawnInput = {
 /** The stricter of two answers: ask is stricter than allow, deny than both. */
 const STRICTNESS: Record<PermissionAnswer, number> = { allow: 0, ask: 1, deny: 2 };
 
+/** Whether `answer` lets the agent do more without asking than `than` does. */
+export const looserThan = (answer: PermissionAnswer, than: PermissionAnswer) => STRICTNESS[answer] < STRICTNESS[than];
+
 /** The job's answer to permission requests: its permission mode's, narrowed by the spawn's `on_permission`. */
 export function acpPermission(
   backend: AcpBackend,
@@ -78,7 +83,7 @@ export function acpPermission(
 ): PermissionAnswer {
   const configured = backend.acp.permissions[mode] ?? 'deny';
   const asked = job.extra.on_permission as PermissionAnswer | undefined;
-  return asked !== undefined && STRICTNESS[asked] > STRICTNESS[configured] ? asked : configured;
+  return asked !== undefined && looserThan(configured, asked) ? asked : configured;
 }
 
 /** The model a spawn names when it names none: ACP has no stable way to choose one, so the agent's own. */
@@ -123,6 +128,7 @@ export function acpBackend(agent: AcpAgent): AcpBackend {
     }),
     parse: (result) => parseAcpLog(agent, result.stdout),
     liveTurn: isTurn,
+    transcript: acpTranscript,
   };
 }
 
@@ -182,8 +188,10 @@ export function parseAcpLog(agent: Pick<AcpAgent, 'usage'>, log: string): Outcom
       ? {}
       : { error: error ?? (stopReason ? `the agent stopped: ${String(stopReason)}` : 'the turn did not end') }),
     sessionId,
-    ...(usage && agent.usage === 'cumulative' ? { sessionTotals: usage } : usage ? { usage } : {}),
-    ...(costUsd !== undefined ? { costUsd, costSource: 'reported' as const } : { costSource: 'unknown' as const }),
+    ...(usage ? { usage } : {}),
+    // The cost it reports is the session's, earlier runs included: the job table takes this run's share.
+    ...(costUsd !== undefined ? { sessionCostUsd: costUsd } : {}),
+    costSource: 'unknown' as const,
     raw: response,
   };
 }

@@ -27,6 +27,12 @@ export type Outcome = {
    */
   sessionTotals?: Usage;
   /**
+   * The session's cost so far in USD, where the agent reports a running cost over the whole
+   * session, earlier runs of it included (an ACP agent's usage_update.cost, after a session/load
+   * too): the job table subtracts the previous turn's to get `costUsd`.
+   */
+  sessionCostUsd?: number;
+  /**
    * `usage` split by the model that spent it, where one run uses several (Gemini CLI's router
    * on a small model, then the model it picked): cost is estimated per model from the models table.
    */
@@ -233,8 +239,9 @@ type SignIn = { signedIn: true; how?: string } | { signedIn: false; fix: string 
  * entry with the same id replaces it, and a `done` entry adds its outcome to it.
  */
 export type TranscriptEntry =
-  | { kind: 'message'; text: string }
-  | { kind: 'reasoning'; text: string }
+  /** `continues`: a piece of a message streamed in chunks, joined to the step just before when that is one of its kind. */
+  | { kind: 'message'; text: string; continues?: true }
+  | { kind: 'reasoning'; text: string; continues?: true }
   | { kind: 'command'; id?: string; command: string; status: StepStatus; exitCode?: number; output?: string }
   | {
       kind: 'edit';

@@ -11,7 +11,7 @@ import { processLaunch } from '../lib/proc.js';
 import { projectDaemon, type DaemonState } from '../lib/daemon-file.js';
 import { ENV_NAME } from '../lib/text.js';
 import { acpAgentsSchema, acpBackends } from './acp-agents.js';
-import type { AcpBackend } from '../../backends/acp.js';
+import { looserThan, type AcpBackend } from '../../backends/acp.js';
 import { SANDBOX_MODES, sandboxSchema, sandboxSettings, type SandboxMode, type SandboxSettings } from './sandbox.js';
 
 export type Config = {
@@ -278,11 +278,12 @@ export function projectConfigNote(said: ProjectConfig): string | undefined {
 export function loadConfig(backends: readonly Backend[], env: NodeJS.ProcessEnv, cwd: string): Config {
   const projectDir = projectDirFrom(env, cwd);
   const userDir = userConfigDir(env);
-  const { files, merged, projectConfig, userFile } = readConfigFiles(env, cwd, projectDir, userDir);
+  const { files, merged, projectConfig, userFile, userBackends } = readConfigFiles(env, cwd, projectDir, userDir);
   const acpAgents = acpBackends(merged.acp_agents, new Set(backends.map((b) => b.name)), userFile);
   const everyBackend = [...backends, ...acpAgents];
 
   const known = new Set(everyBackend.map((b) => b.name));
+  if (projectConfig) keepProjectWithinUser(merged, userBackends, projectConfig, known, acpAgents, env);
   for (const name of Object.keys(merged.backends ?? {})) {
     if (!known.has(name)) throw new ConfigError(`backends.${name}: no such backend (known: ${[...known].join(', ')})`);
   }
@@ -326,7 +327,14 @@ function readConfigFiles(
   cwd: string,
   projectDir: string,
   userDir: string,
-): { files: string[]; merged: FileConfig; projectConfig: ProjectConfig | undefined; userFile: string } {
+): {
+  files: string[];
+  merged: FileConfig;
+  projectConfig: ProjectConfig | undefined;
+  userFile: string;
+  /** What the user's own file says of each backend (a project's file said no more than `merged` holds over it). */
+  userBackends: NonNullable<FileConfig['backends']>;
+} {
   // POLYSPAWN_CONFIG is the user's choice, made where the server is started: trusted.
   const userFile = env.POLYSPAWN_CONFIG ? resolve(cwd, env.POLYSPAWN_CONFIG) : join(userDir, 'config.json');
   const projectFile = env.POLYSPAWN_CONFIG ? undefined : join(projectDir, 'polyspawn.config.json');
@@ -335,9 +343,13 @@ function readConfigFiles(
   }
   const files = [userFile, ...(projectFile ? [projectFile] : [])].filter((f) => existsSync(f));
   let projectConfig: ProjectConfig | undefined;
+  let userBackends: NonNullable<FileConfig['backends']> = {};
   const layers = files.map((file) => {
     const layer = readConfigFile(file);
-    if (file !== projectFile) return layer;
+    if (file !== projectFile) {
+      userBackends = layer.backends ?? {};
+      return layer;
+    }
     const project = projectLayer(layer, file, projectDir, userFile);
     projectConfig = project.said;
     return project.layer;
@@ -349,7 +361,52 @@ function readConfigFiles(
       merged.backends![name] = { ...merged.backends![name], ...settings };
     }
   }
-  return { files, merged, projectConfig, userFile };
+  return { files, merged, projectConfig, userFile, userBackends };
+}
+
+/**
+ * What a project's file may not say of a backend, taken back out of `merged` and said: settings
+ * for a backend that is not here (an ACP agent this user has not declared: the repository cannot
+ * know which agents its users declare, so it is no reason to stop), and an ACP agent's
+ * permission mode that answers its permission requests more loosely than the user's (ask →
+ * allow): what an agent may do without asking, only the user says. Stricter is kept.
+ */
+function keepProjectWithinUser(
+  merged: FileConfig,
+  user: NonNullable<FileConfig['backends']>,
+  said: ProjectConfig,
+  known: ReadonlySet<string>,
+  acpAgents: readonly AcpBackend[],
+  env: NodeJS.ProcessEnv,
+): void {
+  const unsay = (prefix: string) => {
+    said.changed = said.changed.filter((c) => !c.startsWith(prefix));
+  };
+  for (const name of Object.keys(merged.backends ?? {})) {
+    if (known.has(name) || user[name]) continue;
+    delete merged.backends![name];
+    unsay(`backends.${name}.`);
+    said.ignored.push(`backends.${name} (no backend of that name here: an ACP agent is declared in acp_agents)`);
+  }
+  for (const agent of acpAgents) {
+    const projectMode = merged.backends?.[agent.name]?.permission;
+    const userMode =
+      env[envName(agent.name, 'PERMISSION')] || user[agent.name]?.permission || agent.permissionModes[0]!;
+    if (projectMode === undefined || projectMode === userMode) continue;
+    const answer = agent.acp.permissions[projectMode];
+    const floor = agent.acp.permissions[userMode];
+    if (answer !== undefined && floor !== undefined && !looserThan(answer, floor)) continue;
+    merged.backends![agent.name] = { ...merged.backends![agent.name], permission: user[agent.name]?.permission };
+    if (merged.backends![agent.name]!.permission === undefined) delete merged.backends![agent.name]!.permission;
+    unsay(`backends.${agent.name}.permission `);
+    said.ignored.push(
+      `backends.${agent.name}.permission ${JSON.stringify(projectMode)} (` +
+        (answer === undefined
+          ? `no such mode: ${agent.permissionModes.join(', ')}`
+          : `it answers permission requests "${answer}", looser than "${userMode}"'s "${floor}"`) +
+        ')',
+    );
+  }
 }
 
 /** One backend's settings: the environment's over the files', checked against what the backend can do. */

@@ -87,6 +87,11 @@ export function thisRunsShare(total: Usage, before: Usage | undefined): Usage {
   };
 }
 
+/** This run's share of a session's running cost (the whole when the total went down: a session begun anew). */
+export function thisRunsCost(total: number, before: number | undefined): number {
+  return before !== undefined && total >= before ? total - before : total;
+}
+
 /**
  * A finished run whose cost, known only now, passed max_budget_usd: nothing is left to stop, so
  * it keeps its state and answer, and its outcome says the budget was passed.

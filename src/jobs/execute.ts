@@ -15,7 +15,7 @@ import { childEnv, runProcess, type RunResult } from './process/runner.js';
 import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
 import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
-import { budgetOf, markCostOverrun, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
+import { budgetOf, markCostOverrun, thisRunsCost, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
 import { TOKEN_ENV } from '../lib/daemon-file.js';
 import { keyFiles } from '../config/keys.js';
@@ -75,6 +75,11 @@ export function createExecutor(
     const { outcome } = result;
     if (outcome.sessionTotals && !outcome.usage)
       outcome.usage = thisRunsShare(outcome.sessionTotals, job.previousSessionTotals);
+    if (outcome.sessionCostUsd !== undefined && outcome.costUsd === undefined)
+      Object.assign(outcome, {
+        costUsd: thisRunsCost(outcome.sessionCostUsd, job.previousSessionCostUsd),
+        costSource: 'reported',
+      });
     if (outcome.costSource === 'unknown' && outcome.usage) {
       const cost = outcome.usageByModel
         ? estimateCostByModel(models, job.backend, outcome.usageByModel)

@@ -280,7 +280,10 @@ function resumeOf(
   jobs: SpawnContext['jobs'],
   backend: Backend,
   resume: string | undefined,
-): Pick<JobRequest, 'resumeSessionId' | 'previousSessionTotals' | 'isolation' | 'base' | 'worktreeOf'> {
+): Pick<
+  JobRequest,
+  'resumeSessionId' | 'previousSessionTotals' | 'previousSessionCostUsd' | 'isolation' | 'base' | 'worktreeOf'
+> {
   if (resume === undefined) return {};
   const earlier = jobs.get(resume);
   let sessionId = resume;
@@ -304,6 +307,7 @@ function resumeOf(
     );
   const latest = jobs.latestInSession(backend.name, sessionId);
   const totals = (latest ?? earlier)?.outcome?.sessionTotals;
+  const cost = (latest ?? earlier)?.outcome?.sessionCostUsd;
   // The session goes on where it ran: a job isolated in a worktree, in that worktree and on its branch.
   const before = earlier ?? (latest && jobs.get(latest.id));
   const worktree: Pick<JobRequest, 'isolation' | 'base' | 'worktreeOf'> =
@@ -314,5 +318,10 @@ function resumeOf(
           ...(before.worktree ? { base: before.worktree.base } : {}),
         }
       : {};
-  return { resumeSessionId: sessionId, ...(totals ? { previousSessionTotals: totals } : {}), ...worktree };
+  return {
+    resumeSessionId: sessionId,
+    ...(totals ? { previousSessionTotals: totals } : {}),
+    ...(cost !== undefined ? { previousSessionCostUsd: cost } : {}),
+    ...worktree,
+  };
 }

@@ -298,6 +298,9 @@ export function withStructuredOutput(execute: Executor, backends: readonly Backe
           resumeSessionId: session,
           timeoutS: left,
           ...(first.outcome.sessionTotals ? { previousSessionTotals: first.outcome.sessionTotals } : {}),
+          ...(first.outcome.sessionCostUsd !== undefined
+            ? { previousSessionCostUsd: first.outcome.sessionCostUsd }
+            : {}),
         }
       : {
           ...job,

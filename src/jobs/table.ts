@@ -62,6 +62,8 @@ export type JobRequest = {
   resumeSessionId?: string;
   /** When resuming: the session's running token totals after the turn before this one. */
   previousSessionTotals?: Usage;
+  /** When resuming: the session's cost so far, where its agent reports one over the session (Outcome.sessionCostUsd). */
+  previousSessionCostUsd?: number;
   /** Backend-specific inputs (API backends: temperature, max_output_tokens). */
   extra: Record<string, unknown>;
   /** Set when a named agent (agents/<name>/agent.md) made the job: what its definition fixes. */

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { FakeModelApi } from '../fakes/model-api.js';
 import type { TestServer } from '../helpers/mcp.js';
-import { startContractRig, type ContractJob as Job, type ContractRig } from './clis.js';
+import { startContractRig, type ContractRig } from './clis.js';
+import type { Job } from '../helpers/jobs.js';
 
 let rig: ContractRig;
 let api: FakeModelApi;

@@ -47,6 +47,19 @@ export function installClis(): InstalledClis {
   };
 }
 
+/**
+ * A home for Gemini CLI whose settings select the API key: it takes a base URL as "gateway" auth,
+ * which headless mode refuses (exit 41), unless they do. In a test's home only, never a user's.
+ */
+export function geminiApiKeyHome(home: string): string {
+  mkdirSync(join(home, '.gemini'), { recursive: true });
+  writeFileSync(
+    join(home, '.gemini', 'settings.json'),
+    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
+  );
+  return home;
+}
+
 export interface CliHomes {
   /** The folder that holds each CLI's own home; remove() deletes it. */
   dir: string;
@@ -68,14 +81,7 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
   const dir = mkdtempSync(join(cache, 'contract-home-'));
   const codexHome = join(dir, 'codex');
   mkdirSync(codexHome);
-  // Gemini CLI takes a base URL as "gateway" auth, which headless mode refuses (exit 41), unless
-  // its user settings select the API key: in this test home only, never a user's.
-  const geminiHome = join(dir, 'gemini');
-  mkdirSync(join(geminiHome, '.gemini'), { recursive: true });
-  writeFileSync(
-    join(geminiHome, '.gemini', 'settings.json'),
-    JSON.stringify({ security: { auth: { selectedType: 'gemini-api-key' } } }),
-  );
+  const geminiHome = geminiApiKeyHome(join(dir, 'gemini'));
   writeFileSync(
     join(codexHome, 'config.toml'),
     [
@@ -117,18 +123,6 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
-
-/** A finished job as the spawn tools and wait_for_agents return it: the fields the tests read. */
-export type ContractJob = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  usage?: { input_tokens: number; output_tokens: number };
-  cost_usd?: number;
-  cost_source?: string;
-};
 
 /** The fake model API, the CLIs' homes, and the built server pointed at the pinned CLIs and both. */
 export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Promise<void> };

@@ -10,19 +10,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { repoRoot, startServer, type TestServer } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 import { groupMembers } from '../helpers/processes.js';
-
-type Question = { agent_id: string; message_id: string; question: string; options?: string[]; to?: string };
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  budget?: { exceeded?: string };
-  usage?: { input_tokens: number; output_tokens: number };
-  cost_usd?: number;
-};
-type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
+import { finished as finishedOn, questionOf as questionOn, runLog, type Job } from '../helpers/jobs.js';
+import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
 
 const fake = join(repoRoot, 'test', 'fakes', 'fake-acp-agent.mjs');
 const agent = (...args: string[]) => ({ command: process.execPath, args: [fake, ...args], start_timeout_s: 5 });
@@ -43,7 +32,7 @@ beforeAll(async () => {
         future: agent('--protocol', '2'),
         stubborn: agent('--ignore-cancel'),
         noload: agent('--no-load'),
-        priced: { ...agent(), reports_cost: true },
+        priced: { ...agent(), reports_cost: true, fs: true },
         moded: { ...agent(), session_mode: 'default' },
         nomode: { ...agent(), session_mode: 'plan' },
         missing: { command: 'no-such-acp-agent-here', install_hint: 'install it with `npm i -g no-such`' },
@@ -56,20 +45,9 @@ afterAll(() => server.close());
 
 const spawn = async (backend: string, prompt: string, extra: Record<string, unknown> = {}) =>
   (await server.callOk<Job>(`spawn_${backend}`, { prompt, ...extra })).agent_id;
-
-async function finished(id: string): Promise<Job> {
-  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-  expect(waited.finished, JSON.stringify(waited)).toHaveLength(1);
-  return server.callOk<Job>('result', { agent_id: id });
-}
-
-async function questionOf(id: string): Promise<Question> {
-  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-  expect(waited.questions, JSON.stringify(waited)).toHaveLength(1);
-  return waited.questions![0]!;
-}
-
-const log = (id: string) => readFileSync(join(server.projectDir, '.polyspawn', 'runs', id, 'stdout.log'), 'utf8');
+const finished = (id: string) => finishedOn(server, id);
+const questionOf = (id: string) => questionOn(server, id);
+const log = (id: string) => runLog(server, id);
 /** Waits until the job's prompt is on its way to the agent. */
 const promptSent = (id: string) =>
   expect
@@ -234,6 +212,27 @@ describe('an ACP agent from the user config', () => {
     expect(job.error).toContain('max_turns (3)');
   });
 
+  test('a cost reported over the session: a resumed run is billed its own share, and its budget held to it', async () => {
+    const first = await finished(await spawn('priced', '[[acp:cost 0.5]]'));
+    expect(first).toMatchObject({ state: 'succeeded', cost_usd: 0.5, cost_source: 'reported' });
+    // The session's $0.8 includes the first run's $0.5: this run spent $0.3, within its $0.4.
+    const second = await finished(
+      await spawn('priced', '[[acp:cost 0.8]]', { resume: first.agent_id, budget: { max_budget_usd: 0.4 } }),
+    );
+    expect(second.state, second.error).toBe('succeeded');
+    expect(second.cost_usd).toBeCloseTo(0.3, 12);
+    // Past it: $1.5 for the session is $0.7 this run.
+    const third = await finished(
+      await spawn('priced', '[[acp:cost 1.5]] [[acp:sleep 30]]', {
+        resume: second.agent_id,
+        budget: { max_budget_usd: 0.4 },
+      }),
+    );
+    expect(third).toMatchObject({ state: 'failed', budget: { exceeded: 'cost' } });
+    expect(third.error).toContain('($1.5 for the session, its earlier runs included), past max_budget_usd ($0.4)');
+    expect(third.cost_usd).toBeCloseTo(0.7, 12);
+  });
+
   test('a reported cost past max_budget_usd stops the run', async () => {
     const job = await finished(
       await spawn('priced', '[[acp:cost 2.5]] [[acp:sleep 30]]', { budget: { max_budget_usd: 1 } }),
@@ -241,6 +240,55 @@ describe('an ACP agent from the user config', () => {
     expect(job.state).toBe('failed');
     expect(job.budget?.exceeded).toBe('cost');
     expect(job.cost_usd).toBe(2.5);
+  });
+});
+
+describe('an agent as an attacker', () => {
+  test('updates of another session are left out of the log and the answer; its requests about that session refused', async () => {
+    const job = await finished(await spawn('priced', '[[acp:foreign]]', { budget: { max_budget_usd: 1 } }));
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.text).not.toContain('FOREIGN');
+    // Its cost of $99 for the other session neither stops the run nor is counted.
+    expect(job.cost_usd).toBeUndefined();
+    expect(job.text).toMatch(/foreign permission refused: .*is not this run's/);
+    expect(job.text).toMatch(/foreign fs-write refused: .*is not this run's/);
+    expect(existsSync(join(server.projectDir, 'foreign.txt'))).toBe(false);
+    expect(log(job.agent_id)).not.toContain('FOREIGN');
+    expect(log(job.agent_id)).toContain('sent updates of another session');
+  });
+
+  test('a permission request carrying a 10 MB diff: a question clipped to its limit, answered, the run goes on', async () => {
+    const id = await spawn('fakeacp', '[[acp:bigdiff 10]]');
+    const question = await questionOf(id);
+    expect(question.question.length).toBeLessThanOrEqual(CONVERSATION_LIMITS.questionChars);
+    expect(question.question).toContain('(clipped)');
+    expect(question.question).toContain('Answer with an option');
+    await server.callOk('reply_subagent', { agent_id: id, message_id: question.message_id, answer: 'Reject' });
+    const job = await finished(id);
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.text).toContain('bigdiff answered {"outcome":"selected","optionId":"reject"}');
+  });
+
+  test('cancel while a permission question waits: answered cancelled at once, the turn ends without a kill', async () => {
+    const id = await spawn('fakeacp', '[[acp:write late.txt no]]');
+    await questionOf(id);
+    await server.callOk('cancel', { agent_id: id });
+    const job = await finished(id);
+    expect(job.state).toBe('cancelled');
+    expect(log(id)).toContain('"result":{"outcome":{"outcome":"cancelled"}}');
+    // The agent ended its turn itself, told it was cancelled.
+    expect(log(id)).toContain('"stopReason":"cancelled"');
+    expect(existsSync(join(server.projectDir, 'late.txt'))).toBe(false);
+  });
+
+  test('a permission request after cancel is answered cancelled, even where the policy allows', async () => {
+    const id = await spawn('yolo', '[[acp:ask-after-cancel]]', { on_permission: 'allow' });
+    await promptSent(id);
+    await server.callOk('cancel', { agent_id: id });
+    const job = await finished(id);
+    expect(job.state).toBe('cancelled');
+    expect(runLog(server, id, 'stderr')).toContain('after cancel: {"outcome":"cancelled"}');
+    expect(log(id)).toContain('"stopReason":"cancelled"');
   });
 });
 

@@ -9,20 +9,21 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
+import {
+  finishedAfterQuestions,
+  questionOf as questionOn,
+  type Job as JobView,
+  type Question,
+  type Waited,
+} from '../helpers/jobs.js';
 
-type Question = { agent_id: string; message_id: string; question: string; options?: string[]; asked_at: string };
 type Entry = { kind: string; at: string; message_id?: string; text: string; options?: string[] };
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
+type Job = JobView & {
   waiting_for_parent?: boolean;
   questions?: Omit<Question, 'agent_id'>[];
   progress?: string;
   conversation?: Entry[];
 };
-type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };
 
 const TOKEN_SHAPE = /psp_[A-Za-z0-9_-]{20,}/;
 
@@ -50,25 +51,10 @@ async function spawn(backend: string, prompt: string, extra: Record<string, unkn
   return (await server.callOk<Job>(`spawn_${backend}`, { prompt, ...extra })).agent_id;
 }
 
-/** Waits (long) until the agent asks; asserts the wait was woken by the question, not run out. */
-async function questionOf(id: string): Promise<Question> {
-  const started = Date.now();
-  const waited = await server.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-  expect(waited.timed_out).toBe(false);
-  expect(Date.now() - started).toBeLessThan(30_000);
-  expect(waited.questions, JSON.stringify(waited)).toHaveLength(1);
-  return waited.questions![0]!;
-}
-
+const questionOf = (id: string) => questionOn(server, id);
 /** Waits until the agent has finished: a wait returns early for each new question it asks. */
-async function finished(id: string, on: TestServer = server): Promise<Job> {
-  for (let waits = 0; waits < 10; waits++) {
-    const waited = await on.callOk<Waited>('wait_for_agents', { agent_ids: [id], timeout_s: 60 });
-    if (waited.finished.length) return waited.finished[0]!;
-    expect(waited.questions?.length, JSON.stringify(waited)).toBeGreaterThan(0);
-  }
-  throw new Error(`agent ${id} did not finish`);
-}
+const finished = async (id: string, on: TestServer = server): Promise<Job> =>
+  (await finishedAfterQuestions(on, id)).job;
 
 beforeAll(async () => {
   records = tempDir('ask-argv');

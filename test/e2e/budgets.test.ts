@@ -5,24 +5,16 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
+import { spawnAndWait as spawnAndWaitOn, type Job } from '../helpers/jobs.js';
 import { groupMembers, recordOf, waitFor, waitGone } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
 
 vi.setConfig({ testTimeout: 150_000 });
 
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  log?: string;
-  cost_usd?: number;
-  budget?: { max_turns?: number; max_budget_usd?: number; exceeded?: string };
-};
-
 const recordDir = tempDir('e2e-budget');
 
 let s: TestServer;
+const spawnAndWait = (tool: string, args: Record<string, unknown>): Promise<Job> => spawnAndWaitOn(s, tool, args);
 beforeAll(async () => {
   const projectDir = tempDir('project');
   const agentDir = join(projectDir, '.polyspawn', 'agents', 'capped');
@@ -37,14 +29,6 @@ afterAll(async () => {
   await s?.close();
   rmSync(recordDir, { recursive: true, force: true });
 });
-
-/** Spawns and waits: a wait that is never woken fails here, well before the test's time-out. */
-async function spawnAndWait(tool: string, args: Record<string, unknown>): Promise<Job> {
-  const job = await s.callOk<Job>(tool, args);
-  const waited = await s.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 60 });
-  expect(waited.finished, 'the job finished within the wait').toHaveLength(1);
-  return waited.finished[0]!;
-}
 
 test.each(['codex', 'copilot', 'gemini_cli'])(
   '%s: polyspawn stops the run as a turn past max_turns begins; the job fails naming the budget, its group is gone',

@@ -5,25 +5,16 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
 import { startServer, type TestServer } from '../helpers/mcp.js';
+import { spawnAndWait as spawnAndWaitOn, type Job } from '../helpers/jobs.js';
 import { recordOf, waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
 
 vi.setConfig({ testTimeout: 120_000 });
 
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  usage?: { input_tokens: number; output_tokens: number };
-  cost_usd?: number;
-  cost_source?: string;
-};
-
 const recordDir = tempDir('e2e-gemini-cli');
 
 let s: TestServer;
+const spawnAndWait = (tool: string, args: Record<string, unknown>): Promise<Job> => spawnAndWaitOn(s, tool, args);
 beforeAll(async () => {
   s = await startServer({ env: { FAKE_CLI_RECORD: recordDir, FAKE_CLI_RECORD_ENV: 'TMPDIR,POLYSPAWN_RUN_MARK' } });
 });
@@ -31,13 +22,6 @@ afterAll(async () => {
   await s?.close();
   rmSync(recordDir, { recursive: true, force: true });
 });
-
-async function spawnAndWait(tool: string, args: Record<string, unknown>): Promise<Job> {
-  const job = await s.callOk<Job>(tool, args);
-  const waited = await s.callOk<{ finished: Job[] }>('wait_for_agents', { agent_ids: [job.agent_id], timeout_s: 60 });
-  expect(waited.finished, 'the job finished within the wait').toHaveLength(1);
-  return waited.finished[0]!;
-}
 
 test('a run: both models counted and priced, yolo by default, temp files in the run folder, a run mark; then resumed', async () => {
   const marker = `gemini-e2e-${Date.now()}`;

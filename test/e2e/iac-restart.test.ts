@@ -6,18 +6,8 @@ import { startServer, type TestServer } from '../helpers/mcp.js';
 import { parseIac } from '../helpers/iac.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
+import type { Job } from '../helpers/jobs.js';
 
-type Job = {
-  agent_id: string;
-  state: string;
-  text?: string;
-  error?: string;
-  session_id?: string;
-  log?: string;
-  raw?: unknown;
-  usage?: unknown;
-  cost_usd?: number;
-};
 type Page = { text: string; size: number; offset: number; next_offset: number; eof: boolean; path: string };
 
 const projectDir = tempDir('restart');

@@ -34,6 +34,11 @@ writeFileSync(
       // side loads the MCP SDK from node_modules).
       codex: { sandbox: { mode: 'bwrap', mounts: [{ path: fakes }, { path: join(repoRoot, 'node_modules') }] } },
       claude: { sandbox: { mode: 'docker', image: 'example.org/agents:1' } },
+      sandacp: { sandbox: { mode: 'bwrap', mounts: [{ path: fakes }, { path: join(repoRoot, 'node_modules') }] } },
+    },
+    // An ACP agent (the fake one) in bubblewrap like any CLI agent.
+    acp_agents: {
+      sandacp: { command: process.execPath, args: [join(fakes, 'fake-acp-agent.mjs')], start_timeout_s: 30 },
     },
   }),
 );
@@ -144,6 +149,22 @@ describe.skipIf(!bwrapWorks)('bwrap', () => {
     const listed = await s.callOk<{ agents: Job[] }>('list', {});
     expect(listed.agents.find((a) => a.agent_id === job.agent_id)?.sandbox).toBe('bwrap');
     await waitFor('IAC.md to show the run', () => readIacEntry(job.agent_id).includes('**Sandbox:** bwrap'));
+  }, 90_000);
+
+  test('an ACP agent: it writes its folder, and cannot read the home folder or write outside', async () => {
+    const inside = join(project, 'acp-made-inside.txt');
+    const job = await s.callOk<Job>('spawn_sandacp', {
+      prompt: `[[acp:try-write ${inside}]] [[acp:try-read ${join(home, 'secret.txt')}]] [[acp:try-write ${join(outside, 'acp-escaped.txt')}]] [[acp:try-write /usr/acp-escaped.txt]]`,
+      wait_s: 60,
+    });
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.sandbox).toBe('bwrap');
+    expect(job.text).toContain(`try-write ${inside}: ok`);
+    expect(job.text).toContain(`try-read ${join(home, 'secret.txt')}: ENOENT`);
+    expect(job.text).toContain(`try-write ${join(outside, 'acp-escaped.txt')}: ENOENT`);
+    expect(job.text).toContain('try-write /usr/acp-escaped.txt: EROFS');
+    expect(readFileSync(inside, 'utf8')).toBe('fake acp');
+    expect(existsSync(join(outside, 'acp-escaped.txt'))).toBe(false);
   }, 90_000);
 
   test("the run store is not there but for the run's own folder: no token, no other run or worktree, no definitions, no keys", async () => {

@@ -15,6 +15,12 @@
 //   [[acp:tools N]]            starts N tool calls
 //   [[acp:cost USD]]           reports a running cost
 //   [[acp:crash]]              exits with code 3 mid-turn
+//   [[acp:foreign]]            sends a message, a tool call and a cost as updates of another session,
+//                              and asks permission and writes a file for it; says what it was answered
+//   [[acp:bigdiff MB]]         asks permission for an edit whose diff is MB megabytes; says the answer
+//   [[acp:ask-after-cancel]]   waits to be cancelled, then asks permission; says the answer on stderr
+//   [[acp:try-write ABS]]      writes ABS itself (not through the client); says ok or the error's code
+//   [[acp:try-read ABS]]       reads ABS itself; says ok or the error's code
 // Its answer: "fake acp answer" plus what each directive did; usage 10 in, 5 out.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -187,6 +193,75 @@ const app = agent({ name: 'fake-acp-agent' })
         });
       } else if (name === 'crash') {
         process.exit(3);
+      } else if (name === 'foreign') {
+        const other = randomUUID();
+        await update(client, other, {
+          sessionUpdate: 'agent_message_chunk',
+          content: { type: 'text', text: 'FOREIGN' },
+        });
+        await update(client, other, {
+          sessionUpdate: 'tool_call',
+          toolCallId: 'x',
+          title: 'Foreign',
+          status: 'pending',
+        });
+        await update(client, other, {
+          sessionUpdate: 'usage_update',
+          used: 1,
+          size: 9,
+          cost: { amount: 99, currency: 'USD' },
+        });
+        for (const [what, ask] of [
+          [
+            'permission',
+            () => client.request('session/request_permission', { sessionId: other, ...permissionOf('f') }),
+          ],
+          [
+            'fs-write',
+            () =>
+              client.request('fs/write_text_file', {
+                sessionId: other,
+                path: join(session.cwd, 'foreign.txt'),
+                content: 'x',
+              }),
+          ],
+        ]) {
+          try {
+            said.push(`foreign ${what}: ${JSON.stringify(await ask())}`);
+          } catch (error) {
+            said.push(`foreign ${what} refused: ${error.message}`);
+          }
+        }
+      } else if (name === 'try-write' || name === 'try-read') {
+        try {
+          if (name === 'try-write') writeFileSync(arg, 'fake acp');
+          else readFileSync(arg);
+          said.push(`${name} ${arg}: ok`);
+        } catch (error) {
+          said.push(`${name} ${arg}: ${error.code}`);
+        }
+      } else if (name === 'bigdiff') {
+        const big = 'z'.repeat(Number(arg) * 1024 * 1024);
+        const toolCall = {
+          toolCallId: 'big',
+          title: 'Write big.txt',
+          kind: 'edit',
+          status: 'pending',
+          content: [{ type: 'diff', path: join(session.cwd, 'big.txt'), oldText: big, newText: `${big}!` }],
+        };
+        const answer = await client.request('session/request_permission', {
+          sessionId: params.sessionId,
+          ...permissionOf('big'),
+          toolCall,
+        });
+        said.push(`bigdiff answered ${JSON.stringify(answer.outcome)}`);
+      } else if (name === 'ask-after-cancel') {
+        await cancelledNow;
+        const answer = await client.request('session/request_permission', {
+          sessionId: params.sessionId,
+          ...permissionOf('late'),
+        });
+        process.stderr.write(`after cancel: ${JSON.stringify(answer.outcome)}\n`);
       }
     }
     if (cancelled) return { stopReason: 'cancelled' };
@@ -196,6 +271,17 @@ const app = agent({ name: 'fake-acp-agent' })
     });
     return { stopReason: 'end_turn', usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15 } };
   });
+
+/** A permission request's tool call (an edit of nothing in particular) and options. */
+function permissionOf(id) {
+  return {
+    toolCall: { toolCallId: id, title: `Run ${id}`, kind: 'execute' },
+    options: [
+      { optionId: 'allow', name: 'Allow', kind: 'allow_once' },
+      { optionId: 'reject', name: 'Reject', kind: 'reject_once' },
+    ],
+  };
+}
 
 function update(client, sessionId, update) {
   return client.notify('session/update', { sessionId, update });

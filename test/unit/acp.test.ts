@@ -8,6 +8,7 @@ import { acpBackend, acpPermission, parseAcpLog, type AcpBackend } from '../../b
 import { ACP_PRESETS } from '../../backends/acp-presets.js';
 import { backends } from '../../backends/registry.js';
 import { loadConfig } from '../../src/config/config.js';
+import { createApp } from '../../src/app.js';
 import { collectDoctor } from '../../src/commands/doctor.js';
 import { ConfigError } from '../../src/lib/errors.js';
 import { CONVERSATION_LIMITS } from '../../src/jobs/conversation.js';
@@ -91,6 +92,58 @@ describe('acp_agents in the config', () => {
     expect(config.projectConfig!.ignored).toEqual(['acp_agents']);
   });
 
+  test("a project's config that names an agent this user has not declared: ignored and said, the app starts", () => {
+    const { dir, env } = projectWith(
+      { acp_agents: { cop: { preset: 'copilot' } } },
+      { timeout_s: 60, backends: { qwen: { permission: 'allow' }, cop: { enabled: true } } },
+    );
+    const config = loadConfig(backends, env, dir);
+    expect(config.backends.qwen).toBeUndefined();
+    expect(config.timeoutS).toBe(60);
+    expect(config.projectConfig!.changed).toEqual(['timeout_s 60', 'backends.cop.enabled true']);
+    expect(config.projectConfig!.ignored).toEqual([
+      'backends.qwen (no backend of that name here: an ACP agent is declared in acp_agents)',
+    ]);
+    const logged: string[] = [];
+    const app = createApp({ ...env, PATH: process.env.PATH }, dir, (line) => logged.push(line) > 0);
+    expect(app.backends.map((b) => b.name)).toContain('cop');
+    expect(logged.join('\n')).toContain(
+      `it may not set backends.qwen (no backend of that name here: an ACP agent is declared in acp_agents) (ignored: set them in your own config, ${join(dir, 'xdg', 'polyspawn', 'config.json')}`,
+    );
+    // The user's own file naming no backend is still the user's mistake to fix.
+    expect(withConfigs({ backends: { qwen: { permission: 'allow' } } })).toThrow(/backends.qwen: no such backend/);
+  });
+
+  test("a project's config makes an agent's permission stricter, never looser: only the user's may", () => {
+    const user = {
+      acp_agents: { cop: { preset: 'copilot' }, free: { command: 'free' } },
+      backends: { free: { permission: 'allow' } },
+    };
+    const looser = withConfigs(user, { backends: { cop: { permission: 'allow' }, free: { permission: 'deny' } } })();
+    expect(looser.backends.cop!.permission).toBe('ask');
+    expect(looser.backends.free!.permission).toBe('deny');
+    expect(looser.projectConfig!.changed).toEqual(['backends.free.permission "deny"']);
+    expect(looser.projectConfig!.ignored).toEqual([
+      'backends.cop.permission "allow" (it answers permission requests "allow", looser than "ask"\'s "ask")',
+    ]);
+    // Over the user's own choice too: allow set by the user, ask by the project is kept, allow again dropped.
+    const stricter = withConfigs(user, { backends: { free: { permission: 'ask' }, cop: { permission: 'nosuch' } } })();
+    expect(stricter.backends.free!.permission).toBe('ask');
+    expect(stricter.backends.cop!.permission).toBe('ask');
+    expect(stricter.projectConfig!.ignored).toEqual([
+      'backends.cop.permission "nosuch" (no such mode: ask, allow, deny)',
+    ]);
+    const { dir, env } = projectWith(
+      { acp_agents: { cop: { preset: 'copilot' } }, backends: { cop: { permission: 'deny' } } },
+      { backends: { cop: { permission: 'ask' } } },
+    );
+    expect(loadConfig(backends, env, dir).backends.cop!.permission).toBe('deny');
+    // The environment is the user's: it still sets any mode.
+    expect(loadConfig(backends, { ...env, POLYSPAWN_COP_PERMISSION: 'allow' }, dir).backends.cop!.permission).toBe(
+      'allow',
+    );
+  });
+
   test('refused: a built-in name, no command, a permission mode it does not declare, a bad name', () => {
     expect(withConfigs({ acp_agents: { claude: { preset: 'claude' } } })).toThrow(/built-in backend's name/);
     expect(withConfigs({ acp_agents: { bare: {} } })).toThrow(/say which program to run/);
@@ -137,11 +190,12 @@ describe('the log parsed back', () => {
       usage: { inputTokens: 9, outputTokens: 3, cachedInputTokens: 2 },
       costSource: 'unknown',
     });
-    expect(parseAcpLog(agent('cumulative').acp, log).sessionTotals).toMatchObject({ inputTokens: 9 });
+    // Counted anew by each process, and a run is one process with one prompt: this run's.
+    expect(parseAcpLog(agent('cumulative').acp, log).usage).toMatchObject({ inputTokens: 9 });
     expect(parseAcpLog(agent('none').acp, log).usage).toBeUndefined();
   });
 
-  test('tokens in _meta.quota.token_count; a cost in USD is reported', () => {
+  test("tokens in _meta.quota.token_count; a cost in USD is reported as the session's", () => {
     const log = logOf(
       prompt(1),
       {
@@ -159,8 +213,7 @@ describe('the log parsed back', () => {
     );
     expect(parseAcpLog(agent('meta_token_count').acp, log)).toMatchObject({
       usage: { inputTokens: 11, outputTokens: 4 },
-      costUsd: 0.25,
-      costSource: 'reported',
+      sessionCostUsd: 0.25,
     });
   });
 

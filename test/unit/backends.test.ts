@@ -6,6 +6,9 @@ import { claude } from '../../backends/claude.js';
 import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
 import { geminiCli } from '../../backends/gemini-cli.js';
+import { acpBackend } from '../../backends/acp.js';
+import { ACP_PRESETS } from '../../backends/acp-presets.js';
+import { jsonLines } from '../../backends/jsonl.js';
 import { estimateCostByModel } from '../../src/config/models.js';
 import type { BackendSettings, CliBackend, CliResult, SpawnInput } from '../../backends/types.js';
 
@@ -639,6 +642,46 @@ describe('real failure and retry outputs recorded against the fake model API', (
       outputTokens: 14,
       cachedInputTokens: 0,
     });
+  });
+});
+
+describe('ACP agents: the real message logs of the presets (test/contract/acp.test.ts) parsed back', () => {
+  const preset = (name: string) => acpBackend({ ...ACP_PRESETS[name]!, name: `${name}_acp` });
+  const parse = (name: string, file: string) => preset(name).parse(run(sample(file)));
+
+  test.each([
+    ['copilot', 'acp-copilot-shell-permission.jsonl', 'TOOL_RESULT: \n<shellId: 0 completed with exit code 0>'],
+    ['claude', 'acp-claude-shell-permission.jsonl', 'TOOL_RESULT: (Bash completed with no output)'],
+    ['codex', 'acp-codex-shell-permission.jsonl', 'TOOL_RESULT: Chunk ID'],
+    ['gemini', 'acp-gemini-write-permission.jsonl', 'Successfully overwrote file'],
+  ])('%s: the answer of the turn, its session and the usage as the agent reports it', (name, file, text) => {
+    const o = parse(name, file);
+    expect(o.ok, o.error).toBe(true);
+    expect(o.text).toContain(text);
+    expect(o.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    // The fake model API answers 12 in, 7 out per request; each run made two (the tool call, its result).
+    const tokens = { inputTokens: 24, outputTokens: 14, cachedInputTokens: 0 };
+    expect(o.usage).toEqual(tokens);
+  });
+
+  test("claude reports the session's cost as it goes (the job table takes this run's share); the others none", () => {
+    expect(parse('claude', 'acp-claude-shell-permission.jsonl').sessionCostUsd).toBe(0.0005639999999999999);
+    expect(parse('codex', 'acp-codex-shell-permission.jsonl').sessionCostUsd).toBeUndefined();
+  });
+
+  test('a cancelled turn: not ok, the stop reason said', () => {
+    expect(parse('copilot', 'acp-copilot-cancel.jsonl')).toMatchObject({
+      ok: false,
+      error: 'the agent stopped: cancelled',
+    });
+  });
+
+  test('max_turns: the prompt and each tool call the agent starts are turns', () => {
+    const turns = (name: string, file: string) =>
+      jsonLines(sample(file)).records.filter((line) => preset(name).liveTurn!(line)).length;
+    expect(turns('copilot', 'acp-copilot-shell-permission.jsonl')).toBe(2);
+    expect(turns('codex', 'acp-codex-shell-permission.jsonl')).toBe(2);
+    expect(turns('copilot', 'acp-copilot-cancel.jsonl')).toBe(1);
   });
 });
 

@@ -12,6 +12,7 @@ import {
   costBudgetProblem,
   markCostOverrun,
   spawnBudget,
+  thisRunsCost,
   thisRunsShare,
   turnMeter,
 } from '../../src/jobs/budget.js';
@@ -103,6 +104,12 @@ describe('cost', () => {
       /^max_budget_usd: polyspawn knows no price for copilot's model unpriced-model, so it cannot follow its cost: add its prices/,
     );
   });
+});
+
+test("a resumed run's cost: its share of the session's running cost; a lower total (a session begun anew) is its own", () => {
+  expect(thisRunsCost(0.8, 0.5)).toBeCloseTo(0.3, 12);
+  expect(thisRunsCost(0.8, undefined)).toBe(0.8);
+  expect(thisRunsCost(0.2, 0.5)).toBe(0.2);
 });
 
 describe("a resumed run's usage: its share of the session's running totals", () => {

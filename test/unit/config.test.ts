@@ -67,7 +67,6 @@ describe('config', () => {
     [{ concurrncy: 2 }, /Unrecognized key/],
     [{ backends: { claude: { permission: 'yolo' } } }, /permission "yolo" is not one of bypassPermissions/],
     [{ backends: { codex: { allow_tools: ['x'] } } }, /codex has no per-tool allow or deny lists/],
-    [{ backends: { gpt: {} } }, /backends.gpt: no such backend/],
   ])('a bad file %j says what to change', (file, message) => {
     const { dir, env } = project();
     writeFileSync(join(dir, 'polyspawn.config.json'), JSON.stringify(file));

@@ -8,6 +8,8 @@ import { claude } from '../../backends/claude.js';
 import { codex } from '../../backends/codex.js';
 import { copilot } from '../../backends/copilot.js';
 import { jsonLines } from '../../backends/jsonl.js';
+import { acpBackend } from '../../backends/acp.js';
+import { ACP_PRESETS } from '../../backends/acp-presets.js';
 import type { CliBackend, TranscriptEntry } from '../../backends/types.js';
 import { loadRenderers } from '../../src/mcp/dashboard/markdown.js';
 import { TranscriptStream } from '../../src/mcp/dashboard/transcript.js';
@@ -215,10 +217,134 @@ describe('copilot', () => {
   });
 });
 
+// The ACP presets' real message logs (test/contract/acp.test.ts against the fake model API).
+describe('an ACP agent', () => {
+  const acp = acpBackend({ ...ACP_PRESETS.copilot!, name: 'acp' });
+
+  test('a command announced, asked about, answered and completed, then the message', () => {
+    expect(entriesOf(acp, 'acp-copilot-shell-permission.jsonl')).toEqual([
+      {
+        kind: 'command',
+        id: 'call_fake_1',
+        command: 'echo copilot_acp > copilot_acp-written.txt',
+        status: 'running',
+      },
+      { kind: 'notice', text: 'asks permission for fake tool call (Allow once / Always allow / Deny)' },
+      {
+        kind: 'command',
+        id: 'call_fake_1',
+        command: 'echo copilot_acp > copilot_acp-written.txt',
+        status: 'running',
+      },
+      { kind: 'notice', text: 'permission q1 answered "allow": {"outcome":"selected","optionId":"allow_once"}' },
+      { kind: 'notice', text: 'permission answered: allow_once' },
+      { kind: 'done', id: 'call_fake_1', status: 'ok', output: '\n<shellId: 0 completed with exit code 0>' },
+      { kind: 'message', text: 'TOOL_RESULT: \n<shellId: 0 completed with exit code 0>', continues: true },
+    ]);
+  });
+
+  test('a command whose input comes in an update; one that ends with an exit code', () => {
+    const claude = entriesOf(acp, 'acp-claude-shell-permission.jsonl');
+    expect(claude.slice(0, 2)).toEqual([
+      { kind: 'command', id: 'toolu_fake_5', command: 'Terminal', status: 'running' },
+      { kind: 'command', id: 'toolu_fake_5', command: 'echo claude_acp > claude_acp-written.txt', status: 'running' },
+    ]);
+    expect(claude).toContainEqual({
+      kind: 'done',
+      id: 'toolu_fake_5',
+      status: 'ok',
+      output: '(Bash completed with no output)',
+    });
+    expect(entriesOf(acp, 'acp-codex-shell-permission.jsonl')).toContainEqual({
+      kind: 'done',
+      id: 'call_fake_13',
+      status: 'ok',
+      exitCode: 0,
+    });
+  });
+
+  test('an edit never announced: the permission request carries its diff, the completing update too', () => {
+    const entries = entriesOf(acp, 'acp-gemini-write-permission.jsonl');
+    const edit = {
+      kind: 'edit',
+      id: expect.stringMatching(/^write_file__/),
+      path: expect.stringMatching(/gemini-acp\.txt$/),
+      change: 'update',
+      before: '',
+      after: 'written over acp',
+    };
+    expect(entries[0]).toEqual({
+      kind: 'notice',
+      text: 'asks permission for Writing to gemini-acp.txt (Allow for this session / Allow / Reject)',
+    });
+    expect(entries[1]).toEqual({ ...edit, status: 'running' });
+    expect(entries).toContainEqual({ ...edit, status: 'ok' });
+    // The message came in two pieces, each joined to the one before.
+    expect(entries.filter((e) => e.kind === 'message')).toHaveLength(2);
+  });
+
+  test("a cancelled turn says so; a plan, thoughts, a new file, another tool, the agent's error, polyspawn's notes", () => {
+    expect(entriesOf(acp, 'acp-copilot-cancel.jsonl')).toEqual([{ kind: 'notice', text: 'the turn ended: cancelled' }]);
+    // Shapes from the ACP schema (no preset here was seen sending them against the fake model API).
+    const update = (u: object) => ({ from: 'agent', message: { method: 'session/update', params: { update: u } } });
+    const lines = [
+      update({
+        sessionUpdate: 'plan',
+        entries: [
+          { content: 'read', priority: 'high', status: 'completed' },
+          { content: 'write', priority: 'low', status: 'in_progress' },
+          { content: 'odd', status: 'strange' },
+        ],
+      }),
+      update({ sessionUpdate: 'agent_thought_chunk', content: { type: 'text', text: 'hmm' } }),
+      update({
+        sessionUpdate: 'tool_call',
+        toolCallId: 'n',
+        kind: 'edit',
+        status: 'pending',
+        content: [{ type: 'diff', path: '/p/new.txt', oldText: null, newText: 'new' }],
+      }),
+      update({ sessionUpdate: 'tool_call', toolCallId: 'f', title: 'Fetch', kind: 'fetch', rawInput: { url: 'u' } }),
+      update({ sessionUpdate: 'tool_call_update', toolCallId: 'f', status: 'failed', rawOutput: { content: 'no' } }),
+      { from: 'agent', message: { id: 3, error: { code: -32603, message: 'boom' } } },
+      { polyspawn: { note: 'a note' } },
+      { polyspawn: { error: 'it failed' } },
+      { from: 'client', message: { method: 'session/load', params: { sessionId: 's1' } } },
+      { from: 'client', message: { id: 4, result: { outcome: { outcome: 'cancelled' } } } },
+    ];
+    expect(lines.flatMap((l) => acp.transcript!(l))).toEqual([
+      {
+        kind: 'plan',
+        items: [
+          { text: 'read', status: 'completed' },
+          { text: 'write', status: 'in_progress' },
+          { text: 'odd', status: 'pending' },
+        ],
+      },
+      { kind: 'reasoning', text: 'hmm', continues: true },
+      { kind: 'edit', id: 'n', path: '/p/new.txt', change: 'add', status: 'running', after: 'new' },
+      { kind: 'tool', id: 'f', name: 'Fetch', input: '{"url":"u"}', status: 'running' },
+      { kind: 'done', id: 'f', status: 'failed', output: 'no' },
+      { kind: 'error', text: 'the agent answered with an error: boom' },
+      { kind: 'notice', text: 'a note' },
+      { kind: 'error', text: 'it failed' },
+      { kind: 'notice', text: 'resumes session s1: its history follows' },
+      { kind: 'notice', text: 'permission request cancelled' },
+    ]);
+  });
+});
+
 test('every recorded sample line reads without throwing, and each entry is of a known kind', () => {
   const kinds = new Set(['message', 'reasoning', 'command', 'edit', 'tool', 'plan', 'notice', 'error', 'done']);
+  const acp = acpBackend({ ...ACP_PRESETS.copilot!, name: 'acp' });
   for (const file of readdirSync(SAMPLES).filter((f) => f.endsWith('.jsonl') || f.endsWith('.json'))) {
-    const backend = file.startsWith('claude') ? claude : file.startsWith('codex') ? codex : copilot;
+    const backend = file.startsWith('acp-')
+      ? acp
+      : file.startsWith('claude')
+        ? claude
+        : file.startsWith('codex')
+          ? codex
+          : copilot;
     for (const entry of entriesOf(backend, file)) expect(kinds.has(entry.kind), `${file}: ${entry.kind}`).toBe(true);
   }
 });
@@ -308,6 +434,47 @@ describe('the dashboard folds entries into steps and renders them escaped', () =
     expect(asked!.html).toContain('waiting for the answer');
     expect(answered!.id).toBe(asked!.id);
     expect(answered!.html).toContain('<b>Answer:</b> blue');
+  });
+
+  test("an ACP agent's message streamed in pieces is one step, rendered once per read; past its length, the rest is left to the log", () => {
+    const acp = acpBackend({ ...ACP_PRESETS.copilot!, name: 'acp' });
+    const chunk = (text: string) =>
+      JSON.stringify({
+        from: 'agent',
+        message: {
+          method: 'session/update',
+          params: { update: { sessionUpdate: 'agent_message_chunk', content: { type: 'text', text } } },
+        },
+      });
+    const call = JSON.stringify({
+      from: 'agent',
+      message: {
+        method: 'session/update',
+        params: {
+          update: { sessionUpdate: 'tool_call', toolCallId: 't', kind: 'execute', rawInput: { command: 'ls' } },
+        },
+      },
+    });
+    const stream = new TranscriptStream(acp.transcript!.bind(acp), {
+      jobId: 'job1',
+      answerOf: () => undefined,
+      openQuestion: () => undefined,
+    });
+    const first = stream.push([chunk('Hello '), chunk('**wor'), chunk('ld**'), call, chunk('after')].join('\n') + '\n');
+    expect(first.map((s) => s.id)).toEqual(['step-0', 'step-1', 'step-2']);
+    expect(first[0]!.html).toContain('Hello <strong>world</strong>');
+    expect(first[1]!.html).toContain('$ ls');
+    // A piece read later joins the message still open.
+    const later = stream.push(chunk(' and more') + '\n');
+    expect(later).toHaveLength(1);
+    expect(later[0]!.id).toBe('step-2');
+    expect(later[0]!.html).toContain('after and more');
+    // 200,000 characters in pieces: the step holds 100,000, shown cut, and takes no more.
+    const long = stream.push(Array.from({ length: 200 }, () => chunk('y'.repeat(1000))).join('\n') + '\n');
+    expect(long.map((s) => s.id)).toEqual(['step-2']);
+    expect(long[0]!.html.slice(-300)).toContain('the whole text is in the log');
+    expect(long[0]!.html.length).toBeLessThan(110_000);
+    expect(stream.push(chunk('z') + '\n')).toEqual([]);
   });
 
   test('a line too long to hold is left out and said so; the next lines still read', () => {

@@ -24,7 +24,7 @@ import type { McpServerSpec } from '../../../backends/types.js';
 import { PRIVATE_FILE } from '../../lib/fs.js';
 import { REDACTED } from '../../lib/redact.js';
 import { VERSION } from '../../lib/version.js';
-import { budgetOf, turnMeter, type BudgetHit } from '../budget.js';
+import { budgetOf, thisRunsCost, turnMeter, type BudgetHit } from '../budget.js';
 import { PARENT_PROMPT, PARENT_SERVER, type ChannelLease } from '../conversation.js';
 import { readNewest } from '../process/log-reader.js';
 import { readStdoutLog, runProcess, type RunResult, type RunSpec } from '../process/runner.js';
@@ -134,6 +134,8 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   let prompting = false;
   let connection: ClientContext | undefined;
   const turnOver = new AbortController();
+  // Aborted by a cancel (or a budget passed): a permission request waiting, or made after, is answered `cancelled`.
+  const cancelling = new AbortController();
   const endProcess = () => stop.abort();
   const fail = (why: string) => {
     if (failure) return;
@@ -143,6 +145,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   };
   // session/cancel, and the process ended if the turn does not end within the grace period.
   const interrupt = () => {
+    cancelling.abort();
     if (!prompting || !connection || !sessionId) return endProcess();
     void connection.notify('session/cancel', { sessionId }).catch(() => endProcess());
     setTimeout(endProcess, CANCEL_GRACE_MS).unref();
@@ -158,9 +161,17 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
     interrupt();
   };
   let agentMessages = 0;
+  let foreignUpdates = 0;
   const seen = (from: 'client' | 'agent', message: AnyMessage) => {
     if (from === 'agent' && ++agentMessages > MAX_AGENT_MESSAGES)
       return fail(`${agent.name} sent more than ${MAX_AGENT_MESSAGES} messages in one run: stopped as a flood`);
+    // An update of a session this run did not start is no part of its answer, usage or turns: left out of the log.
+    const about = from === 'agent' && sessionId ? updateOf(message) : undefined;
+    if (about !== undefined && about !== sessionId) {
+      if (foreignUpdates++ === 0)
+        log.say({ note: `${agent.name} sent updates of another session (${about}): left out` });
+      return;
+    }
     if (!log.message(from, message))
       return fail(`${agent.name}'s messages passed ${MAX_LOG_BYTES / 2 ** 20} MiB in one run: stopped as a flood`);
     overBudget(meter?.add({ from, message }));
@@ -180,10 +191,18 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
       fail(`${agent.name} asked for permission more than ${MAX_PERMISSION_REQUESTS} times in one run: stopped`);
       return { outcome: { outcome: 'cancelled' } };
     }
+    ownSession(request.sessionId);
+    // After session/cancel every permission request is answered `cancelled` (the protocol's rule), whatever the policy.
+    if (cancelling.signal.aborted) return { outcome: { outcome: 'cancelled' } };
     if (run.permission === 'allow') return allowOnce(request);
     if (run.permission === 'deny' || !run.questions) return rejectOnce(request);
     try {
-      const asked = await askPermission(run.questions, job.id, request, turnOver.signal);
+      const asked = await askPermission(
+        run.questions,
+        job.id,
+        request,
+        AbortSignal.any([turnOver.signal, cancelling.signal]),
+      );
       log.say({
         note: `permission ${asked.question.messageId} answered ${JSON.stringify(asked.answer ?? null)}: ${JSON.stringify(asked.response.outcome)}`,
       });
@@ -194,7 +213,13 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
       return rejectOnce(request);
     }
   };
-  const inFolder = <T>(method: () => T): T => {
+  /** A request about a session this run did not start is refused. */
+  const ownSession = (asked: string) => {
+    if (sessionId && asked !== sessionId)
+      throw RequestError.invalidParams(undefined, `session ${asked} is not this run's (${sessionId})`);
+  };
+  const inFolder = <T>(asked: string, method: () => T): T => {
+    ownSession(asked);
     try {
       return method();
     } catch (error) {
@@ -208,8 +233,10 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   );
   if (agent.fs) {
     app
-      .onRequest('fs/read_text_file', ({ params }) => inFolder(() => readTextFile(job.cwd, params)))
-      .onRequest('fs/write_text_file', ({ params }) => inFolder(() => writeTextFile(job.cwd, params)));
+      .onRequest('fs/read_text_file', ({ params }) => inFolder(params.sessionId, () => readTextFile(job.cwd, params)))
+      .onRequest('fs/write_text_file', ({ params }) =>
+        inFolder(params.sessionId, () => writeTextFile(job.cwd, params)),
+      );
   }
 
   const exited = running.done.then((result) => {
@@ -242,7 +269,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
   } catch (error) {
     // The connection closes when the agent's stdout does: an agent that exited says so (`exited`).
     if (!stop.signal.aborted) await Promise.race([exited, delay(EXIT_NOTICE_MS)]);
-    if (!stop.signal.aborted) fail(error instanceof Error ? error.message : String(error));
+    if (!stop.signal.aborted) fail(errorText(error));
   } finally {
     prompting = false;
     control.signal.removeEventListener('abort', onCancel);
@@ -297,7 +324,12 @@ async function startSession(run: AcpRun, context: ClientContext): Promise<string
       throw new Error(`${agent.name} cannot load an earlier session (it has no loadSession): spawn it without resume`);
     }
     sessionId = job.resumeSessionId;
-    session = await within('session/load', context.request('session/load', { sessionId, cwd: job.cwd, mcpServers }));
+    session = await within(
+      'session/load',
+      context.request('session/load', { sessionId, cwd: job.cwd, mcpServers }).catch((error: unknown) => {
+        throw new Error(`${agent.name} could not load session ${sessionId}: ${errorText(error)}`);
+      }),
+    );
   } else {
     session = await within('session/new', context.request('session/new', { cwd: job.cwd, mcpServers }));
     sessionId = (session as NewSessionResponse).sessionId;
@@ -356,7 +388,23 @@ function sessionMcpServers({ backend, job, lease }: AcpRun): McpServer[] {
   });
 }
 
-/** A cost the agent reports (usage_update, USD, over the session) past the job's max_budget_usd. */
+/** An error as the agent sent it: its message, and what its data says (an agent's "Internal error" says little alone). */
+function errorText(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const data = error instanceof RequestError ? error.data : undefined;
+  if (data === undefined || data === null) return error.message;
+  const details = typeof data === 'object' && 'details' in data ? data.details : data;
+  const text = typeof details === 'string' ? details : JSON.stringify(details);
+  return `${error.message}: ${text.length > 1000 ? `${text.slice(0, 1000)}…` : text}`;
+}
+
+/** The session a `session/update` is about; undefined for any other message. */
+function updateOf(message: AnyMessage): string | undefined {
+  if (!('method' in message) || message.method !== 'session/update') return undefined;
+  return String((message.params as { sessionId?: unknown } | undefined)?.sessionId);
+}
+
+/** This run's share of the cost the agent reports (usage_update, USD, over the session) past the job's max_budget_usd. */
 function costHit(job: Readonly<JobRecord>, message: AnyMessage): BudgetHit | undefined {
   const max = budgetOf(job)?.maxBudgetUsd;
   if (max === undefined || !('method' in message) || message.method !== 'session/update') return undefined;
@@ -364,8 +412,11 @@ function costHit(job: Readonly<JobRecord>, message: AnyMessage): BudgetHit | und
     message.params as { update?: { sessionUpdate?: string; cost?: { amount?: number; currency?: string } } }
   ).update;
   const cost = update?.sessionUpdate === 'usage_update' ? update.cost : undefined;
-  if (cost?.currency !== 'USD' || typeof cost.amount !== 'number' || cost.amount <= max) return undefined;
-  return { kind: 'cost', error: `stopped by polyspawn: it reported $${cost.amount}, past max_budget_usd ($${max})` };
+  if (cost?.currency !== 'USD' || typeof cost.amount !== 'number') return undefined;
+  const spent = thisRunsCost(cost.amount, job.previousSessionCostUsd);
+  if (spent <= max) return undefined;
+  const before = cost.amount === spent ? '' : ` ($${cost.amount} for the session, its earlier runs included)`;
+  return { kind: 'cost', error: `stopped by polyspawn: it reported $${spent}${before}, past max_budget_usd ($${max})` };
 }
 
 /** The stream with every message either way handed to `seen` first (the log, the meters). */

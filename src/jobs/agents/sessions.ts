@@ -19,6 +19,8 @@ type SessionState = {
   lastJobId: string;
   /** The session's running token totals after that turn (codex, copilot report totals). */
   totals?: Usage;
+  /** The session's cost so far after that turn, where its agent reports one over the session. */
+  costUsd?: number;
   updatedAt: string;
 };
 
@@ -88,6 +90,7 @@ export class AgentSessions {
     if (!state || state.backend !== record.backend) return;
     record.resumeSessionId = state.sessionId;
     if (state.totals) record.previousSessionTotals = state.totals;
+    if (state.costUsd !== undefined) record.previousSessionCostUsd = state.costUsd;
   }
 
   private turnEnded(job: JobRecord): void {
@@ -99,6 +102,7 @@ export class AgentSessions {
       sessionId,
       lastJobId: job.id,
       totals: job.outcome?.sessionTotals,
+      costUsd: job.outcome?.sessionCostUsd,
       updatedAt: new Date().toISOString(),
     };
     try {

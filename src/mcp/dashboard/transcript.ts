@@ -32,14 +32,43 @@ const DIFF_INPUT_CHARS = 200_000;
 const DIFF_LINES = 400;
 /** Unchanged lines kept around each change in an edit's diff. */
 const CONTEXT_LINES = 3;
+/** A message streamed in pieces shows up to this much (each piece renders it again). */
+const MAX_JOINED_CHARS = 100_000;
 
-/** Folds entries into steps: an entry with the id of an open step replaces it, a `done` completes it. */
+/**
+ * Folds entries into steps: an entry with the id of an open step replaces it, a `done` completes
+ * it, a piece that `continues` a message joins the message step just before.
+ */
 class Steps {
   private readonly open = new Map<string, Step>();
   private count = 0;
+  private last: Step | undefined;
 
-  /** The step an entry adds or changes; none for the outcome of a step never seen. */
+  /** The step an entry adds or changes; none for the outcome of a step never seen, or a piece past a message's length. */
   add(entry: TranscriptEntry): Step | undefined {
+    if (entry.kind !== 'done') {
+      const joined = this.join(entry);
+      if (joined !== 'separate') return joined;
+    }
+    const step = this.addStep(entry);
+    if (step && entry.kind !== 'done') this.last = step;
+    return step;
+  }
+
+  /** A piece joined to the message step before it (undefined past MAX_JOINED_CHARS: the log has the rest). */
+  private join(entry: Exclude<TranscriptEntry, { kind: 'done' }>): Step | undefined | 'separate' {
+    const before = this.last?.entry;
+    if (!('continues' in entry) || !entry.continues || before?.kind !== entry.kind) return 'separate';
+    if (before.text.length >= MAX_JOINED_CHARS) return undefined;
+    const text = before.text + entry.text;
+    this.last!.entry = {
+      kind: entry.kind,
+      text: text.length > MAX_JOINED_CHARS ? `${text.slice(0, MAX_JOINED_CHARS)}… (the rest is in the log)` : text,
+    };
+    return this.last;
+  }
+
+  private addStep(entry: TranscriptEntry): Step | undefined {
     if (entry.kind === 'done') {
       const step = this.open.get(entry.id);
       if (!step || !('status' in step.entry)) return undefined;
@@ -88,7 +117,7 @@ export class TranscriptStream {
   push(text: string): RenderedStep[] {
     const lines = text.split('\n');
     const last = lines.pop()!;
-    const out: RenderedStep[] = [];
+    const out: (Step | RenderedStep)[] = [];
     if (lines.length) {
       lines[0] = this.pending.join('') + lines[0];
       this.pending = [];
@@ -97,7 +126,7 @@ export class TranscriptStream {
     }
     this.hold(last);
     if (this.pendingChars > MAX_LINE_CHARS) out.push(this.skipLine());
-    return out;
+    return this.rendered(out);
   }
 
   /** Keeps a piece of the unfinished line, unless that line is one being left out. */
@@ -118,10 +147,10 @@ export class TranscriptStream {
     const last = this.pending.join('');
     this.pending = [];
     this.pendingChars = 0;
-    return this.line(last);
+    return this.rendered(this.line(last));
   }
 
-  private line(line: string): RenderedStep[] {
+  private line(line: string): (Step | RenderedStep)[] {
     if (this.skipping) {
       // The rest of a line too long to hold.
       this.skipping = false;
@@ -144,11 +173,23 @@ export class TranscriptStream {
       const step = repeats ? { n: this.lastNotice!.n, entry } : this.steps.add(entry);
       if (!step) return [];
       this.lastNotice = entry.kind === 'notice' ? { n: step.n, text: entry.text } : undefined;
-      const html = renderStep(step, this.context);
-      if (isAsking(step.entry)) this.asking.set(step.n, { step, html });
-      else this.asking.delete(step.n);
-      return [{ id: `step-${step.n}`, html }];
+      // A message streamed in pieces is rendered once the lines read together are done.
+      return ['continues' in entry && entry.continues ? step : this.render(step)];
     });
+  }
+
+  private render(step: Step): RenderedStep {
+    const html = renderStep(step, this.context);
+    if (isAsking(step.entry)) this.asking.set(step.n, { step, html });
+    else this.asking.delete(step.n);
+    return { id: `step-${step.n}`, html };
+  }
+
+  /** The lines' steps, rendered: a message's pieces in a row render it once (a long message streamed in small pieces would render it over and over). */
+  private rendered(items: (Step | RenderedStep)[]): RenderedStep[] {
+    return items
+      .filter((item, i) => !('n' in item) || items[i + 1] !== item)
+      .map((item) => ('n' in item ? this.render(item) : item));
   }
 
   /** The waiting questions whose rendering changed since (asked of the job, or answered): read while the log is quiet. */

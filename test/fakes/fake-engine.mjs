@@ -45,7 +45,7 @@ else {
 }
 
 function run(args) {
-  const withValue = new Set(['--name', '--user', '--network', '-v', '--tmpfs', '-w', '-e']);
+  const withValue = new Set(['--name', '--pull', '--label', '--user', '--network', '-v', '--tmpfs', '-w', '-e']);
   let name;
   let cwd = process.cwd();
   let i = 0;

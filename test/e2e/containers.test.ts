@@ -119,8 +119,13 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
         `[[cli:read:${join(project, '.polyspawn', 'index.jsonl')}]]`,
         `[[cli:read:${join(project, '.polyspawn', 'agents', 'bare', 'agent.md')}]]`,
         `[[cli:connect:127.0.0.1:${port}]]`,
+        '[[cli:read:/proc/self/status]]',
       ]);
       expect(job.sandbox).toBe(engine);
+      // Root in it (as CI runs) keeps no capability: the host's network is shared, its traffic not readable.
+      expect(tried['read:/proc/self/status']).toMatch(/CapEff:\s+0{16}\b/);
+      expect(tried['read:/proc/self/status']).toMatch(/NoNewPrivs:\s+1\b/);
+      delete tried['read:/proc/self/status'];
       expect(tried).toEqual({
         [`try-write:${made}`]: 'ok',
         [`read:${join(home, '.claude', 'login.json')}`]: 'ok: {"signed":"in"}',

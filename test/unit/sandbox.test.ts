@@ -355,7 +355,14 @@ describe('docker and podman', () => {
     expect(args.join(' ')).not.toContain('sk-ant-');
     expect(args.slice(-5)).toEqual(['ghcr.io/me/agents:1', 'claude', '-p', '--model', 'm']);
     // The host's network, as bwrap shares it: the channel listens on the host's loopback.
-    expect(args.slice(args.indexOf('--network'), args.indexOf('--network') + 2)).toEqual(['--network', 'host']);
+    expect(args.slice(args.indexOf('--network'), args.indexOf('--network') + 6)).toEqual([
+      '--network',
+      'host',
+      '--cap-drop',
+      'ALL',
+      '--security-opt',
+      'no-new-privileges',
+    ]);
     expect(stop).toBeTypeOf('function');
   });
 

@@ -218,6 +218,9 @@ function containerCommand(run: SandboxRun): WrappedCommand {
   if (uid !== undefined) args.push('--user', `${uid}:${process.getgid?.() ?? uid}`);
   // The host's network, as bwrap shares it: the run's channel listens on the host's loopback.
   args.push('--network', run.sandbox.network ? 'host' : 'none');
+  // No capability, as under bwrap: root in it (as CI runs) must not read the host's traffic
+  // (NET_RAW on the host's network) or write past file modes.
+  args.push('--cap-drop', 'ALL', '--security-opt', 'no-new-privileges');
   for (const bind of binds) {
     // -v splits on ':'; a path with one cannot be said there.
     if (bind.path.includes(':'))

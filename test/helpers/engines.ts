@@ -104,16 +104,27 @@ async function imageFiles(withCli: boolean): Promise<Map<string, { from?: string
   return files;
 }
 
+type ImageFiles = Awaited<ReturnType<typeof imageFiles>>;
+
+/** Each image's files and tag, worked out once per process (hashing node takes a while). */
+const contents = new Map<boolean, { files: ImageFiles; tag: string }>();
+
+async function imageContent(withCli: boolean): Promise<{ files: ImageFiles; tag: string }> {
+  const files = await imageFiles(withCli);
+  const hash = createHash('sha256');
+  for (const [path, file] of [...files].sort(([a], [b]) => a.localeCompare(b)))
+    hash.update(`${path}\0${file.mode}\0`).update(file.from ? readFileSync(file.from) : file.text!);
+  return { files, tag: `polyspawn-test/${withCli ? 'agent' : 'bare'}:${hash.digest('hex').slice(0, 16)}` };
+}
+
 /**
  * The test agent image on this engine (node, sh and, `withCli`, the fake CLIs on its PATH), built
  * when the engine has none of this content yet: `polyspawn-test/agent:<hash>` (or `.../bare:`).
  */
 export async function agentImage(engine: Engine, withCli = true): Promise<string> {
-  const files = await imageFiles(withCli);
-  const hash = createHash('sha256');
-  for (const [path, file] of [...files].sort(([a], [b]) => a.localeCompare(b)))
-    hash.update(`${path}\0${file.mode}\0`).update(file.from ? readFileSync(file.from) : file.text!);
-  const tag = `polyspawn-test/${withCli ? 'agent' : 'bare'}:${hash.digest('hex').slice(0, 16)}`;
+  let content = contents.get(withCli);
+  if (!content) contents.set(withCli, (content = await imageContent(withCli)));
+  const { files, tag } = content;
   if (run(engine, ['image', 'inspect', tag]).status === 0) return tag;
   const rootfs = mkdtempSync(join(tmpdir(), 'polyspawn-image-'));
   try {

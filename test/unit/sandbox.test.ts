@@ -392,6 +392,10 @@ describe('docker and podman', () => {
       /^the image img:1 cannot run `claude`/,
     );
     expect(said(137, '')).toMatch(/^its container was killed \(exit 137/);
+    // 126 is also the runtime's own failure, not only a CLI that cannot be run
+    expect(said(126, 'Error: runc: runc create failed: error setting rlimits: OCI permission denied')).toBe(
+      'docker could not run the container (Error: runc: runc create failed: error setting rlimits: OCI permission denied)',
+    );
     expect(said(125, 'docker: invalid reference format')).toBe(
       'docker could not run the container (docker: invalid reference format)',
     );

@@ -288,7 +288,7 @@ export function containerFailure(
       return `the image ${image} is not on this ${engine} engine${cause}, and polyspawn does not pull one while an agent waits: \`${engine} pull ${image}\` (or build it there), then spawn again`;
     if (/cannot connect|daemon running|unable to connect|connection refused|no such host/i.test(stderr))
       return `no ${engine} engine answers${cause}: start it (\`systemctl start ${engine}\`), or choose another sandbox`;
-    if (exitCode !== 125 || /executable file not found|exec .*(failed|not found)/i.test(stderr))
+    if (exitCode === 127 || /executable file not found|exec .*(failed|not found)/i.test(stderr))
       return `the image ${image} cannot run \`${executable}\`${cause}: install the CLI in the image, on its PATH, or name an image that has it`;
     return `${engine} could not run the container${cause}`;
   }

@@ -3,7 +3,8 @@ import { defineConfig } from 'vitest/config';
 import { TOOLS } from './test/helpers/tools.js';
 
 /**
- * What the browser and sandbox tiers need (test/helpers/tools.ts): installed where this can
+ * What the browser, sandbox and container tiers need (test/helpers/tools.ts): installed (and a
+ * daemon started) where this can
  * (root and apt-get, as .ci/run does; POLYSPAWN_TEST_INSTALL=0 does not), else those tiers are
  * skipped with one line that says which and how to get them. Under CI nothing may be skipped.
  */
@@ -11,7 +12,7 @@ function missingTools() {
   let missing = TOOLS.filter((tool) => !tool.present());
   const canInstall = process.getuid?.() === 0 && process.env.POLYSPAWN_TEST_INSTALL !== '0';
   if (missing.length && canInstall && spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0) {
-    const packages = missing.map((tool) => tool.apt);
+    const packages = missing.flatMap((tool) => tool.apt.split(' '));
     process.stderr.write(`installing ${packages.join(' ')} for the tests (apt-get, as .ci/run does)\n`);
     const apt = (args: string[]) =>
       spawnSync('apt-get', args, {
@@ -19,7 +20,7 @@ function missingTools() {
         env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
       });
     if (apt(['update', '-qq']).status === 0) apt(['install', '-y', '-qq', ...packages]);
-    missing = missing.filter((tool) => !tool.present());
+    missing = missing.filter((tool) => !tool.present() && !tool.start?.());
   }
   if (missing.length === 0) return [];
   const how = `apt-get install -y ${missing.map((tool) => tool.apt).join(' ')} (as root), or run .ci/run`;

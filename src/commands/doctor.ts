@@ -16,8 +16,14 @@ import { findApiKey, keyFiles } from '../config/keys.js';
 import { checkDefaultModels, loadModels, modelsOverrideFiles, type ModelsTable } from '../config/models.js';
 import { iacTarget } from '../../iac/writer.js';
 import { VERSION } from '../lib/version.js';
-import type { SandboxMode } from '../config/sandbox.js';
-import { BWRAP_INSTALL, BWRAP_PROBE, ENGINE_INSTALL } from '../jobs/process/sandbox.js';
+import { CONTAINER_MODES, type SandboxMode, type SandboxSettings } from '../config/sandbox.js';
+import {
+  BWRAP_INSTALL,
+  BWRAP_PROBE,
+  containerFailure,
+  ENGINE_INSTALL,
+  imageProbeArgs,
+} from '../jobs/process/sandbox.js';
 import which from 'which';
 import { InputError } from '../lib/errors.js';
 import { RunStore } from '../../iac/store.js';
@@ -97,6 +103,8 @@ type SandboxCheck = {
 const BWRAP_PROBE_MS = 1000;
 /** Whether a container engine answers: a client without a daemon may wait that long to say so. */
 const ENGINE_PROBE_MS = 3000;
+/** The CLI's `--version` in its image: a container's start on a busy engine takes seconds. */
+const IMAGE_PROBE_MS = 30_000;
 
 /** What a probe of a CLI or a sandbox answered: its exit, the start of its output, or a time-out. */
 type ProbeAnswer = {
@@ -241,6 +249,8 @@ async function checkOne(
       detail: `key ${key.source.startsWith('env ') ? `from env ${key.name}` : key.source}${urlNote}`,
     };
   }
+  if (settings.sandbox.image && CONTAINER_MODES.includes(settings.sandbox.mode))
+    return { ...base, ...(await checkImage(backend, settings.sandbox, env)) };
   const availability = checkBackend(backend, settings, env, config);
   if (!availability.usable) return { ...base, usable: false, detail: availability.detail };
   const path = availability.detail;
@@ -276,6 +286,40 @@ async function checkOne(
     version,
     detail: `${path} is there but broken (${version.problem}): reinstall it${backend.kind === 'cli' ? ` (${backend.installHint})` : ''}, or set ${backend.binEnv} to a working one`,
   };
+}
+
+/**
+ * A backend whose agents run only in a container: its image on the engine, and the CLI in it
+ * (its `--version`, run there without network). Sign-in is not checked: the login folder is
+ * the host's, the CLI the image's.
+ */
+async function checkImage(
+  backend: CliBackend,
+  sandbox: SandboxSettings,
+  env: NodeJS.ProcessEnv,
+): Promise<Pick<BackendCheck, 'usable' | 'detail' | 'version'>> {
+  const { mode, image } = sandbox as SandboxSettings & { image: string };
+  const where = `in the ${mode} image ${image}`;
+  const engine = which.sync(mode, { path: env.PATH, nothrow: true });
+  if (!engine) return { usable: false, detail: `runs ${where}, but ${mode} is not on PATH: ${ENGINE_INSTALL[mode]}` };
+  const answer = await probe(engine, imageProbeArgs(image, backend.executable), env, IMAGE_PROBE_MS);
+  if (answer.error !== undefined || answer.timedOut)
+    return {
+      usable: false,
+      detail: `runs ${where}, but ${answer.error ?? `${mode} gave no answer within ${IMAGE_PROBE_MS / 1000} s`}`,
+    };
+  if (answer.exitCode === 0 && firstLine(answer.stdout)) {
+    const version = cell(firstLine(answer.stdout), 60);
+    return {
+      usable: true,
+      version: { ok: true, version },
+      detail: `\`${backend.executable}\` ${where}, ${version}; sign-in not checked (the CLI is the image's)`,
+    };
+  }
+  const why =
+    containerFailure(mode, image, backend.executable, answer.exitCode, answer.stderr) ??
+    `\`${backend.executable} --version\` ${where} exited with code ${answer.exitCode}: ${cell(firstLine(answer.stderr), 120)}`;
+  return { usable: false, detail: `runs ${where}, but ${why}` };
 }
 
 export async function collectDoctor(

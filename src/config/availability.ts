@@ -3,6 +3,7 @@ import which from 'which';
 import type { Backend, BackendSettings } from '../../backends/types.js';
 import type { Redactor } from '../lib/redact.js';
 import { findApiKey } from './keys.js';
+import { CONTAINER_MODES, type SandboxSettings } from './sandbox.js';
 
 export type Availability =
   | { usable: true; detail: string }
@@ -15,7 +16,7 @@ export type Availability =
 
 export function checkBackend(
   backend: Backend,
-  settings: BackendSettings & { baseUrl?: string },
+  settings: BackendSettings & { baseUrl?: string; sandbox?: SandboxSettings },
   env: NodeJS.ProcessEnv,
   /** Where api_keys.json lives: the config's folders. */
   dirs: { projectDir: string; userConfigDir: string },
@@ -31,6 +32,10 @@ export function checkBackend(
       detail: `HTTP API, key from ${key.source}${settings.baseUrl ? `, base URL ${settings.baseUrl}` : ''}`,
     };
   }
+  // Its agents run in the image only: the host needs no installation (`doctor` checks the image).
+  const { sandbox } = settings;
+  if (sandbox?.image && CONTAINER_MODES.includes(sandbox.mode))
+    return { usable: true, detail: `\`${backend.executable}\` in the ${sandbox.mode} image ${sandbox.image}` };
   const wanted = settings.bin ?? backend.executable;
   const found = which.sync(wanted, { nothrow: true, path: env.PATH });
   if (found) return { usable: true, detail: found };

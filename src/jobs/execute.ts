@@ -198,10 +198,10 @@ async function runCli(
       permission: acpPermission(backend, agentSettings(config.backends[backend.name]!, job.agent).permission, job),
       questions,
     });
-    return cliResult(backend, job, spec, run, hit, control.signal, logs);
+    return cliResult(backend, job, spec, command, run, hit, control.signal, logs);
   }
   const { run, hit } = await runFollowingBudget(backend, job, spec, command, ctx, control, logs);
-  return cliResult(backend, job, spec, run, hit, control.signal, logs);
+  return cliResult(backend, job, spec, command, run, hit, control.signal, logs);
 }
 
 /** The backend's command for this run: its settings, the channel, the budget, and the depth marker after them. */
@@ -284,6 +284,7 @@ function sandboxed(
         job.isolation === 'worktree' ? worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path : undefined,
       hidden: hiddenFromAgents(config),
       container: containerName(config.stateDir, job.id),
+      store: config.stateDir,
     });
   } catch (error) {
     if (!(error instanceof SandboxError)) throw error;
@@ -352,6 +353,7 @@ function cliResult(
   backend: CliBackend,
   job: Readonly<JobRecord>,
   spec: CommandSpec,
+  command: Pick<WrappedCommand, 'explainFailure'>,
   run: RunResult,
   hit: BudgetHit | undefined,
   signal: AbortSignal,
@@ -393,7 +395,9 @@ function cliResult(
   if (run.end === 'cancelled') {
     return { state: 'cancelled', exitCode: run.exitCode, outcome: { ...outcome, ok: false, error: 'cancelled' } };
   }
-  if (!outcome.ok) outcome.error = `${outcome.error ?? 'failed'} (log: ${logs.stdout})`;
+  // A container that could not run the CLI, or was killed under it: the engine's cause, not the CLI's parse.
+  if (!outcome.ok)
+    outcome.error = `${command.explainFailure?.(run) ?? outcome.error ?? 'failed'} (log: ${logs.stdout})`;
   return { state: outcome.ok ? 'succeeded' : 'failed', exitCode: run.exitCode, outcome };
 }
 

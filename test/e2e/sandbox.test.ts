@@ -1,6 +1,7 @@
 // CLI agents in a sandbox, through the built server: bubblewrap for real (the fake CLI tries to
-// get out), docker and podman through a fake engine (test/fakes/fake-engine.mjs) that runs the
-// command it is given, since no engine answers on this machine.
+// get out); the arguments docker and podman are given, through a fake engine
+// (test/fakes/fake-engine.mjs) that runs the command it is given, wherever no engine answers. The
+// real engines run agents in test/e2e/containers.test.ts.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -386,8 +387,8 @@ describe('docker and podman (a fake engine)', () => {
     expect(job.text).toBe('[REDACTED]');
     const run = calls().find((c) => c.argv[0] === 'run' && c.argv.join(' ').includes(job.agent_id))!;
     expect(run.engine).toBe('docker');
-    expect(run.argv.slice(0, 5)).toEqual(['run', '--rm', '-i', '--init', '--name']);
-    expect(run.argv[5]).toMatch(new RegExp(`^polyspawn-${job.agent_id}-[0-9a-f]{8}$`));
+    expect(run.argv.slice(0, 7)).toEqual(['run', '--rm', '-i', '--init', '--pull', 'never', '--name']);
+    expect(run.argv[7]).toMatch(new RegExp(`^polyspawn-${job.agent_id}-[0-9a-f]{8}$`));
     expect(run.argv).toContain(`${project}:${project}`);
     // The same hiding as bwrap's, through the mounts: the store an empty tmpfs but for the run's
     // folder, the keys file /dev/null, the repository's .git read-only.
@@ -404,7 +405,7 @@ describe('docker and podman (a fake engine)', () => {
     expect(run.argv[image + 1]).toBe('claude');
   }, 90_000);
 
-  test('podman: cancel kills the container by name', async () => {
+  test('podman: cancel removes the container by name', async () => {
     const job = await s.callOk<Job>('spawn_claude', { prompt: '[[cli:hang]]', sandbox: 'podman' });
     await waitFor('the container to start', () => calls().some((c) => c.argv.join(' ').includes(job.agent_id)), 30_000);
     expect((await s.callOk<Job>('cancel', { agent_id: job.agent_id })).state).toBe('cancelled');
@@ -412,7 +413,7 @@ describe('docker and podman (a fake engine)', () => {
     await waitFor('the kill', () => mine().length === 2, 30_000);
     expect(mine().map((c) => [c.engine, c.argv[0]])).toEqual([
       ['podman', 'run'],
-      ['podman', 'kill'],
+      ['podman', 'rm'],
     ]);
   }, 90_000);
 
@@ -423,7 +424,7 @@ describe('docker and podman (a fake engine)', () => {
     const ofJob = (command: string) =>
       calls().find((c) => c.argv[0] === command && c.argv.join(' ').includes(job.agent_id));
     await waitFor('the container to start', () => ofJob('run') !== undefined, 30_000);
-    const name = ofJob('run')!.argv[5]!;
+    const name = ofJob('run')!.argv[7]!;
     process.kill(first.transport.pid!, 'SIGKILL');
     await first.close().catch(() => undefined);
     // A real engine's container outlives its client: the next server removes it by name.

@@ -45,7 +45,19 @@ else {
 }
 
 function run(args) {
-  const withValue = new Set(['--name', '--user', '--network', '-v', '--tmpfs', '-w', '-e']);
+  const withValue = new Set([
+    '--name',
+    '--pull',
+    '--label',
+    '--user',
+    '--network',
+    '--cap-drop',
+    '--security-opt',
+    '-v',
+    '--tmpfs',
+    '-w',
+    '-e',
+  ]);
   let name;
   let cwd = process.cwd();
   let i = 0;

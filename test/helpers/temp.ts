@@ -24,6 +24,9 @@ export function tempProject(name: string, config?: unknown): { dir: string; env:
   return { dir, env: { XDG_CONFIG_HOME: join(dir, 'xdg') } };
 }
 
+/** The folders tempDir made so far (what the setup file cleans up after). */
+export const tempDirs = (): readonly string[] => [...made];
+
 /** Removes every folder tempDir made so far (retrying a moment: an ended process may still be closing files). */
 export function removeTempDirs(): void {
   for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true, maxRetries: 5 });

@@ -1,11 +1,13 @@
-// The machine's tools that two tiers need: Debian's chromium (the dashboard's browser tests) and
-// a working bubblewrap (the sandbox tests). vitest.config.ts installs them where it can (root
-// and apt-get, as .ci/run does), leaves test/browser out without a browser, says in one line
-// what it skipped and how to get it, and fails under CI instead; the bwrap tests skip with
-// `skipIf(!bwrapWorks)`.
+// The machine's tools that some tiers need: Debian's chromium (the dashboard's browser tests), a
+// working bubblewrap (the sandbox tests), and the container engines dockerd and podman (the
+// container tests). vitest.config.ts installs them where it can (root and apt-get, as .ci/run
+// does) and starts dockerd, leaves test/browser out without a browser, says in one line what it
+// skipped and how to get it, and fails under CI instead; the bwrap tests skip with
+// `skipIf(!bwrapWorks)`, the container tests with `skipIf(!engineAnswers(engine))`.
 import { accessSync, constants } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { BWRAP_PROBE } from '../../src/jobs/process/sandbox.js';
+import { engineWorks, startDockerd } from './engines.js';
 
 /** Debian's chromium: what the browser tests launch (playwright-core, no browser download). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -30,10 +32,27 @@ function bwrapRuns(): boolean {
 /** Checked once per test file that asks: the sandbox tests skip without it. */
 export const bwrapWorks = bwrapRuns();
 
-/** What a tier needs (said as what is missing), the Debian package that brings it, and the tier. */
-export type Tool = { missing: string; present: () => boolean; apt: string; tier: string };
+/**
+ * What a tier needs (said as what is missing), the Debian packages that bring it (space-separated),
+ * the tier, and how to start it once installed (a daemon).
+ */
+export type Tool = { missing: string; present: () => boolean; apt: string; tier: string; start?: () => boolean };
 
 export const TOOLS: Tool[] = [
   { missing: `no ${CHROMIUM}`, present: hasChromium, apt: 'chromium', tier: 'the browser tests (test/browser)' },
   { missing: 'no working bwrap', present: bwrapRuns, apt: 'bubblewrap', tier: 'the bwrap sandbox tests' },
+  {
+    missing: 'no docker engine answering',
+    present: () => engineWorks('docker'),
+    apt: 'docker.io',
+    tier: 'the docker container tests',
+    start: startDockerd,
+  },
+  {
+    missing: 'no working podman',
+    present: () => engineWorks('podman'),
+    // podman's --init runs catatonit, which Debian's podman only recommends
+    apt: 'podman catatonit',
+    tier: 'the podman container tests',
+  },
 ];

@@ -1,9 +1,11 @@
 // Loaded before every test file (vitest setupFiles): whatever a test or a file's shared setup
 // spawned is ended after it, so a failing test leaves no process behind (test/helpers/process-groups.ts);
-// then the folders it made with tempDir are removed (test/helpers/temp.ts).
+// then the containers a real engine runs for its servers' agents (test/helpers/engines.ts), and the
+// folders it made with tempDir (test/helpers/temp.ts).
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { killMarked, markSpawnsAs } from '../helpers/process-groups.js';
-import { removeTempDirs } from '../helpers/temp.js';
+import { removeTestContainers } from '../helpers/engines.js';
+import { removeTempDirs, tempDirs } from '../helpers/temp.js';
 
 let tests = 0;
 const FILE = 'file';
@@ -17,5 +19,6 @@ afterEach(() => {
 });
 afterAll(() => {
   killMarked();
+  removeTestContainers(tempDirs());
   removeTempDirs();
 });

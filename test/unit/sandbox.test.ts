@@ -13,7 +13,13 @@ import { loadConfig } from '../../src/config/config.js';
 import type { SandboxSettings } from '../../src/config/sandbox.js';
 import { checkDefinition } from '../../src/jobs/agents/definitions.js';
 import { shippedModels } from '../../src/config/models.js';
-import { containerName, SandboxError, wrapInSandbox, type SandboxRun } from '../../src/jobs/process/sandbox.js';
+import {
+  containerFailure,
+  containerName,
+  SandboxError,
+  wrapInSandbox,
+  type SandboxRun,
+} from '../../src/jobs/process/sandbox.js';
 import { fakeBinDir, repoRoot } from '../helpers/mcp.js';
 import { tempDir } from '../helpers/temp.js';
 import { bwrapWorks } from '../helpers/tools.js';
@@ -50,6 +56,7 @@ function run(sandbox: Partial<SandboxSettings>, over: Partial<SandboxRun> = {}):
     runDir,
     hidden: [join(project, '.polyspawn'), join(project, '.polyspawn', 'agents'), join(project, 'api_keys.json')],
     container: containerName(join(project, '.polyspawn'), 'abc234'),
+    store: join(project, '.polyspawn'),
     ...over,
   };
 }
@@ -320,7 +327,19 @@ describe('docker and podman', () => {
   test('run --rm of the image, named after the run, folders at the same path, environment by name only', () => {
     const { r, file, args, stop } = withEngine('docker');
     expect(file).toMatch(/engine\/docker$/);
-    expect(args.slice(0, 6)).toEqual(['run', '--rm', '-i', '--init', '--name', r.container]);
+    // Never pulled while an agent waits; labelled with its store (a project's containers can be listed).
+    expect(args.slice(0, 10)).toEqual([
+      'run',
+      '--rm',
+      '-i',
+      '--init',
+      '--pull',
+      'never',
+      '--name',
+      r.container,
+      '--label',
+      `polyspawn.store=${r.store}`,
+    ]);
     expect(r.container).toMatch(/^polyspawn-abc234-[0-9a-f]{8}$/);
     expect(args).toEqual(expect.arrayContaining(['-v', `${r.cwd}:${r.cwd}`, '-v', `${r.runDir}:${r.runDir}`]));
     expect(args).toEqual(
@@ -335,7 +354,15 @@ describe('docker and podman', () => {
     expect(args.join(' ')).not.toContain(TOKEN);
     expect(args.join(' ')).not.toContain('sk-ant-');
     expect(args.slice(-5)).toEqual(['ghcr.io/me/agents:1', 'claude', '-p', '--model', 'm']);
-    expect(args).not.toContain('--network');
+    // The host's network, as bwrap shares it: the channel listens on the host's loopback.
+    expect(args.slice(args.indexOf('--network'), args.indexOf('--network') + 6)).toEqual([
+      '--network',
+      'host',
+      '--cap-drop',
+      'ALL',
+      '--security-opt',
+      'no-new-privileges',
+    ]);
     expect(stop).toBeTypeOf('function');
   });
 
@@ -345,6 +372,35 @@ describe('docker and podman', () => {
     expect(file).toMatch(/engine\/podman$/);
     expect(args.slice(0, 2)).toEqual(['run', '--rm']);
     expect(args).toEqual(expect.arrayContaining(['--network', 'none', '-v', `${data}:${data}:ro`]));
+    // podman copies what lies below a tmpfs into it unless told not to: the store it hides would show.
+    expect(args.filter((a, i) => args[i - 1] === '--tmpfs').every((a) => a.endsWith(':notmpcopyup'))).toBe(true);
+    expect(args).toContain('--tmpfs');
+  });
+
+  test("the engine's failures, said as what to change; the CLI's own failure left to its backend", () => {
+    const said = (code: number | null, stderr: string) => containerFailure('docker', 'img:1', 'claude', code, stderr);
+    expect(said(125, "docker: Error response from daemon: No such image: img:1\n\nRun 'docker run --help'")).toBe(
+      'the image img:1 is not on this docker engine (docker: Error response from daemon: No such image: img:1), and polyspawn does not pull one while an agent waits: `docker pull img:1` (or build it there), then spawn again',
+    );
+    expect(said(125, 'Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?')).toMatch(
+      /^no docker engine answers \(Cannot connect .*\): start it/,
+    );
+    expect(said(127, '[FATAL tini (7)] exec claude failed: No such file or directory')).toMatch(
+      /^the image img:1 cannot run `claude` \(\[FATAL tini/,
+    );
+    expect(said(1, 'ERROR (catatonit:6): failed to exec pid1: No such file or directory')).toMatch(
+      /^the image img:1 cannot run `claude`/,
+    );
+    expect(said(137, '')).toMatch(/^its container was killed \(exit 137/);
+    // 126 is also the runtime's own failure, not only a CLI that cannot be run
+    expect(said(126, 'Error: runc: runc create failed: error setting rlimits: OCI permission denied')).toBe(
+      'docker could not run the container (Error: runc: runc create failed: error setting rlimits: OCI permission denied)',
+    );
+    expect(said(125, 'docker: invalid reference format')).toBe(
+      'docker could not run the container (docker: invalid reference format)',
+    );
+    expect(said(1, 'Error: the model said no')).toBeUndefined();
+    expect(said(0, '')).toBeUndefined();
   });
 
   test('no engine on PATH says what to install', () => {

@@ -40,6 +40,8 @@ export type SandboxRun = {
   hidden: string[];
   /** The container's name (containerName). */
   container: string;
+  /** The run store: a container is labelled with it (STORE_LABEL), so a project's containers can be listed. */
+  store: string;
 };
 
 export type WrappedCommand = {
@@ -49,6 +51,8 @@ export type WrappedCommand = {
   fds?: number[];
   /** Ends what a kill of the process group cannot reach (a container its engine runs). */
   stop?: () => Promise<void>;
+  /** A failed run's cause when the wrapper, not the CLI, failed (the engine's error, a killed container), said plainly. */
+  explainFailure?: (run: { exitCode: number | null; stderr: string }) => string | undefined;
 };
 
 /** A sandbox that cannot start here; the message says what to change. */
@@ -87,6 +91,9 @@ export function wrapInSandbox(run: SandboxRun): WrappedCommand {
 export function containerName(stateDir: string, id: string): string {
   return `polyspawn-${id}-${createHash('sha256').update(stateDir).digest('hex').slice(0, 8)}`;
 }
+
+/** The label every container carries: its run store's path (`docker ps --filter label=polyspawn.store=<path>`). */
+export const STORE_LABEL = 'polyspawn.store';
 
 /** The host's folders a CLI needs to run and to reach its vendor: read-only. */
 const SYSTEM_PATHS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -204,24 +211,90 @@ function containerCommand(run: SandboxRun): WrappedCommand {
   const found = which.sync(engine, { path: run.env.PATH, nothrow: true });
   if (!found) throw new SandboxError(`${engine} is not on PATH: ${ENGINE_INSTALL[engine]}`);
   const { binds, cwd } = sandboxBinds(run, run.env.HOME, []);
-  const args = ['run', '--rm', '-i', '--init', '--name', run.container];
+  // --pull never: an image not on the engine fails at once (no registry may answer: no wait on one).
+  const args = ['run', '--rm', '-i', '--init', '--pull', 'never', '--name', run.container];
+  args.push('--label', `${STORE_LABEL}=${run.store}`);
   const uid = process.getuid?.();
   if (uid !== undefined) args.push('--user', `${uid}:${process.getgid?.() ?? uid}`);
-  if (!run.sandbox.network) args.push('--network', 'none');
+  // The host's network, as bwrap shares it: the run's channel listens on the host's loopback.
+  args.push('--network', run.sandbox.network ? 'host' : 'none');
+  // No capability, as under bwrap: root in it (as CI runs) must not read the host's traffic
+  // (NET_RAW on the host's network) or write past file modes.
+  args.push('--cap-drop', 'ALL', '--security-opt', 'no-new-privileges');
   for (const bind of binds) {
     // -v splits on ':'; a path with one cannot be said there.
     if (bind.path.includes(':'))
       throw new SandboxError(`${engine} cannot mount ${bind.path}: its path holds a ':'; rename it or use bwrap`);
     // The engine orders its mounts by depth too: a hidden folder's empty tmpfs, then what is bound back in it.
+    // podman fills a tmpfs with what was below it unless told not to (`notmpcopyup`): the store would show.
     if (bind.as === 'hide')
-      args.push(...(isDirectory(bind.path) ? ['--tmpfs', bind.path] : ['-v', `/dev/null:${bind.path}:ro`]));
+      args.push(
+        ...(isDirectory(bind.path)
+          ? ['--tmpfs', engine === 'podman' ? `${bind.path}:notmpcopyup` : bind.path]
+          : ['-v', `/dev/null:${bind.path}:ro`]),
+      );
     else args.push('-v', `${bind.path}:${bind.path}${bind.as === 'write' ? '' : ':ro'}`);
   }
   args.push('-w', cwd);
   // By name only: the engine reads each value from its own environment, which is the child's.
   for (const name of Object.keys(run.env).sort()) if (!HOST_ONLY_ENV.has(name)) args.push('-e', name);
-  args.push(run.sandbox.image!, run.executable, ...run.args);
-  return { file: found, args, stop: () => engineCommand(found, ['kill', run.container], run.env) };
+  const image = run.sandbox.image!;
+  args.push(image, run.executable, ...run.args);
+  return {
+    file: found,
+    args,
+    // Removed, not only killed: the client that would remove it (--rm) is ended with the job's group.
+    stop: () => engineCommand(found, ['rm', '-f', run.container], run.env),
+    explainFailure: ({ exitCode, stderr }) => containerFailure(engine, image, run.executable, exitCode, stderr),
+  };
+}
+
+/** `doctor`'s check of an image: the CLI's `--version` in it, never pulled, without network. */
+export const imageProbeArgs = (image: string, executable: string): string[] => [
+  'run',
+  '--rm',
+  '--pull',
+  'never',
+  '--network',
+  'none',
+  image,
+  executable,
+  '--version',
+];
+
+/**
+ * What the engine's exit code and error say went wrong around the CLI, as what to change; undefined
+ * when the CLI itself ran and failed. Docker and podman exit 125 when they could not run the
+ * container, 126/127 when its command cannot be run or found, 137 when it was killed.
+ */
+export function containerFailure(
+  engine: SandboxMode,
+  image: string,
+  executable: string,
+  exitCode: number | null,
+  stderr: string,
+): string | undefined {
+  const said = stderr
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith("Run '"))
+    .at(-1);
+  const cause = said ? ` (${said.slice(0, 300)})` : '';
+  // The container's init (docker's tini, podman's catatonit) could not start the CLI: it exits 127, or 1.
+  if (/^\[FATAL tini \(\d+\)\] exec .* failed|^ERROR \(catatonit:\d+\): failed to exec/m.test(stderr))
+    return `the image ${image} cannot run \`${executable}\`${cause}: install the CLI in the image, on its PATH, or name an image that has it`;
+  if (exitCode === 125 || exitCode === 126 || exitCode === 127) {
+    if (/no such image|image not known|unable to find image/i.test(stderr))
+      return `the image ${image} is not on this ${engine} engine${cause}, and polyspawn does not pull one while an agent waits: \`${engine} pull ${image}\` (or build it there), then spawn again`;
+    if (/cannot connect|daemon running|unable to connect|connection refused|no such host/i.test(stderr))
+      return `no ${engine} engine answers${cause}: start it (\`systemctl start ${engine}\`), or choose another sandbox`;
+    if (exitCode === 127 || /executable file not found|exec .*(failed|not found)/i.test(stderr))
+      return `the image ${image} cannot run \`${executable}\`${cause}: install the CLI in the image, on its PATH, or name an image that has it`;
+    return `${engine} could not run the container${cause}`;
+  }
+  if (exitCode === 137)
+    return `its container was killed (exit 137: \`${engine} kill\`, the engine stopped or restarted, or out of memory)${cause}`;
+  return undefined;
 }
 
 /** Removes a container a dead server left behind (restart recovery); nothing when there is none. */

@@ -1,0 +1,174 @@
+// The real container engines the container tests run agents on (docker's dockerd, podman), and the
+// agent image they run: no registry is reachable, so it is built here from this machine's files
+// (node, /bin/sh and the libraries they load, and the fake CLI with its channel side bundled) with
+// `<engine> import`, tagged by a hash of what goes into it, so a second run on one machine
+// reuses it. Every container a test's server starts carries polyspawn's store label; the setup
+// file (test/setup/end-processes.ts) removes those of the file's temporary folders when it ends.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { STORE_LABEL } from '../../src/jobs/process/sandbox.js';
+
+export type Engine = 'docker' | 'podman';
+export const ENGINES: readonly Engine[] = ['docker', 'podman'];
+
+const run = (engine: Engine, args: string[], input?: Buffer) =>
+  spawnSync(engine, args, { input, encoding: 'buffer', timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+
+/** The engine answers (its daemon or its storage works). */
+export const engineWorks = (engine: Engine): boolean =>
+  spawnSync(engine, ['info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
+
+/** engineWorks, asked once per process (by a test file). */
+const answers = new Map<Engine, boolean>();
+export function engineAnswers(engine: Engine): boolean {
+  let ok = answers.get(engine);
+  if (ok === undefined) {
+    ok = engineWorks(engine);
+    answers.set(engine, ok);
+  }
+  return ok;
+}
+
+/**
+ * Starts dockerd (as root, where it is installed and not running) in the background with its own
+ * log, and waits until it answers; true when it does. What .ci/run and vitest.config.ts do when no
+ * docker engine answers.
+ */
+export function startDockerd(): boolean {
+  if (engineWorks('docker')) return true;
+  if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
+  const log = openSync('/var/log/dockerd.log', 'a');
+  spawn('dockerd', [], { detached: true, stdio: ['ignore', log, log] }).unref();
+  for (let i = 0; i < 60; i++) {
+    if (engineWorks('docker')) return true;
+    spawnSync('sleep', ['0.5']);
+  }
+  return false;
+}
+
+/** What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>. */
+const CLIS = ['claude', 'codex', 'copilot', 'gemini'];
+const FAKES = fileURLToPath(new URL('../fakes', import.meta.url));
+
+/** The libraries an executable loads (ldd's absolute paths) and the loader. */
+function libraries(file: string): string[] {
+  const out = execFileSync('ldd', [file], { encoding: 'utf8' });
+  return [...out.matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!);
+}
+
+/** The image's files: where each goes in it, and its content (a file of this machine or a text). */
+async function imageFiles(withCli: boolean): Promise<Map<string, { from?: string; text?: string; mode: number }>> {
+  const files = new Map<string, { from?: string; text?: string; mode: number }>();
+  const node = realpathSync(execFileSync('sh', ['-c', 'command -v node'], { encoding: 'utf8' }).trim());
+  const sh = realpathSync('/bin/sh');
+  files.set('/usr/local/bin/node', { from: node, mode: 0o755 });
+  files.set('/bin/sh', { from: sh, mode: 0o755 });
+  for (const lib of new Set([...libraries(node), ...libraries(sh)]))
+    files.set(lib, { from: realpathSync(lib), mode: 0o755 });
+  if (!withCli) return files;
+  // The channel side (fake-parent.mjs) needs the MCP SDK: bundled, so the image has no node_modules.
+  // Loaded here, not by the setup file that imports this one for every test file.
+  const { buildSync } = await import('esbuild');
+  const bundled = buildSync({
+    entryPoints: [join(FAKES, 'fake-parent.mjs')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    write: false,
+    logLevel: 'silent',
+    // Bundled CommonJS (ajv) calls require: the image's node gives it one.
+    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+  });
+  files.set('/opt/fakes/fake-parent.mjs', { text: bundled.outputFiles[0]!.text, mode: 0o644 });
+  for (const name of ['fake-cli.mjs', 'drive-daemon.mjs'])
+    files.set(`/opt/fakes/${name}`, { from: join(FAKES, name), mode: 0o644 });
+  for (const cli of CLIS)
+    files.set(`/usr/local/bin/${cli}`, {
+      text: `#!/bin/sh\nexec node /opt/fakes/fake-cli.mjs ${cli} "$@"\n`,
+      mode: 0o755,
+    });
+  return files;
+}
+
+type ImageFiles = Awaited<ReturnType<typeof imageFiles>>;
+
+/** Each image's files and tag, worked out once per process (hashing node takes a while). */
+const contents = new Map<boolean, { files: ImageFiles; tag: string }>();
+
+async function imageContent(withCli: boolean): Promise<{ files: ImageFiles; tag: string }> {
+  const files = await imageFiles(withCli);
+  const hash = createHash('sha256');
+  for (const [path, file] of [...files].sort(([a], [b]) => a.localeCompare(b)))
+    hash.update(`${path}\0${file.mode}\0`).update(file.from ? readFileSync(file.from) : file.text!);
+  return { files, tag: `polyspawn-test/${withCli ? 'agent' : 'bare'}:${hash.digest('hex').slice(0, 16)}` };
+}
+
+/**
+ * The test agent image on this engine (node, sh and, `withCli`, the fake CLIs on its PATH), built
+ * when the engine has none of this content yet: `polyspawn-test/agent:<hash>` (or `.../bare:`).
+ */
+export async function agentImage(engine: Engine, withCli = true): Promise<string> {
+  let content = contents.get(withCli);
+  if (!content) contents.set(withCli, (content = await imageContent(withCli)));
+  const { files, tag } = content;
+  if (run(engine, ['image', 'inspect', tag]).status === 0) return tag;
+  const rootfs = mkdtempSync(join(tmpdir(), 'polyspawn-image-'));
+  try {
+    for (const [path, file] of files) {
+      const target = join(rootfs, path);
+      mkdirSync(dirname(target), { recursive: true });
+      if (file.from) copyFileSync(file.from, target);
+      else writeFileSync(target, file.text!);
+      chmodSync(target, file.mode);
+    }
+    mkdirSync(join(rootfs, 'tmp'), { mode: 0o1777 });
+    chmodSync(join(rootfs, 'tmp'), 0o1777);
+    const tar = execFileSync('tar', ['-C', rootfs, '-c', '.'], { maxBuffer: 1024 * 1024 * 1024 });
+    const imported = run(
+      engine,
+      ['import', '-c', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', '-c', 'LABEL polyspawn-test=1', '-', tag],
+      tar,
+    );
+    if (imported.status !== 0) throw new Error(`${engine} import failed: ${imported.stderr.toString()}`);
+    return tag;
+  } finally {
+    rmSync(rootfs, { recursive: true, force: true });
+  }
+}
+
+/** The containers (running or not) whose run store lies in one of these folders. */
+export function containersIn(engine: Engine, folders: readonly string[]): string[] {
+  const listed = run(engine, ['ps', '-a', '--filter', `label=${STORE_LABEL}`, '--format', '{{.Names}}']);
+  const names = listed.status === 0 ? listed.stdout.toString().split('\n').filter(Boolean) : [];
+  return names.filter((name) => {
+    const store = run(engine, ['inspect', '--format', `{{index .Config.Labels "${STORE_LABEL}"}}`, name])
+      .stdout.toString()
+      .trim();
+    return store !== '' && folders.some((f) => store === f || store.startsWith(f + '/'));
+  });
+}
+
+/** The engines this process used (engineAnswers said yes): the setup file cleans up after them. */
+export const usedEngines = (): Engine[] => [...answers].filter(([, ok]) => ok).map(([engine]) => engine);
+
+/** Removes the containers whose run store lies in these folders, on every engine this process used. */
+export function removeTestContainers(folders: readonly string[]): void {
+  for (const engine of usedEngines()) {
+    const names = containersIn(engine, folders);
+    if (names.length) run(engine, ['rm', '-f', ...names]);
+  }
+}

@@ -363,9 +363,9 @@ const MUTATIONS = [
   {
     name: "a sandbox's container outlives its cancel",
     file: SANDBOX,
-    find: `stop: () => engineCommand(found, ['kill', run.container], run.env)`,
+    find: `stop: () => engineCommand(found, ['rm', '-f', run.container], run.env)`,
     replace: `stop: undefined`,
-    tests: ['test/e2e/sandbox.test.ts'],
+    tests: ['test/e2e/sandbox.test.ts', 'test/e2e/containers.test.ts'],
   },
   {
     name: "a project's config sets the sandbox",

@@ -100,6 +100,15 @@ describe('an ACP agent from the user config', () => {
     });
     expect(job.text).toContain('mcp servers: parent');
     expect(log(id)).not.toMatch(/psp_[A-Za-z0-9_-]{20,}/);
+    // logs, readable: the same run as a transcript, with no raw JSON-RPC.
+    const readable = await server.callOk<{ text: string }>('logs', { agent_id: id, readable: true });
+    expect(readable.text).toMatch(/^note: asks permission for .*\(Allow once \/ Reject\)$/m);
+    expect(readable.text).toContain('+++ after\n    hello from acp');
+    expect(readable.text).toMatch(/^message: .*notes\/hello\.txt written/m);
+    expect(readable.text).not.toContain('"jsonrpc"');
+    const stderr = await server.call('logs', { agent_id: id, readable: true, stream: 'stderr' });
+    expect(stderr.isError).toBe(true);
+    expect(JSON.stringify(stderr.content)).toContain('leave readable out for the raw log');
   });
 
   test("a named agent's MCP servers reach session/new; their secrets never reach the log", async () => {

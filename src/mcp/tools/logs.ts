@@ -1,9 +1,10 @@
-// logs: one agent's raw output, a page at a time (src/jobs/process/log-page.ts), so a long log
-// never comes back in one piece.
+// logs: one agent's output, a page at a time (src/jobs/process/log-page.ts), so a long log
+// never comes back in one piece: raw, or read by its backend as a transcript.
 import { z } from 'zod';
 import { tool } from './tool.js';
 import type { App } from '../../app.js';
 import { DEFAULT_LOG_BYTES, readLogPage } from '../../jobs/process/log-page.js';
+import { transcriptText } from '../../jobs/process/transcript-text.js';
 import { runFolder } from '../../lib/run-folder.js';
 import { brief } from '../tool-list.js';
 import { findJob } from '../views.js';
@@ -28,7 +29,7 @@ export const logsTool = (app: App) =>
     name: 'logs',
     title: 'Agent logs',
     description:
-      "An agent's raw CLI output, page by page, also while it runs (offset: the last next_offset; tail: the newest bytes). Its answer: result.",
+      "An agent's CLI output, page by page, also while it runs (offset: the last next_offset; tail: the newest bytes; readable: as a transcript). Its answer: result.",
     input: z
       .object({
         agent_id: z.string().min(1).max(64),
@@ -48,11 +49,18 @@ export const logsTool = (app: App) =>
           z.number().int().min(1).max(MAX_LOG_BYTES).optional().describe('The last this many bytes instead'),
           '',
         ),
+        readable: brief(
+          z
+            .boolean()
+            .optional()
+            .describe("stdout as a transcript, where the agent's backend reads its output (CLI and ACP agents)"),
+          '',
+        ),
       })
       .strict(),
     output: outputSchema,
     annotations: { readOnlyHint: true, openWorldHint: false },
-    handler: async ({ agent_id, stream, offset, limit, tail }) => {
+    handler: async ({ agent_id, stream, offset, limit, tail, readable }) => {
       const job = findJob(app, agent_id);
       if (tail !== undefined && offset !== undefined)
         throw new InputError('pass offset (to page from the start) or tail (for the newest bytes), not both');
@@ -66,6 +74,15 @@ export const logsTool = (app: App) =>
         },
         app.secrets,
       );
-      return { agent_id: job.id, state: job.state, stream: which, ...page };
+      if (!readable) return { agent_id: job.id, state: job.state, stream: which, ...page };
+      const backend = app.backends.find((b) => b.name === job.backend);
+      if (which !== 'stdout' || backend?.kind !== 'cli' || !backend.transcript)
+        throw new InputError(
+          `readable reads the stdout of a CLI or ACP agent; ${job.id} is a ${job.backend} agent${which === 'stdout' ? '' : ' and this is its stderr'}: leave readable out for the raw log`,
+        );
+      // A tail may begin inside a line: the transcript starts at the first whole one.
+      const whole = tail !== undefined && page.offset > 0 ? page.text.slice(page.text.indexOf('\n') + 1) : page.text;
+      const text = transcriptText(whole, backend.transcript.bind(backend));
+      return { agent_id: job.id, state: job.state, stream: which, ...page, text };
     },
   });

@@ -1,0 +1,84 @@
+// A page of a CLI's JSON-lines log as plain readable text, through its backend's transcript():
+// what `logs` gives with `readable: true` (the dashboard renders the same entries as HTML).
+import type { TranscriptEntry } from '../../../backends/types.js';
+
+/** What one step may show of a command's output, a tool's input or an edit's text. */
+const STEP_CHARS = 2000;
+const OUTPUT_LINES = 30;
+
+const clip = (text: string, chars = STEP_CHARS) => (text.length > chars ? `${text.slice(0, chars)}…` : text);
+const lastLines = (text: string) => clip(text.split('\n').slice(-OUTPUT_LINES).join('\n'));
+const indented = (text: string) => text.replace(/^/gm, '    ');
+const status = (s: 'running' | 'ok' | 'failed', exitCode?: number) =>
+  s === 'running' ? 'running' : `${s}${exitCode !== undefined ? ` (exit ${exitCode})` : ''}`;
+const PLAN_MARK = { pending: '[ ]', in_progress: '[~]', completed: '[x]' } as const;
+
+/** One entry as text: a line that says what it is, and its content indented below. */
+function entryText(entry: TranscriptEntry): string {
+  switch (entry.kind) {
+    case 'message':
+      return `message: ${entry.text}`;
+    case 'reasoning':
+      return `thinking: ${entry.text}`;
+    case 'command': {
+      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
+      return `$ ${clip(entry.command)}  [${status(entry.status, entry.exitCode)}]${output}`;
+    }
+    case 'edit': {
+      const change =
+        entry.diff ??
+        [entry.before && `--- before\n${entry.before}`, entry.after && `+++ after\n${entry.after}`]
+          .filter(Boolean)
+          .join('\n');
+      return `${entry.change} ${entry.path}  [${status(entry.status)}]${change ? `\n${indented(clip(change))}` : ''}`;
+    }
+    case 'tool': {
+      const name = entry.server ? `${entry.server}.${entry.name}` : entry.name;
+      const input = entry.input ? ` ${clip(entry.input, 200)}` : '';
+      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
+      return `tool ${name}${input}  [${status(entry.status)}]${output}`;
+    }
+    case 'plan':
+      return `plan:\n${entry.items.map((i) => `  ${PLAN_MARK[i.status]} ${i.text}`).join('\n')}`;
+    case 'notice':
+      return `note: ${entry.text}`;
+    case 'error':
+      return `error: ${entry.text}`;
+    case 'done': {
+      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
+      return `  ↳ ${status(entry.status, entry.exitCode)}${output}`;
+    }
+  }
+}
+
+/**
+ * The text of a page of JSON lines: each line's entries in order (a streamed message's pieces
+ * joined); a line that is not JSON is shown as it is, and one the transcript passes over (only
+ * bookkeeping) not at all.
+ */
+export function transcriptText(
+  page: string,
+  transcript: (record: Record<string, unknown>) => TranscriptEntry[],
+): string {
+  const out: string[] = [];
+  /** The kind of the step last written, which a continued piece of the same kind joins. */
+  let last: TranscriptEntry['kind'] | undefined;
+  for (const line of page.split('\n')) {
+    if (!line.trim()) continue;
+    let record: unknown;
+    try {
+      record = JSON.parse(line);
+    } catch {
+      out.push(line);
+      last = undefined;
+      continue;
+    }
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
+    for (const entry of transcript(record as Record<string, unknown>)) {
+      if ('continues' in entry && entry.continues && last === entry.kind) out[out.length - 1] += entry.text;
+      else out.push(entryText(entry));
+      last = entry.kind;
+    }
+  }
+  return out.join('\n');
+}

@@ -428,17 +428,7 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
     async close(ms = 20_000) {
       const started = new Map([pid, ...descendants(pid)].map((p) => [p, commandLine(p)]));
       const leftovers = () => [...started.keys()].filter((p) => !isGone(p));
-      // Esc first, which closes a panel or dialog left open (the task panel takes Ctrl-C for
-      // itself), then Ctrl-C, and again once it says so: the way a user leaves.
-      for (let presses = 0; presses < 2 && !isGone(pid); presses++) {
-        try {
-          const before = screen();
-          press('Escape');
-          await waitFor('the screen to change', () => screen() !== before, 1_000);
-        } catch {
-          // nothing left open to close, or the terminal is gone
-        }
-      }
+      // Ctrl-C, and again once it says so: the way a user leaves.
       for (let presses = 0; presses < 3 && !isGone(pid); presses++) {
         press('C-c');
         await waitFor(

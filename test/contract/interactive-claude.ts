@@ -439,6 +439,7 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
       }
       await waitFor('claude and what it started to end', () => leftovers().length === 0, ms).catch(() => {});
       const left = leftovers();
+      const lastScreen = left.length > 0 ? screen() : '';
       for (const p of left) {
         try {
           process.kill(p, 'SIGKILL');
@@ -454,7 +455,9 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
       await waitFor('the terminal to end', () => isGone(tmuxServer), 5_000);
       if (left.length > 0) {
         const named = left.map((p) => `  ${p} ${p === pid ? '(claude) ' : ''}${started.get(p)}`).join('\n');
-        throw new Error(`still running ${ms} ms after claude was told to exit (now killed):\n${named}`);
+        throw new Error(
+          `still running ${ms} ms after claude was told to exit (now killed):\n${named}\nthe screen:\n${lastScreen}`,
+        );
       }
     },
   };

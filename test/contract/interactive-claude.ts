@@ -422,8 +422,19 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
         press('Down');
         await waitFor('the dialog to move its cursor', () => screen() !== before, 5_000);
       }
-      press('Enter');
-      await waitFor('the dialog to close', () => !screen().includes('requests your input'), 10_000);
+      // Claude Code drops an Enter that comes right after the keys before it (measured: the first
+      // one left the dialog open for 6 s, a second closed it): press again until it closes.
+      const closed = () => !screen().includes('requests your input');
+      for (let presses = 1; ; presses++) {
+        await waitFor('the screen to settle', settled(), 5_000).catch(() => {});
+        press('Enter');
+        try {
+          await waitFor('the dialog to close', closed, 3_000);
+          return;
+        } catch (error) {
+          if (presses === 3) throw new Error(`${(error as Error).message}; the screen:\n${screen()}`);
+        }
+      }
     },
     async close(ms = 20_000) {
       const started = new Map([pid, ...descendants(pid)].map((p) => [p, commandLine(p)]));

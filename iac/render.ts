@@ -3,7 +3,13 @@
 // once and keeps it; only the header and the active table are rendered on every write.
 import type { JobState } from '../src/jobs/table.js';
 import type { JobWorktree } from '../src/jobs/worktree/report.js';
-import { answerTo, type ConversationEntry, type Question } from '../src/jobs/conversation.js';
+import {
+  answeredBy,
+  answerTo,
+  type AnswerSource,
+  type ConversationEntry,
+  type Question,
+} from '../src/jobs/conversation.js';
 import { taskLine } from '../src/lib/text.js';
 import { sandboxLabel } from '../src/config/sandbox.js';
 import { fence, inline, shorten, table } from './markdown.js';
@@ -30,14 +36,18 @@ const said = (text: string, max = MESSAGE_CHARS) => {
 
 const optionsOf = (q: Question) => (q.options ? ` (options: ${q.options.map((o) => said(o, 200)).join(' / ')})` : '');
 
+const asked = (q: Question) => (q.to === 'user' ? 'asked the user' : 'asked');
+/** Who answered, when it was not the orchestrator (an answer stored before answers named theirs was its). */
+const byWhom = (by: AnswerSource | undefined) => (by && by !== 'orchestrator' ? ` (by ${answeredBy(by)})` : '');
+
 /** The agent's questions, the orchestrator's answers and its progress lines, in order. */
 function conversationLines(entries: readonly ConversationEntry[]): string[] {
   return entries.map((e) => {
     const at = time(e.at);
     if (e.kind === 'progress') return `- ${at} · progress: ${said(e.text)}`;
-    if (e.kind === 'answer') return `- ${at} · **answered** \`${inline(e.messageId)}\`: ${said(e.text)}`;
+    if (e.kind === 'answer') return `- ${at} · **answered** \`${inline(e.messageId)}\`${byWhom(e.by)}: ${said(e.text)}`;
     const never = answerTo(entries, e.messageId) ? '' : ' · _never answered_';
-    return `- ${at} · **asked** \`${inline(e.messageId)}\`: ${said(e.text)}${optionsOf(e)}${never}`;
+    return `- ${at} · **${asked(e)}** \`${inline(e.messageId)}\`: ${said(e.text)}${optionsOf(e)}${never}`;
   });
 }
 
@@ -237,7 +247,8 @@ export function renderDocument(d: DocumentParts): string {
     out.push(table(['Agent', 'Status', 'Backend', 'Model', 'Task', 'Started', 'Elapsed'], rows));
     const waiting = d.active.flatMap((a) =>
       (a.questions ?? []).map(
-        (q) => `- \`${a.id}\` asks \`${inline(q.messageId)}\` (${time(q.at)}): ${said(q.text)}${optionsOf(q)}`,
+        (q) =>
+          `- \`${a.id}\` asks${q.to === 'user' ? ' the user' : ''} \`${inline(q.messageId)}\` (${time(q.at)}): ${said(q.text)}${optionsOf(q)}`,
       ),
     );
     if (waiting.length)

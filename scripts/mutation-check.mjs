@@ -738,8 +738,8 @@ const MUTATIONS = [
   {
     name: 'a question is answered twice',
     file: 'src/jobs/table.ts',
-    find: `if (earlier) throw new InputError(`,
-    replace: `if (earlier && messageId === '') throw new InputError(`,
+    find: `if (earlier)\n      throw new InputError(`,
+    replace: `if (earlier && messageId === '')\n      throw new InputError(`,
     tests: ['test/unit/conversation.test.ts'],
   },
   {

@@ -5,9 +5,26 @@
 // so every door (the tools, the dashboard's form, the channel) gets the same refusal.
 import { InputError } from '../lib/errors.js';
 
+/**
+ * Whom an agent's question is for: the orchestrating model (the default, as before addressees
+ * existed), or the user it works for. A question to the user on a job run as an MCP task opens
+ * the client's dialog; elsewhere it reaches the orchestrator marked as meant for the user.
+ */
+export const ADDRESSEES = ['orchestrator', 'user'] as const;
+export type Addressee = (typeof ADDRESSEES)[number];
+
+/** Who gave an answer: reply_subagent, the dashboard's form, or the user in the client's dialog (tasks/update). */
+export type AnswerSource = 'orchestrator' | 'dashboard' | 'user';
+const SOURCE_WORDS: Record<AnswerSource, string> = {
+  orchestrator: 'the orchestrator (reply_subagent)',
+  dashboard: 'the dashboard',
+  user: "the user, in the client's dialog",
+};
+export const answeredBy = (by: AnswerSource | undefined) => SOURCE_WORDS[by ?? 'orchestrator'];
+
 export type ConversationEntry =
-  | { kind: 'question'; at: string; messageId: string; text: string; options?: string[] }
-  | { kind: 'answer'; at: string; messageId: string; text: string }
+  | { kind: 'question'; at: string; messageId: string; text: string; options?: string[]; to?: 'user' }
+  | { kind: 'answer'; at: string; messageId: string; text: string; by?: AnswerSource }
   | { kind: 'progress'; at: string; text: string };
 
 export type Question = Extract<ConversationEntry, { kind: 'question' }>;
@@ -46,8 +63,19 @@ export function checkQuestion(text: string, options: readonly string[] | undefin
       `the question offers ${options.length} options, more than the ${CONVERSATION_LIMITS.options} it may: offer fewer`,
     );
   }
-  options.forEach((option, i) => checkLength(`option ${i + 1}`, option, CONVERSATION_LIMITS.optionChars));
+  options.forEach((option, i) => {
+    checkLength(`option ${i + 1}`, option, CONVERSATION_LIMITS.optionChars);
+    const first = options.indexOf(option);
+    // A form's choices are a set: a repeated one could not be told apart.
+    if (first < i) throw new InputError(`option ${i + 1} repeats option ${first + 1}: offer each choice once`);
+  });
 }
+
+/** What the agent is told when the user turns its question down in the dialog (decline) or closes it (cancel). */
+export const USER_DECLINED =
+  'The user declined to answer this question. Decide without their answer, or ask the orchestrator (ask_parent without `to`).';
+export const USER_DISMISSED =
+  'The user closed the dialog without answering. Decide without their answer, or ask the orchestrator (ask_parent without `to`).';
 
 /** How long ask_parent and check_message_status block: under the 60 s cut-off of common MCP clients. */
 export const ANSWER_WAIT_S = 50;

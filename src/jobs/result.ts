@@ -19,6 +19,12 @@ export const questionSchema = z
     message_id: z.string(),
     question: z.string(),
     options: z.array(z.string()).optional(),
+    to: z
+      .literal('user')
+      .optional()
+      .describe(
+        "Meant for the user: put it to them unless their client's dialog already did, and reply with their answer",
+      ),
     asked_at: z.string(),
   })
   .meta({ id: 'question' });
@@ -92,6 +98,8 @@ export const jobResultSchema = jobSummarySchema
           message_id: z.string().optional(),
           text: z.string(),
           options: z.array(z.string()).optional(),
+          to: z.literal('user').optional().describe('A question meant for the user'),
+          by: z.enum(['orchestrator', 'dashboard', 'user']).optional().describe('Who gave the answer'),
         }),
       )
       .optional()
@@ -196,6 +204,7 @@ export function questionsOf(ctx: Pick<ResultContext, 'secrets'>, job: JobRecord)
       message_id: q.messageId,
       question: q.text,
       options: q.options,
+      to: q.to,
       asked_at: q.at,
     }),
   );
@@ -209,6 +218,8 @@ const conversationView = (ctx: Pick<ResultContext, 'secrets'>, entries: Conversa
       message_id: e.kind !== 'progress' ? e.messageId : undefined,
       text: e.text,
       options: e.kind === 'question' ? e.options : undefined,
+      to: e.kind === 'question' ? e.to : undefined,
+      by: e.kind === 'answer' ? e.by : undefined,
     }),
   );
 

@@ -8,6 +8,7 @@ import type { SandboxSettings } from '../config/sandbox.js';
 import { InputError } from '../lib/errors.js';
 import { waitUntil } from '../lib/wait.js';
 import {
+  answeredBy,
   answerTo,
   checkLength,
   checkQuestion,
@@ -16,6 +17,8 @@ import {
   findQuestion,
   oneLine,
   openQuestions,
+  type Addressee,
+  type AnswerSource,
   type ConversationEntry,
   type Question,
 } from './conversation.js';
@@ -424,7 +427,7 @@ export class JobTable {
    * A running job's question to the orchestrator (its agent called ask_parent): the new message
    * id. Refused, with what to do, past the open and total question limits or the length limits.
    */
-  ask(id: string, text: string, options?: string[]): Question {
+  ask(id: string, text: string, options?: string[], to: Addressee = 'orchestrator'): Question {
     const record = this.running(id);
     checkQuestion(text, options);
     const entries = (record.conversation ??= []);
@@ -444,6 +447,7 @@ export class JobTable {
       messageId: `q${asked + 1}`,
       text,
       options: options?.length ? options : undefined,
+      ...(to === 'user' ? { to } : {}),
     };
     entries.push(question);
     this.changed(record);
@@ -451,8 +455,19 @@ export class JobTable {
     return question;
   }
 
-  /** The orchestrator's answer to a running job's question (reply_subagent, the dashboard's form). */
-  reply(id: string, messageId: string, answer: string): JobRecord {
+  /**
+   * The answer to a running job's question, from `by`: reply_subagent, the dashboard's form, the
+   * user's dialog. The first answer wins; a later one is refused, saying who answered and when.
+   */
+  reply(id: string, messageId: string, answer: string, by: AnswerSource = 'orchestrator'): JobRecord {
+    const record = this.checkReply(id, messageId, answer);
+    record.conversation!.push({ kind: 'answer', at: new Date().toISOString(), messageId, text: answer, by });
+    this.changed(record);
+    return record;
+  }
+
+  /** The running job whose question `reply` would answer; throws, saying why, where it would refuse. */
+  checkReply(id: string, messageId: string, answer: string): JobRecord {
     const record = this.get(id);
     if (!record) throw new InputError(`no agent with id "${id}": pass an agent_id from list or wait_for_agents`);
     checkLength('the answer', answer, CONVERSATION_LIMITS.answerChars);
@@ -464,7 +479,10 @@ export class JobTable {
       );
     }
     const earlier = answerTo(record.conversation, messageId);
-    if (earlier) throw new InputError(`question ${messageId} of agent ${id} was answered already, at ${earlier.at}`);
+    if (earlier)
+      throw new InputError(
+        `question ${messageId} of agent ${id} was answered already, by ${answeredBy(earlier.by)} at ${earlier.at}`,
+      );
     if (record.state === 'running' && !this.entries.has(id)) {
       throw new InputError(`agent ${id} runs in another polyspawn server on this project: answer it through that one`);
     }
@@ -473,8 +491,6 @@ export class JobTable {
         `agent ${id} has ended (${record.state}): its question ${messageId} can no longer be answered`,
       );
     }
-    record.conversation!.push({ kind: 'answer', at: new Date().toISOString(), messageId, text: answer });
-    this.changed(record);
     return record;
   }
 

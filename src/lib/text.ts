@@ -20,6 +20,15 @@ export function taskLine(prompt: string, redact: (text: string) => string = (t) 
 /** `text` cut to at most `max` characters, ending in … where it was cut. */
 export const clip = (text: string, max = 200) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
+/**
+ * Characters that could drive a terminal or reorder what it shows: C0 controls but tab and line
+ * feed, DEL, C1 controls (ESC and CSI among them), and the bidirectional overrides and isolates.
+ */
+const UNPRINTABLE = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069]/g;
+
+/** Foreign text as a terminal may show it: each unprintable character as U+FFFD. */
+export const printable = (text: string) => text.replace(UNPRINTABLE, '\uFFFD');
+
 /** `text` cut to at most `max` characters, at a word boundary when one is near, ending in `more` where it was cut. */
 export function shorten(text: string, max: number, more = '…'): string {
   if (text.length <= max) return text;

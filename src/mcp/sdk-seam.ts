@@ -9,7 +9,9 @@
 //   given while the SDK's own map is empty.
 // - `serveCustomMethod`: a request handler for a method outside the spec's set (the tasks
 //   extension's tasks/get, tasks/update, tasks/cancel) through the 3-argument setRequestHandler;
-//   its overloads are typed per SDK schema, so the method is given as a plain string here.
+//   its overloads are typed per SDK schema, so the method is given as a plain string here. The
+//   SDK lifts a request's `inputResponses` out of its params (for any method, custom ones too)
+//   into `ctx.mcpReq.inputResponses`: tasks/update's answers are read from there.
 import type { LoggingLevel, Server } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 
@@ -33,14 +35,24 @@ export function replaceSetLevel(server: Server, onLevel: (level: LoggingLevel) =
   });
 }
 
+/** What a custom method's handler gets of the request besides its params. */
+type CustomRequest = {
+  /** The request's `inputResponses` (tasks/update), as the client sent them: untrusted, each key checked by the handler. */
+  inputResponses: Record<string, unknown> | undefined;
+};
+
 /** Serves a request method the spec does not define, its params checked by `params` (an invalid one: -32602). */
 export function serveCustomMethod<P extends z.ZodType>(
   server: Server,
   method: string,
   params: P,
-  handler: (params: z.output<P>) => Promise<Record<string, unknown>>,
+  handler: (params: z.output<P>, request: CustomRequest) => Promise<Record<string, unknown>>,
 ): void {
   // The SDK types a handler's params by Standard Schema and its result by the spec's Result;
   // zod's output type and a plain object are the same things, named otherwise.
-  server.setRequestHandler(method, { params }, (parsed) => handler(parsed as z.output<P>) as never);
+  server.setRequestHandler(
+    method,
+    { params },
+    (parsed, ctx) => handler(parsed as z.output<P>, { inputResponses: ctx.mcpReq.inputResponses }) as never,
+  );
 }

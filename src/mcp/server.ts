@@ -61,7 +61,7 @@ function spawnOptions(app: App, nesting: Nesting): string[] {
 function channelInstructions(app: App, nesting: Nesting): string[] {
   if (!app.parentChannel || !nesting.canSpawn) return [];
   return [
-    'A CLI agent may ask you a question (ask_parent): wait_for_agents returns at once with `questions`; answer with reply_subagent and it carries on. ask_parent: false on a spawn forbids it.',
+    'A CLI agent may ask you a question (ask_parent): wait_for_agents returns at once with `questions`; answer with reply_subagent and it carries on. One marked to: "user" is theirs: ask them (a task shows it in their dialog). ask_parent: false on a spawn forbids it.',
   ];
 }
 

@@ -199,6 +199,35 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
   const ended = (c: InteractiveClaude, taskId: string) =>
     polls(c, taskId).some((p) => ['completed', 'failed', 'cancelled'].includes(p.response!.result!.status as string));
 
+  /**
+   * The JSON-RPC messages of one task, in order: each request with its answer, a run of the same
+   * poll with the same answer as one pair with its count. For the record of what was said.
+   */
+  function sequenceOf(c: InteractiveClaude, taskId: string): string {
+    const messages = c.tap('agents').map(({ from, message }) => ({ from, m: message as JsonRpc }));
+    const answers = new Map(
+      messages.filter(({ from, m }) => from === 'server' && !m.method).map(({ m }) => [String(m.id), m]),
+    );
+    const shown = (value: unknown) => {
+      const text = JSON.stringify(value);
+      return text.length > 700 ? `${text.slice(0, 700)}…` : text;
+    };
+    const pairs: { text: string; count: number }[] = [];
+    for (const { from, m } of messages) {
+      if (from !== 'client' || !m.method) continue;
+      const answer = answers.get(String(m.id));
+      const { _meta, ...params } = m.params ?? {};
+      void _meta;
+      const made = (answer?.result as { taskId?: string } | undefined)?.taskId === taskId;
+      if ((params as { taskId?: string }).taskId !== taskId && !made) continue;
+      const text = `→ ${m.method} ${shown(params)}\n  ← ${shown(answer?.result ?? answer?.error ?? '(no answer)')}`;
+      const last = pairs.at(-1);
+      if (last?.text === text) last.count++;
+      else pairs.push({ text, count: 1 });
+    }
+    return pairs.map((p) => (p.count > 1 ? `${p.text}   (×${p.count})` : p.text)).join('\n');
+  }
+
   /** The call's answer is a task handle; returns its task id. */
   function taskHandle(e: Exchange): string {
     expect(declaresTasks(e.request), JSON.stringify(e.request)).toBe(true);
@@ -238,6 +267,95 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     expect(working.length).toBeGreaterThan(0);
     expect(working.every((p) => typeof p.response!.result!.statusMessage === 'string')).toBe(true);
     console.log(`spawn as a task: agent ${await agentOf(c, taskId)}, task ${taskId}\n${note}`);
+  });
+
+  test('a question to the user opens the dialog; the answer typed there reaches the agent in the same run', async () => {
+    const c = await session();
+    const mark = `task-ask-${Date.now()}`;
+    const ask = { question: `${mark} Which colour do you want?`, to: 'user' };
+    const prompt = `${mark} ask. [[fake:mcp:parent:ask_parent:${JSON.stringify(ask)}]]`;
+    await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
+    const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
+
+    // The dialog, with the agent's question in it (the prompt line above holds it as well); a
+    // task that ends first never asked the user (its notification says what the agent got).
+    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
+    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
+    const last = () => JSON.stringify(polls(c, taskId).at(-1)?.response?.result);
+    expect(ended(c, taskId), `the task ended without asking the user: ${last()}`).toBe(false);
+    const asking = polls(c, taskId).find((p) => p.response!.result!.status === 'input_required');
+    expect(JSON.stringify(asking?.response?.result?.inputRequests)).toContain(ask.question);
+    await c.answerDialog('blue, like the sea');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"accept"');
+
+    // The agent's model got ask_parent's answer and finished with it (the fake answers TOOL_RESULT: …).
+    const note = await notificationWith('blue, like the sea');
+    expect(note).toContain('<status>completed</status>');
+    expect(note).toContain('TOOL_RESULT:');
+    console.log(`question to the user: agent ${await agentOf(c, taskId)}\n${sequenceOf(c, taskId)}\n${note}`);
+  });
+
+  /** Asks the user `ask` through a spawn as a task; returns the task id once the dialog shows the question. */
+  async function askTheUser(c: InteractiveClaude, mark: string, ask: Record<string, unknown> & { question: string }) {
+    const prompt = `${mark} ask. [[fake:mcp:parent:ask_parent:${JSON.stringify({ ...ask, to: 'user' })}]]`;
+    await c.submit(`Delegate. ${call('spawn_claude', { prompt })}`);
+    const taskId = taskHandle(await callOf(c, 'spawn_claude', mark));
+    const dialog = new RegExp(`requests your input[\\s\\S]*${ask.question.replace('?', '\\?')}`);
+    await waitFor('the dialog, or the task to end', () => dialog.test(c.screen()) || ended(c, taskId), 240_000);
+    expect(ended(c, taskId), 'the task ended without asking the user').toBe(false);
+    return taskId;
+  }
+
+  /** The dialog's part of the screen. */
+  const dialogOf = (c: InteractiveClaude) => c.screen().slice(c.screen().indexOf('requests your input'));
+
+  /** Moves the dialog's cursor down to `button` and presses Enter. */
+  async function pressButton(c: InteractiveClaude, button: 'Accept' | 'Decline') {
+    for (let i = 0; i < 8 && !new RegExp(`❯\\s${button}`).test(c.screen()); i++) {
+      const before = c.screen();
+      c.press(i < 4 ? 'Down' : 'Right');
+      await waitFor('the dialog to move its cursor', () => c.screen() !== before, 5_000);
+    }
+    c.press('Enter');
+  }
+
+  test('a question with options: the dialog offers them; the choice reaches the agent', async () => {
+    const c = await session();
+    const mark = `task-choice-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, {
+      question: `${mark} Delete the branch?`,
+      options: ['keep it', 'delete it'],
+    });
+    // The field is collapsed ("▸ not set"); → expands it to its choices.
+    c.press('Right');
+    await waitFor('the choices', () => dialogOf(c).includes('keep it') && dialogOf(c).includes('delete it'), 10_000);
+    console.log(`the dialog's choices:\n${dialogOf(c)}`);
+    c.press('Enter');
+    await waitFor('a choice to be set', () => !dialogOf(c).includes('not set'), 10_000);
+    await pressButton(c, 'Accept');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    const sent = JSON.stringify(update.request.params?.inputResponses);
+    const chosen = ['keep it', 'delete it'].find((o) => sent.includes(`"answer":"${o}"`));
+    expect(chosen, sent).toBeDefined();
+    // The result's conversation: the user's answer, given to the agent as its own option.
+    const note = await notificationWith(`"text":"${chosen}","by":"user"`);
+    expect(note).toContain('<status>completed</status>');
+  });
+
+  test('Decline in the dialog: the agent is told the user declined, and finishes', async () => {
+    const c = await session();
+    const mark = `task-decline-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, { question: `${mark} May I push?` });
+    await pressButton(c, 'Decline');
+    const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
+    expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
+    expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"decline"');
+    const note = await notificationWith('The user declined to answer this question');
+    expect(note).toContain('<status>completed</status>');
+    console.log(`declined: agent ${await agentOf(c, taskId)}\n${sequenceOf(c, taskId)}`);
   });
 
   test('run_team becomes a task; the notification carries the team’s answer', async () => {

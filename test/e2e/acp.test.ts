@@ -78,6 +78,8 @@ describe('an ACP agent from the user config', () => {
     expect(question.question).toContain(join(server.projectDir, 'notes', 'hello.txt'));
     expect(question.question).toContain('+++ after\nhello from acp');
     expect(question.options).toEqual(['Allow once', 'Reject']);
+    // A permission is the user's to give: on a client without tasks, the orchestrator passes it on.
+    expect(question.to).toBe('user');
     await server.callOk('reply_subagent', { agent_id: id, message_id: question.message_id, answer: 'Allow once' });
     const job = await finished(id);
     expect(job.state, job.error).toBe('succeeded');

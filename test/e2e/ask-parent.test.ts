@@ -121,6 +121,37 @@ describe.each(['claude', 'codex', 'copilot'])('%s agent asks the orchestrator', 
   });
 });
 
+describe('the addressee', () => {
+  test('to: "user" on a client without tasks: the question reaches the orchestrator marked as the user’s, and so do the record and IAC.md', async () => {
+    const id = await spawn('claude', '[[cli:ask:May I delete the cache?]] [[cli:ask-to:user]]');
+    const question = await questionOf(id);
+    expect(question).toMatchObject({ message_id: 'q1', question: 'May I delete the cache?', to: 'user' });
+    await waitFor(
+      'IAC.md to show the question as the user’s',
+      () => readFileSync(join(server.projectDir, 'IAC.md'), 'utf8').includes(`\`${id}\` asks the user \`q1\``),
+      20_000,
+    );
+    await server.callOk('reply_subagent', { agent_id: id, message_id: 'q1', answer: 'the user says yes' });
+    const done = await finished(id);
+    expect(done.text).toBe('ANSWER the user says yes');
+    await waitFor('IAC.md to show the answer', () => entryOf(id).includes('**asked the user** `q1`'), 20_000);
+  });
+
+  test('an addressee or an argument ask_parent does not know is refused, saying what to change; nothing is asked', async () => {
+    const wrongTo = await spawn('codex', '[[cli:ask:Which one?]] [[cli:ask-to:boss]]');
+    const refusedTo = await finished(wrongTo);
+    expect(refusedTo.text).toMatch(/^ASK ERROR /);
+    expect(refusedTo.text).toContain('"orchestrator"');
+    expect(refusedTo.text).toContain('"user"');
+    expect(refusedTo.text).toContain('to');
+    const extraKey = await spawn('codex', '[[cli:ask:Which one?]] [[cli:ask-extra:urgent]]');
+    const refusedKey = await finished(extraKey);
+    expect(refusedKey.text).toMatch(/^ASK ERROR .*urgent/s);
+    expect(refusedTo.conversation ?? []).toEqual([]);
+    expect(refusedKey.conversation ?? []).toEqual([]);
+  });
+});
+
 describe('answering', () => {
   test('twice, an unknown message, an unknown agent, an agent that has ended: each a clear error', async () => {
     const id = await spawn('codex', '[[cli:ask:Go on?]]');

@@ -7,6 +7,8 @@
 //                            pending; the answer text is `ANSWER <answer>` (`ASK ERROR <message>`
 //                            when the tool refuses)
 //   [[cli:ask-options:A|B]]  the options of that question
+//   [[cli:ask-to:WHOM]]      its addressee (ask_parent's `to`), passed as given; ask-many's too
+//   [[cli:ask-extra:KEY]]    an argument ask_parent does not take, KEY: true
 //   [[cli:ask-check]]        once answered, check_message_status for that message and for an
 //                            unknown one: the answer text ends with ` CHECKED <status> <answer>`
 //                            and ` UNKNOWN <the refusal>`
@@ -68,10 +70,16 @@ async function connect(channel) {
 
 const textOf = (result) => result.content?.map((c) => c.text ?? '').join('') ?? '';
 
-async function ask(client, question, options, clock, check) {
+async function ask(client, question, options, to, extra, clock, check) {
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 });
   const sentAt = Date.now();
-  let result = await call('ask_parent', { question, ...(options ? { options } : {}) });
+  const args = {
+    question,
+    ...(options ? { options } : {}),
+    ...(to ? { to } : {}),
+    ...(extra ? { [extra]: true } : {}),
+  };
+  let result = await call('ask_parent', args);
   for (let i = 0; !result.isError && result.structuredContent?.status === 'pending' && i < 20; i++) {
     result = await call('check_message_status', { message_id: result.structuredContent.message_id });
   }
@@ -123,11 +131,16 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     const progress = valueOf('progress');
     if (progress !== undefined) await client.callTool({ name: 'report_progress', arguments: { text: progress } });
     const many = valueOf('ask-many');
+    const to = valueOf('ask-to');
     if (many !== undefined) {
       return await new Promise((resolve) => {
         for (let i = 1; i <= Number(many); i++) {
           void client
-            .callTool({ name: 'ask_parent', arguments: { question: `question ${i}` } }, undefined, { timeout: 120_000 })
+            .callTool(
+              { name: 'ask_parent', arguments: { question: `question ${i}`, ...(to ? { to } : {}) } },
+              undefined,
+              { timeout: 120_000 },
+            )
             .then((r) => r.isError && resolve(`REFUSED ${textOf(r)}`));
         }
       });
@@ -136,7 +149,9 @@ export async function talkToParent({ name, args, env, valueOf, prompt }) {
     const question = valueOf('ask');
     if (question !== undefined) {
       const flag = (key) => valueOf(key) !== undefined;
-      return await ask(client, question, valueOf('ask-options')?.split('|'), flag('ask-clock'), flag('ask-check'));
+      const options = valueOf('ask-options')?.split('|');
+      const extra = valueOf('ask-extra');
+      return await ask(client, question, options, to, extra, flag('ask-clock'), flag('ask-check'));
     }
     return 'TALKED';
   } finally {

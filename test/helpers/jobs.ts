@@ -26,6 +26,7 @@ export type Question = {
   message_id: string;
   question: string;
   options?: string[];
+  to?: 'user';
   asked_at: string;
 };
 export type Waited = { finished: Job[]; pending: Job[]; questions?: Question[]; timed_out: boolean };

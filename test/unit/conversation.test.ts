@@ -108,6 +108,41 @@ describe('a running job asks', () => {
     expect(() => jobs.waitForAnswer(job.id, 'q9', 10)).toThrow(/no question "q9" in this run/);
   });
 
+  test('the first answer wins, from any door; a later one is told who answered', async () => {
+    const { jobs, started } = table();
+    const job = await started();
+    for (const by of ['user', 'dashboard', 'orchestrator'] as const) {
+      const q = jobs.ask(job.id, `Go? (${by})`, undefined, 'user');
+      expect(q.to).toBe('user');
+      jobs.reply(job.id, q.messageId, 'first', by);
+      const said = {
+        user: "by the user, in the client's dialog at",
+        dashboard: 'by the dashboard at',
+        orchestrator: 'by the orchestrator (reply_subagent) at',
+      }[by];
+      for (const later of ['user', 'dashboard', 'orchestrator'] as const)
+        expect(() => jobs.reply(job.id, q.messageId, 'second', later)).toThrow(
+          `question ${q.messageId} of agent ${job.id} was answered already, ${said}`,
+        );
+    }
+    expect(job.conversation?.filter((e) => e.kind === 'answer').map((e) => e.kind === 'answer' && e.by)).toEqual([
+      'user',
+      'dashboard',
+      'orchestrator',
+    ]);
+    // A question to the orchestrator keeps no addressee on the record, as before addressees existed.
+    expect(jobs.ask(job.id, 'plain').to).toBeUndefined();
+  });
+
+  test('a question offers each option once', async () => {
+    const { jobs, started } = table();
+    const job = await started();
+    expect(() => jobs.ask(job.id, 'pick', ['a', 'b', 'a'], 'user')).toThrow(
+      'option 3 repeats option 1: offer each choice once',
+    );
+    expect(job.conversation ?? []).toEqual([]);
+  });
+
   test("another server's running agent is answered through that server", () => {
     const theirs: JobRecord = {
       ...request,

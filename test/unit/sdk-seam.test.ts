@@ -69,6 +69,12 @@ describe('serveCustomMethod and the task handle', () => {
   const build = () => {
     const server = new McpServer({ name: 's', version: '1' }, { capabilities: { tools: {} } });
     serveCustomMethod(server.server, 'tasks/get', params, async ({ taskId }) => ({ taskId, status: 'working' }));
+    // What tasks/update relies on: the request's inputResponses, lifted out of its params by the
+    // SDK, reach the handler (and a wrapped entry the SDK drops does not).
+    serveCustomMethod(server.server, 'tasks/update', params, async ({ taskId }, { inputResponses }) => ({
+      taskId,
+      got: inputResponses ?? null,
+    }));
     server.server.setRequestHandler(
       'tools/call',
       async () =>
@@ -94,6 +100,13 @@ describe('serveCustomMethod and the task handle', () => {
     expect(got.result).toMatchObject({ taskId: 't1', status: 'working', resultType: 'complete' });
     const bad = await peer.request('tasks/get', { task: 1, _meta: envelope });
     expect(bad.error).toMatchObject({ code: -32602 });
+    const responses = {
+      'a/q1': { action: 'accept', content: { answer: 'yes' } },
+      wrapped: { method: 'x', result: {} },
+    };
+    const updated = await peer.request('tasks/update', { taskId: 't1', inputResponses: responses, _meta: envelope });
+    expect(updated.result).toMatchObject({ taskId: 't1', got: { 'a/q1': responses['a/q1'] } });
+    expect(updated.result).not.toHaveProperty('got.wrapped');
     const call = await peer.request('tools/call', { name: 'x', arguments: {}, _meta: envelope });
     expect(call.result).toMatchObject({ resultType: 'task', taskId: 'abc', pollIntervalMs: 1000 });
     await peer.close();
@@ -102,6 +115,10 @@ describe('serveCustomMethod and the task handle', () => {
   test('on the 2025 era: the same method answers', async () => {
     const peer = await legacyPeer(build());
     expect((await peer.request('tasks/get', { taskId: 't2' })).result).toMatchObject({ taskId: 't2' });
+    const responses = { 'a/q1': { action: 'decline' } };
+    expect((await peer.request('tasks/update', { taskId: 't2', inputResponses: responses })).result).toMatchObject({
+      got: responses,
+    });
     await peer.close();
   });
 });

@@ -1,6 +1,8 @@
 // An ACP agent's `session/request_permission`, answered by the job's policy: allowed, refused, or
-// asked of the orchestrator as a question on the job (the channel ask_parent uses: reply_subagent
-// and the dashboard answer it), with the tool call and the diff it would apply.
+// asked as a question on the job, with the tool call and the diff it would apply. The question is
+// the user's (a permission is theirs to give): on a spawn made as an MCP task their client's
+// dialog shows it; elsewhere it reaches the orchestrator marked as meant for the user. The
+// dashboard and reply_subagent answer it too, the first answer winning.
 import type { PermissionOption, RequestPermissionRequest, RequestPermissionResponse } from '@agentclientprotocol/sdk';
 import { CONVERSATION_LIMITS, type Question } from '../conversation.js';
 import type { JobTable } from '../table.js';
@@ -19,26 +21,24 @@ export const allowOnce = (request: RequestPermissionRequest) =>
 export const rejectOnce = (request: RequestPermissionRequest) =>
   selected(firstOfKind(request.options, ['reject_once', 'reject_always']));
 
-/** How long one wait for the orchestrator's answer blocks before it is renewed (the job's time-out ends it). */
+/** How long one wait for the answer blocks before it is renewed (the job's time-out ends it). */
 const ANSWER_POLL_MS = 10 * 60_000;
 
 /**
- * Asks the orchestrator and waits, until answered or `signal` (the turn ended: cancel, time-out).
- * An answer that names an option (its name or id) chooses it; "allow" or "yes" the agent's
- * allow-once option; anything else refuses.
+ * Asks the user and waits, until answered or `signal` (the turn ended: cancel, time-out). An
+ * answer that names an option (its name or id) chooses it; "allow" or "yes" the agent's
+ * allow-once option; anything else (a declined dialog too) refuses.
  */
-export async function askOrchestrator(
+export async function askPermission(
   questions: Questions,
   jobId: string,
   request: RequestPermissionRequest,
   signal: AbortSignal,
 ): Promise<{ response: RequestPermissionResponse; question: Question; answer?: string }> {
   const options = request.options.slice(0, CONVERSATION_LIMITS.options);
-  const question = questions.ask(
-    jobId,
-    permissionQuestion(request),
-    options.map((o) => clip(o.name, CONVERSATION_LIMITS.optionChars)),
-  );
+  // An agent may name two options alike; a question offers each choice once (the first is the one an answer names).
+  const names = [...new Set(options.map((o) => clip(o.name, CONVERSATION_LIMITS.optionChars)))];
+  const question = questions.ask(jobId, permissionQuestion(request), names, 'user');
   for (;;) {
     const wait = await questions.waitForAnswer(jobId, question.messageId, ANSWER_POLL_MS, signal);
     if (wait.status === 'answered') return { response: chosen(request, wait.answer), question, answer: wait.answer };

@@ -30,7 +30,7 @@ import { readNewest } from '../process/log-reader.js';
 import { readStdoutLog, runProcess, type RunResult, type RunSpec } from '../process/runner.js';
 import type { Executor, JobRecord } from '../table.js';
 import { OutsideFolder, readTextFile, writeTextFile } from './files.js';
-import { allowOnce, askOrchestrator, rejectOnce, type Questions } from './permission.js';
+import { allowOnce, askPermission, rejectOnce, type Questions } from './permission.js';
 
 /** What one run needs: the process to start (as the CLI executor built it) and what its turn may reach. */
 type AcpRun = {
@@ -197,7 +197,7 @@ export async function runAcpSession(run: AcpRun): Promise<{ run: RunResult; hit?
     if (run.permission === 'allow') return allowOnce(request);
     if (run.permission === 'deny' || !run.questions) return rejectOnce(request);
     try {
-      const asked = await askOrchestrator(
+      const asked = await askPermission(
         run.questions,
         job.id,
         request,

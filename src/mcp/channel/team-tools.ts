@@ -30,7 +30,7 @@ export function registerTeamTools(server: McpServer, app: App, jobId: string): v
       tool.name,
       {
         description: tool.description,
-        inputSchema: z.object(tool.inputSchema),
+        inputSchema: z.strictObject(tool.inputSchema),
         annotations: tool.annotations ?? READ_ONLY,
       },
       async (args, ctx) => toolResult(await tool.call(args, ctx.mcpReq.signal)),

@@ -1,10 +1,12 @@
 // What a running agent gets on its channel: ask the orchestrator and wait for the answer, wait
 // again for one already asked, say what it is doing. Each session is bound to the one job whose
-// token opened it, so an agent can only ever speak for itself.
+// token opened it, so an agent can only ever speak for itself. The input schemas are strict: a
+// key or an addressee the tool does not know is refused, naming it, rather than dropped (a
+// question meant for the user must not reach someone else unmarked).
 import { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { App } from '../../app.js';
-import { ANSWER_WAIT_S, CONVERSATION_LIMITS as LIMITS } from '../../jobs/conversation.js';
+import { ADDRESSEES, ANSWER_WAIT_S, CONVERSATION_LIMITS as LIMITS } from '../../jobs/conversation.js';
 import { VERSION } from '../../lib/version.js';
 import { toolResult } from '../views.js';
 import { registerTeamTools } from './team-tools.js';
@@ -27,22 +29,31 @@ export function channelServer(app: App, jobId: string): McpServer {
   server.registerTool(
     'ask_parent',
     {
-      description: `Ask the orchestrator a question and wait for its answer (up to ${ANSWER_WAIT_S} s; then status "pending").`,
-      inputSchema: z.object({
+      description:
+        `Ask the orchestrator a question, or with to: "user" the user it works for, and wait for the answer ` +
+        `(up to ${ANSWER_WAIT_S} s; then status "pending").`,
+      inputSchema: z.strictObject({
         question: z.string().min(1).max(LIMITS.questionChars),
         options: z
           .array(z.string().min(1).max(LIMITS.optionChars))
           .max(LIMITS.options)
           .optional()
           .describe('Choices to pick from'),
+        to: z
+          .enum(ADDRESSEES)
+          .optional()
+          .describe(
+            '"orchestrator" (the default): the model that started you. "user": a decision only the user can make; ' +
+              'their client shows it to them where it can, else the orchestrator passes it on',
+          ),
       }),
       outputSchema: answerSchema,
       // It changes nothing the agent works on; and codex and copilot call read-only tools
       // without an approval nobody would give.
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ question, options }, ctx) => {
-      const asked = app.jobs.ask(jobId, question, options);
+    async ({ question, options, to }, ctx) => {
+      const asked = app.jobs.ask(jobId, question, options, to);
       const answer = await wait(asked.messageId, ctx.mcpReq.signal);
       return toolResult({ message_id: asked.messageId, ...answer });
     },
@@ -52,7 +63,7 @@ export function channelServer(app: App, jobId: string): McpServer {
     'check_message_status',
     {
       description: `Wait again (up to ${ANSWER_WAIT_S} s) for the answer to a question ask_parent left pending.`,
-      inputSchema: z.object({ message_id: z.string().min(1).max(64) }),
+      inputSchema: z.strictObject({ message_id: z.string().min(1).max(64) }),
       outputSchema: answerSchema,
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
@@ -63,7 +74,7 @@ export function channelServer(app: App, jobId: string): McpServer {
     'report_progress',
     {
       description: 'Tell the orchestrator in one line what you are doing now.',
-      inputSchema: z.object({ text: z.string().min(1).max(LIMITS.progressInputChars) }),
+      inputSchema: z.strictObject({ text: z.string().min(1).max(LIMITS.progressInputChars) }),
       outputSchema: z.object({ recorded: z.boolean() }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },

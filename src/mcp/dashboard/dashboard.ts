@@ -208,7 +208,7 @@ async function reply(app: App, req: IncomingMessage, res: ServerResponse, job: J
   const form = await readForm(req, res);
   if (!form) return true;
   try {
-    app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '');
+    app.jobs.reply(job.id, form.get('message_id') ?? '', form.get('answer') ?? '', 'dashboard');
   } catch (error) {
     return send(res, 400, page('not answered', `<p>${esc((error as Error).message)}</p><p><a href="/">back</a></p>`));
   }

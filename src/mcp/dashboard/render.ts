@@ -36,7 +36,7 @@ function questionForms(r: JobResult): string {
   return (r.questions ?? [])
     .map(
       (q) => `<form class="question" method="post" action="/agents/${esc(r.agent_id)}/reply">
-<p><b>${esc(r.agent_id)}</b> asks: <span class="question-text">${esc(q.question)}</span>${q.options?.length ? ` <i>(${q.options.map(esc).join(' / ')})</i>` : ''}</p>
+<p><b>${esc(r.agent_id)}</b> asks${q.to === 'user' ? ' the user' : ''}: <span class="question-text">${esc(q.question)}</span>${q.options?.length ? ` <i>(${q.options.map(esc).join(' / ')})</i>` : ''}</p>
 <input type="hidden" name="message_id" value="${esc(q.message_id)}">
 <input name="answer" required maxlength="${CONVERSATION_LIMITS.answerChars}" placeholder="your answer" aria-label="answer to ${esc(r.agent_id)} ${esc(q.message_id)}">
 <button type="submit">Answer</button></form>`,

@@ -12,7 +12,8 @@ export const replyTool = (app: App) =>
     name: 'reply_subagent',
     spawning: true,
     title: 'Answer an agent',
-    description: "Answer a running agent's question (from wait_for_agents' questions); it goes on at once.",
+    description:
+      "Answer a running agent's question (from wait_for_agents' questions); it goes on at once. The first answer wins (yours, the dashboard's, the user's in a task's dialog).",
     input: z
       .object({
         agent_id: z.string().min(1).max(64),

@@ -95,6 +95,8 @@ export interface InteractiveClaude {
    * dialog to close.
    */
   answerDialog(answer: string, button?: 'Accept' | 'Decline'): Promise<void>;
+  /** Moves the open dialog's cursor to `button` and presses Enter; waits for the dialog to close. */
+  pressDialogButton(button: 'Accept' | 'Decline'): Promise<void>;
   /**
    * Ends the session as a user does (Ctrl-C twice), then the terminal; waits until claude and
    * every process it had started are gone. What is still alive after `ms` is killed and named
@@ -416,10 +418,13 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
     async answerDialog(answer, button = 'Accept') {
       await waitForScreen('requests your input');
       await type(answer);
-      // The buttons sit below the fields: move down until the chosen one has the cursor.
+      await session.pressDialogButton(button);
+    },
+    async pressDialogButton(button) {
+      // The buttons sit below the fields, side by side: down, then right, until it has the cursor.
       for (let i = 0; i < 8 && !new RegExp(`❯\\s${button}`).test(screen()); i++) {
         const before = screen();
-        press('Down');
+        press(i < 4 ? 'Down' : 'Right');
         await waitFor('the dialog to move its cursor', () => screen() !== before, 5_000);
       }
       // Claude Code drops an Enter that comes right after the keys before it (measured: the first

@@ -311,16 +311,6 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
   /** The dialog's part of the screen. */
   const dialogOf = (c: InteractiveClaude) => c.screen().slice(c.screen().indexOf('requests your input'));
 
-  /** Moves the dialog's cursor down to `button` and presses Enter. */
-  async function pressButton(c: InteractiveClaude, button: 'Accept' | 'Decline') {
-    for (let i = 0; i < 8 && !new RegExp(`❯\\s${button}`).test(c.screen()); i++) {
-      const before = c.screen();
-      c.press(i < 4 ? 'Down' : 'Right');
-      await waitFor('the dialog to move its cursor', () => c.screen() !== before, 5_000);
-    }
-    c.press('Enter');
-  }
-
   test('a question with options: the dialog offers them; the choice reaches the agent', async () => {
     const c = await session();
     const mark = `task-choice-${Date.now()}`;
@@ -334,7 +324,7 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     console.log(`the dialog's choices:\n${dialogOf(c)}`);
     c.press('Enter');
     await waitFor('a choice to be set', () => !dialogOf(c).includes('not set'), 10_000);
-    await pressButton(c, 'Accept');
+    await c.pressDialogButton('Accept');
     const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
     expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
     const sent = JSON.stringify(update.request.params?.inputResponses);
@@ -349,7 +339,7 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
     const c = await session();
     const mark = `task-decline-${Date.now()}`;
     const taskId = await askTheUser(c, mark, { question: `${mark} May I push?` });
-    await pressButton(c, 'Decline');
+    await c.pressDialogButton('Decline');
     const update = await c.waitForExchange('agents', 'tasks/update', (e) => e.request.params?.taskId === taskId);
     expect(update.response!.error, JSON.stringify(update.response)).toBeUndefined();
     expect(JSON.stringify(update.request.params?.inputResponses)).toContain('"action":"decline"');

@@ -90,7 +90,7 @@ export function createApp(
     endGroup: terminateGroup,
     endSandbox: (record) =>
       record.sandbox && CONTAINER_MODES.includes(record.sandbox.mode)
-        ? removeContainer(record.sandbox.mode, containerName(config.stateDir, record.id), env)
+        ? removeContainer(record.sandbox, containerName(config.stateDir, record.id), env)
         : Promise.resolve(),
     beforeClose: () => recorder.flush(),
   });

@@ -22,6 +22,7 @@ import {
   BWRAP_PROBE,
   containerFailure,
   ENGINE_INSTALL,
+  engineArgs,
   imageProbeArgs,
 } from '../jobs/process/sandbox.js';
 import which from 'which';
@@ -302,7 +303,12 @@ async function checkImage(
   const where = `in the ${mode} image ${image}`;
   const engine = which.sync(mode, { path: env.PATH, nothrow: true });
   if (!engine) return { usable: false, detail: `runs ${where}, but ${mode} is not on PATH: ${ENGINE_INSTALL[mode]}` };
-  const answer = await probe(engine, imageProbeArgs(image, backend.executable), env, IMAGE_PROBE_MS);
+  const answer = await probe(
+    engine,
+    [...engineArgs(mode, sandbox.engine), ...imageProbeArgs(image, backend.executable)],
+    env,
+    IMAGE_PROBE_MS,
+  );
   if (answer.error !== undefined || answer.timedOut)
     return {
       usable: false,

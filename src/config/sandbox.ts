@@ -20,7 +20,22 @@ export type SandboxSettings = {
   mounts: SandboxMount[];
   /** docker/podman: the image with the CLI in it (polyspawn ships none). */
   image?: string;
+  /** docker/podman: the engine, when not the one the environment names (DOCKER_HOST, CONTAINER_HOST). */
+  engine?: SandboxEngine;
 };
+
+/**
+ * A container engine: where it listens (`-H` for docker, `--remote --url` for podman), and whether
+ * it sees this machine's files. One that does not (another host's) gets no bind mount at all: the
+ * agent's work goes in as a git bundle and comes back as its branch (src/jobs/process/remote-engine.ts).
+ */
+export type SandboxEngine = { host?: string; sharesFiles: boolean };
+
+/**
+ * Whether an engine at `host` sees this machine's files, when the config does not say: a local
+ * socket (or none named) does; ssh:// and tcp:// name another machine's, which does not.
+ */
+const inferSharesFiles = (host: string | undefined): boolean => !host || host.startsWith('unix://');
 
 export const NO_SANDBOX: SandboxSettings = { mode: 'none', network: true, mounts: [] };
 
@@ -49,6 +64,18 @@ export const sandboxSchema = z.union([
         .max(500)
         .regex(/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/, 'must be an image reference (e.g. ghcr.io/me/agents:1)')
         .optional(),
+      engine: z
+        .object({
+          // An engine's address, one argument; never read as an option.
+          host: z
+            .string()
+            .max(500)
+            .regex(/^(unix|ssh|tcp):\/\/[^\s]+$/, 'must be unix:///path, ssh://[user@]host or tcp://host:port')
+            .optional(),
+          shares_files: z.boolean().optional(),
+        })
+        .strict()
+        .optional(),
     })
     .strict(),
 ]);
@@ -62,12 +89,27 @@ export function sandboxSettings(input: SandboxInput): SandboxSettings {
     network: input.network ?? true,
     mounts: (input.mounts ?? []).map((m) => ({ path: m.path, write: m.write ?? false })),
     ...(input.image ? { image: input.image } : {}),
+    ...(input.engine
+      ? {
+          engine: {
+            ...(input.engine.host ? { host: input.engine.host } : {}),
+            sharesFiles: input.engine.shares_files ?? inferSharesFiles(input.engine.host),
+          },
+        }
+      : {}),
   };
 }
 
 /** One line for people: `bwrap`, `docker (no network)`. */
-export const sandboxLabel = (s: Pick<SandboxSettings, 'mode' | 'network'>): string =>
-  s.network ? s.mode : `${s.mode} (no network)`;
+export function sandboxLabel(s: Pick<SandboxSettings, 'mode' | 'network' | 'engine'>): string {
+  const notes = [
+    ...(s.network ? [] : ['no network']),
+    ...(s.engine?.sharesFiles === false
+      ? [`an engine sharing no files${s.engine.host ? `: ${s.engine.host}` : ''}`]
+      : []),
+  ];
+  return notes.length ? `${s.mode} (${notes.join(', ')})` : s.mode;
+}
 
 /**
  * The sandbox a job runs in: the caller's mode (when the user lets callers choose), else the
@@ -91,6 +133,7 @@ export function effectiveSandbox(
     };
   }
   const image = fromDefinition?.image ?? configured.image;
+  const engine = fromDefinition?.engine ?? configured.engine;
   if (CONTAINER_MODES.includes(mode) && !image) {
     return {
       problem: `sandbox ${mode} needs an image with the ${where.backend} CLI in it: set image in ${definition ? `agent ${definition.name}'s sandbox` : `backends.${where.backend}.sandbox`} (polyspawn ships none)`,
@@ -102,6 +145,11 @@ export function effectiveSandbox(
       network: configured.network && (fromDefinition?.network ?? true),
       mounts: [...configured.mounts, ...(fromDefinition?.mounts ?? [])],
       ...(image ? { image } : {}),
+      ...(engine && CONTAINER_MODES.includes(mode) ? { engine } : {}),
     },
   };
 }
+
+/** A container run on an engine that does not see this machine's files: its work travels as a branch. */
+export const sharesNoFiles = (sandbox: SandboxSettings | undefined): boolean =>
+  sandbox !== undefined && CONTAINER_MODES.includes(sandbox.mode) && sandbox.engine?.sharesFiles === false;

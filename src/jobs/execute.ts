@@ -12,14 +12,15 @@ import { executeApi } from './execute-api.js';
 import type { ExecutionResult, Executor, JobRecord } from './table.js';
 import { estimateCost, estimateCostByModel, type ModelsTable } from '../config/models.js';
 import { childEnv, runProcess, type RunResult } from './process/runner.js';
-import { containerName, SandboxError, wrapInSandbox, type WrappedCommand } from './process/sandbox.js';
+import { containerName, SandboxError, wrapInSandbox, type SandboxRun, type WrappedCommand } from './process/sandbox.js';
+import { wrapForRemoteEngine } from './process/remote-engine.js';
 import { followLines } from './process/log-reader.js';
 import { jsonLines } from '../../backends/jsonl.js';
 import { budgetOf, markCostOverrun, thisRunsCost, thisRunsShare, turnMeter, type BudgetHit } from './budget.js';
 import { runFolder } from '../lib/run-folder.js';
 import { TOKEN_ENV } from '../lib/daemon-file.js';
 import { keyFiles } from '../config/keys.js';
-import type { SandboxSettings } from '../config/sandbox.js';
+import { sharesNoFiles, type SandboxSettings } from '../config/sandbox.js';
 import { presetsDir } from './teams/presets.js';
 import { worktreePlace } from './worktree/report.js';
 import { acpPermission, isAcp } from '../../backends/acp.js';
@@ -124,6 +125,12 @@ async function openChannel(
     log(`agent ${job.id} runs without ask_parent: its sandbox has no network`);
     return undefined;
   }
+  if (sharesNoFiles(job.sandbox)) {
+    log(
+      `agent ${job.id} runs without ask_parent: its engine is not this machine, whose loopback the channel listens on`,
+    );
+    return undefined;
+  }
   try {
     return await channel.open(job.id);
   } catch (error) {
@@ -174,9 +181,34 @@ async function runCli(
   // In the run's folder, or beside the scratch files when the store cannot be written.
   const logs = runFolder(config.stateDir, job.id, dir);
   const command = job.sandbox
-    ? sandboxed(backend, job, job.sandbox, spec, ctx, dir)
+    ? await sandboxed(backend, job, job.sandbox, spec, ctx, dir)
     : { file: spec.file, args: spec.args };
   if ('state' in command) return command;
+  return runCommand(backend, job, ctx, control, { lease, questions }, spec, command, logs);
+}
+
+/**
+ * The run's result once its work is back (an engine that shares no files: copied out before its
+ * answer is read); a run whose work could not be brought back failed, saying where it is.
+ * Cancelled or timed out: the container was removed by `stop`, with what was in it.
+ */
+async function collected(command: WrappedCommand, run: RunResult, result: () => ExecutionResult) {
+  const lost = run.end === 'cancelled' || run.end === 'timeout' ? undefined : await command.collect?.();
+  const done = result();
+  return lost ? { ...done, state: 'failed' as const, outcome: { ...done.outcome, ok: false, error: lost } } : done;
+}
+
+async function runCommand(
+  backend: CliBackend,
+  job: Readonly<JobRecord>,
+  ctx: ExecutorContext,
+  control: Parameters<Executor>[1],
+  { lease, questions }: { lease?: ChannelLease; questions?: Questions },
+  spec: CommandSpec,
+  command: WrappedCommand,
+  logs: RunLogs,
+): Promise<ExecutionResult> {
+  const { config } = ctx;
   if (isAcp(backend)) {
     // The ACP SDK (and its schemas) loads with the first ACP run, not at every start.
     const { runAcpSession } = await import('./acp/session.js');
@@ -198,10 +230,10 @@ async function runCli(
       permission: acpPermission(backend, agentSettings(config.backends[backend.name]!, job.agent).permission, job),
       questions,
     });
-    return cliResult(backend, job, spec, command, run, hit, control.signal, logs);
+    return collected(command, run, () => cliResult(backend, job, spec, command, run, hit, control.signal, logs));
   }
   const { run, hit } = await runFollowingBudget(backend, job, spec, command, ctx, control, logs);
-  return cliResult(backend, job, spec, command, run, hit, control.signal, logs);
+  return collected(command, run, () => cliResult(backend, job, spec, command, run, hit, control.signal, logs));
 }
 
 /** The backend's command for this run: its settings, the channel, the budget, and the depth marker after them. */
@@ -260,32 +292,41 @@ function writeCommandFiles(spec: CommandSpec): string[] {
 
 const failed = (error: string): Outcome => ({ ok: false, text: '', error, costSource: 'unknown' });
 
-/** The command wrapped in the job's sandbox, or the job failed with why it could not be. */
-function sandboxed(
+/**
+ * The command wrapped in the job's sandbox (on an engine that shares no files: its container made
+ * and its work copied in), or the job failed with why it could not be.
+ */
+async function sandboxed(
   backend: CliBackend,
   job: Readonly<JobRecord>,
   sandbox: SandboxSettings,
   spec: CommandSpec,
   { config, env }: ExecutorContext,
   runDir: string,
-): WrappedCommand | ExecutionResult {
+): Promise<WrappedCommand | ExecutionResult> {
+  const place = job.isolation === 'worktree' ? worktreePlace(config.stateDir, job.worktreeOf ?? job.id) : undefined;
+  const run: SandboxRun = {
+    sandbox,
+    paths: backend.sandboxPaths,
+    modelEndpointEnv: backend.modelEndpointEnv,
+    executable: backend.executable,
+    file: spec.file,
+    args: spec.args,
+    env: childEnv({ baseEnv: env, env: spec.env }),
+    cwd: job.cwd,
+    runDir,
+    worktree: place?.path,
+    branch: place?.branch,
+    outputs: Object.values(spec.artifacts ?? {}),
+    hidden: hiddenFromAgents(config),
+    container: containerName(config.stateDir, job.id),
+    store: config.stateDir,
+  };
   try {
-    return wrapInSandbox({
-      sandbox,
-      paths: backend.sandboxPaths,
-      modelEndpointEnv: backend.modelEndpointEnv,
-      executable: backend.executable,
-      file: spec.file,
-      args: spec.args,
-      env: childEnv({ baseEnv: env, env: spec.env }),
-      cwd: job.cwd,
-      runDir,
-      worktree:
-        job.isolation === 'worktree' ? worktreePlace(config.stateDir, job.worktreeOf ?? job.id).path : undefined,
-      hidden: hiddenFromAgents(config),
-      container: containerName(config.stateDir, job.id),
-      store: config.stateDir,
-    });
+    if (!sharesNoFiles(sandbox)) return wrapInSandbox(run);
+    const command = wrapForRemoteEngine(run);
+    await command.prepare?.();
+    return command;
   } catch (error) {
     if (!(error instanceof SandboxError)) throw error;
     const advice = error.missingCli ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path` : '';

@@ -7,7 +7,13 @@ import { join, resolve } from 'node:path';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config, Isolation } from '../config/config.js';
-import { effectiveSandbox, NO_SANDBOX, type SandboxMode, type SandboxSettings } from '../config/sandbox.js';
+import {
+  effectiveSandbox,
+  NO_SANDBOX,
+  sharesNoFiles,
+  type SandboxMode,
+  type SandboxSettings,
+} from '../config/sandbox.js';
 import { resolveModel, type ModelsTable } from '../config/models.js';
 import { InputError, SetupError } from '../lib/errors.js';
 import { isInside } from '../lib/fs.js';
@@ -136,7 +142,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
     askParent: definition?.askParent === false || request.askParent === false ? false : undefined,
     team: request.team,
     ...budget,
-    ...isolationOf(ctx, request),
+    ...isolationOf(ctx, request, sharesNoFiles(sandbox)),
     sandbox: sandbox.mode !== 'none' ? sandbox : undefined,
     extra: request.extra ?? {},
   };
@@ -160,8 +166,13 @@ export function checkCaller(label: string, definition: AgentDefinition, caller: 
 /**
  * Where a CLI job works: the call's isolation, else its definition's, else the config's (a session
  * agent's turns stay in the project: one conversation, one folder). An API backend has no folder.
+ * A container on an engine that shares no files works on a branch: always a worktree.
  */
-function isolationOf(ctx: SpawnContext, request: SpawnRequest): Pick<JobRequest, 'isolation' | 'base'> {
+function isolationOf(
+  ctx: SpawnContext,
+  request: SpawnRequest,
+  branchOnly: boolean,
+): Pick<JobRequest, 'isolation' | 'base'> {
   const definition = request.agent?.definition;
   const asked = request.isolation ?? definition?.isolation;
   if (request.backend.kind === 'api') {
@@ -169,7 +180,11 @@ function isolationOf(ctx: SpawnContext, request: SpawnRequest): Pick<JobRequest,
       throw new InputError(`isolation: ${request.label} answers from the prompt alone and works in no folder`);
     return {};
   }
-  const isolation = asked ?? (definition?.session ? 'none' : ctx.config.isolation);
+  if (branchOnly && (asked === 'none' || definition?.session))
+    throw new InputError(
+      `${request.label} runs on a container engine that shares no files with this machine, so it works on a branch of its own: isolation "none" ${definition?.session ? '(a session agent) ' : ''}cannot apply; leave isolation out, or use an engine that runs here`,
+    );
+  const isolation = branchOnly ? 'worktree' : (asked ?? (definition?.session ? 'none' : ctx.config.isolation));
   if (request.base !== undefined && isolation !== 'worktree')
     throw new InputError('base applies only with isolation "worktree": pass both, or neither');
   if (request.base?.startsWith('-')) throw new InputError(`base "${request.base}" must name a branch, tag or commit`);

@@ -25,12 +25,56 @@ import { STORE_LABEL } from '../../src/jobs/process/sandbox.js';
 export type Engine = 'docker' | 'podman';
 export const ENGINES: readonly Engine[] = ['docker', 'podman'];
 
-const run = (engine: Engine, args: string[], input?: Buffer) =>
-  spawnSync(engine, args, { input, encoding: 'buffer', timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+/** An engine's client, pointed at `host` (`-H`) when given, else at the environment's engine. */
+const run = (engine: Engine, args: string[], input?: Buffer, host?: string) =>
+  spawnSync(engine, [...(host ? ['-H', host] : []), ...args], {
+    input,
+    encoding: 'buffer',
+    timeout: 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
 
 /** The engine answers (its daemon or its storage works). */
-export const engineWorks = (engine: Engine): boolean =>
-  spawnSync(engine, ['info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
+export const engineWorks = (engine: Engine, host?: string): boolean =>
+  spawnSync(engine, [...(host ? ['-H', host] : []), 'info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
+
+/**
+ * A second docker engine on this machine that shares nothing with the first: its own socket, data
+ * and exec roots, no bridge and no iptables rules (its containers use the host's network or none).
+ * The remote-engine tests drive it only through its socket, as an engine on another host would be.
+ */
+export const SECOND_DOCKER = 'unix:///run/polyspawn-test-docker2.sock';
+const SECOND_DOCKERD = [
+  '--host',
+  SECOND_DOCKER,
+  '--data-root',
+  '/var/lib/polyspawn-docker2',
+  '--exec-root',
+  '/run/polyspawn-docker2',
+  '--pidfile',
+  '/run/polyspawn-docker2.pid',
+  '--bridge',
+  'none',
+  '--iptables=false',
+  '--ip-masq=false',
+];
+
+/** Starts dockerd with its arguments (as root, where it is installed), logging to `log`; true once `host` answers. */
+function startDockerdAt(args: string[], log: string, host?: string): boolean {
+  if (engineWorks('docker', host)) return true;
+  if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
+  const out = openSync(log, 'a');
+  spawn('dockerd', args, { detached: true, stdio: ['ignore', out, out] }).unref();
+  for (let i = 0; i < 60; i++) {
+    if (engineWorks('docker', host)) return true;
+    spawnSync('sleep', ['0.5']);
+  }
+  return false;
+}
+
+/** The second engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
+export const startSecondDockerd = (): boolean =>
+  startDockerdAt(SECOND_DOCKERD, '/var/log/polyspawn-docker2.log', SECOND_DOCKER);
 
 /** engineWorks, asked once per process (by a test file). */
 const answers = new Map<Engine, boolean>();
@@ -48,17 +92,7 @@ export function engineAnswers(engine: Engine): boolean {
  * log, and waits until it answers; true when it does. What .ci/run and vitest.config.ts do when no
  * docker engine answers.
  */
-export function startDockerd(): boolean {
-  if (engineWorks('docker')) return true;
-  if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
-  const log = openSync('/var/log/dockerd.log', 'a');
-  spawn('dockerd', [], { detached: true, stdio: ['ignore', log, log] }).unref();
-  for (let i = 0; i < 60; i++) {
-    if (engineWorks('docker')) return true;
-    spawnSync('sleep', ['0.5']);
-  }
-  return false;
-}
+export const startDockerd = (): boolean => startDockerdAt([], '/var/log/dockerd.log');
 
 /** What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>. */
 const CLIS = ['claude', 'codex', 'copilot', 'gemini'];
@@ -80,6 +114,12 @@ async function imageFiles(withCli: boolean): Promise<Map<string, { from?: string
   for (const lib of new Set([...libraries(node), ...libraries(sh)]))
     files.set(lib, { from: realpathSync(lib), mode: 0o755 });
   if (!withCli) return files;
+  // git, which an engine that shares no files needs to clone the agent's branch and bundle it back
+  // (its builtins run as git-core/git).
+  const git = realpathSync(execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim());
+  files.set('/usr/bin/git', { from: git, mode: 0o755 });
+  files.set('/usr/lib/git-core/git', { from: git, mode: 0o755 });
+  for (const lib of libraries(git)) files.set(lib, { from: realpathSync(lib), mode: 0o755 });
   // The channel side (fake-parent.mjs) needs the MCP SDK: bundled, so the image has no node_modules.
   // Loaded here, not by the setup file that imports this one for every test file.
   const { buildSync } = await import('esbuild');
@@ -121,11 +161,11 @@ async function imageContent(withCli: boolean): Promise<{ files: ImageFiles; tag:
  * The test agent image on this engine (node, sh and, `withCli`, the fake CLIs on its PATH), built
  * when the engine has none of this content yet: `polyspawn-test/agent:<hash>` (or `.../bare:`).
  */
-export async function agentImage(engine: Engine, withCli = true): Promise<string> {
+export async function agentImage(engine: Engine, withCli = true, host?: string): Promise<string> {
   let content = contents.get(withCli);
   if (!content) contents.set(withCli, (content = await imageContent(withCli)));
   const { files, tag } = content;
-  if (run(engine, ['image', 'inspect', tag]).status === 0) return tag;
+  if (run(engine, ['image', 'inspect', tag], undefined, host).status === 0) return tag;
   const rootfs = mkdtempSync(join(tmpdir(), 'polyspawn-image-'));
   try {
     for (const [path, file] of files) {
@@ -142,6 +182,7 @@ export async function agentImage(engine: Engine, withCli = true): Promise<string
       engine,
       ['import', '-c', 'ENV PATH=/usr/local/bin:/usr/bin:/bin', '-c', 'LABEL polyspawn-test=1', '-', tag],
       tar,
+      host,
     );
     if (imported.status !== 0) throw new Error(`${engine} import failed: ${imported.stderr.toString()}`);
     return tag;
@@ -151,11 +192,21 @@ export async function agentImage(engine: Engine, withCli = true): Promise<string
 }
 
 /** The containers (running or not) whose run store lies in one of these folders. */
-export function containersIn(engine: Engine, folders: readonly string[]): string[] {
-  const listed = run(engine, ['ps', '-a', '--filter', `label=${STORE_LABEL}`, '--format', '{{.Names}}']);
+export function containersIn(engine: Engine, folders: readonly string[], host?: string): string[] {
+  const listed = run(
+    engine,
+    ['ps', '-a', '--filter', `label=${STORE_LABEL}`, '--format', '{{.Names}}'],
+    undefined,
+    host,
+  );
   const names = listed.status === 0 ? listed.stdout.toString().split('\n').filter(Boolean) : [];
   return names.filter((name) => {
-    const store = run(engine, ['inspect', '--format', `{{index .Config.Labels "${STORE_LABEL}"}}`, name])
+    const store = run(
+      engine,
+      ['inspect', '--format', `{{index .Config.Labels "${STORE_LABEL}"}}`, name],
+      undefined,
+      host,
+    )
       .stdout.toString()
       .trim();
     return store !== '' && folders.some((f) => store === f || store.startsWith(f + '/'));

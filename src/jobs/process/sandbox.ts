@@ -9,7 +9,7 @@ import { closeSync, constants, lstatSync, openSync, readFileSync, readlinkSync, 
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
-import type { SandboxMode, SandboxSettings } from '../../config/sandbox.js';
+import type { SandboxEngine, SandboxMode, SandboxSettings } from '../../config/sandbox.js';
 import { isInside, makeDirs } from '../../lib/fs.js';
 import { isLoopbackHost } from '../../lib/sockets.js';
 
@@ -33,6 +33,10 @@ export type SandboxRun = {
   runDir: string;
   /** The job's own git worktree, when it has one: read-write, though it lies in the run store. */
   worktree?: string;
+  /** Its branch (polyspawn/<id>): what an engine that shares no files checks out and brings back. */
+  branch?: string;
+  /** The files the CLI writes for the server to read (CommandSpec.artifacts): copied back from an engine that shares no files. */
+  outputs?: string[];
   /**
    * What no agent may see: the run store (tokens, the daemon's file, other runs and worktrees),
    * the agents' definitions, the key and config files. Hidden wherever a bound folder holds them.
@@ -51,6 +55,10 @@ export type WrappedCommand = {
   fds?: number[];
   /** Ends what a kill of the process group cannot reach (a container its engine runs). */
   stop?: () => Promise<void>;
+  /** Readies what the command starts (a container made and its work copied in); a SandboxError says why it cannot. */
+  prepare?: () => Promise<void>;
+  /** After the run: brings the work back (from an engine that shares no files); a problem when it could not. */
+  collect?: () => Promise<string | undefined>;
   /** A failed run's cause when the wrapper, not the CLI, failed (the engine's error, a killed container), said plainly. */
   explainFailure?: (run: { exitCode: number | null; stderr: string }) => string | undefined;
 };
@@ -103,7 +111,7 @@ const SYSTEM_PATHS = ['/usr', '/etc', '/bin', '/sbin', '/lib', '/lib32', '/lib64
  * hidden (an empty tmpfs over a folder, /dev/null over a file). `link`: the path as it was given,
  * where links led elsewhere; `what` names it in an error.
  */
-type Bind = { path: string; as: 'read' | 'write' | 'hide'; link?: string; what?: string };
+type Bind = { path: string; as: 'read' | 'write' | 'hide'; link?: string; what?: string; git?: true };
 
 function bwrapCommand(run: SandboxRun): WrappedCommand {
   const bwrap = which.sync('bwrap', { path: run.env.PATH, nothrow: true });
@@ -206,21 +214,60 @@ function pin(binds: Bind[]): Map<Bind, number> {
 /** Variables that describe the host, not the run: a container keeps its image's. */
 const HOST_ONLY_ENV = new Set(['PATH', 'HOSTNAME', 'PWD', 'OLDPWD', 'SHLVL', '_', 'TERM', 'TMPDIR']);
 
-function containerCommand(run: SandboxRun): WrappedCommand {
-  const engine = run.sandbox.mode;
-  const found = which.sync(engine, { path: run.env.PATH, nothrow: true });
-  if (!found) throw new SandboxError(`${engine} is not on PATH: ${ENGINE_INSTALL[engine]}`);
-  const { binds, cwd } = sandboxBinds(run, run.env.HOME, []);
+/**
+ * The engine's client, found on PATH, with the arguments that name the engine (engineArgs). An
+ * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST) while the sandbox
+ * does not say whether it shares files is refused: bind mounts would name this machine's paths there.
+ */
+export function engineClient(run: Pick<SandboxRun, 'sandbox' | 'env'>): { file: string; args: string[] } {
+  const { mode, engine } = run.sandbox;
+  const found = which.sync(mode, { path: run.env.PATH, nothrow: true });
+  if (!found) throw new SandboxError(`${mode} is not on PATH: ${ENGINE_INSTALL[mode]}`);
+  const named = run.env.DOCKER_HOST ?? run.env.CONTAINER_HOST;
+  if (!engine && named && !named.startsWith('unix://'))
+    throw new SandboxError(
+      `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+  return { file: found, args: engineArgs(mode, engine) };
+}
+
+/** The arguments that point an engine's client at `engine.host` (none: the environment's engine). */
+export function engineArgs(mode: SandboxMode, engine: SandboxEngine | undefined): string[] {
+  if (!engine?.host) return [];
+  return mode === 'podman' ? ['--remote', '--url', engine.host] : ['-H', engine.host];
+}
+
+/**
+ * What every polyspawn container is given, wherever its engine runs: its name and store label, the
+ * user's uid (`asUser`: what it writes in the user's folders is theirs), the network or none, no
+ * capability, never pulled.
+ */
+export function containerOptions(run: SandboxRun, asUser = true): string[] {
   // --pull never: an image not on the engine fails at once (no registry may answer: no wait on one).
-  const args = ['run', '--rm', '-i', '--init', '--pull', 'never', '--name', run.container];
+  const args = ['-i', '--init', '--pull', 'never', '--name', run.container];
   args.push('--label', `${STORE_LABEL}=${run.store}`);
   const uid = process.getuid?.();
-  if (uid !== undefined) args.push('--user', `${uid}:${process.getgid?.() ?? uid}`);
+  if (uid !== undefined && asUser) args.push('--user', `${uid}:${process.getgid?.() ?? uid}`);
   // The host's network, as bwrap shares it: the run's channel listens on the host's loopback.
   args.push('--network', run.sandbox.network ? 'host' : 'none');
   // No capability, as under bwrap: root in it (as CI runs) must not read the host's traffic
   // (NET_RAW on the host's network) or write past file modes.
   args.push('--cap-drop', 'ALL', '--security-opt', 'no-new-privileges');
+  return args;
+}
+
+/** The child's variables, by name only: the engine's client reads each value from its own environment, which is the child's. */
+export const containerEnvArgs = (env: SandboxRun['env']): string[] =>
+  Object.keys(env)
+    .sort()
+    .filter((name) => !HOST_ONLY_ENV.has(name))
+    .flatMap((name) => ['-e', name]);
+
+function containerCommand(run: SandboxRun): WrappedCommand {
+  const engine = run.sandbox.mode;
+  const client = engineClient(run);
+  const { binds, cwd } = sandboxBinds(run, run.env.HOME, []);
+  const args = [...client.args, 'run', '--rm', ...containerOptions(run)];
   for (const bind of binds) {
     // -v splits on ':'; a path with one cannot be said there.
     if (bind.path.includes(':'))
@@ -235,16 +282,14 @@ function containerCommand(run: SandboxRun): WrappedCommand {
       );
     else args.push('-v', `${bind.path}:${bind.path}${bind.as === 'write' ? '' : ':ro'}`);
   }
-  args.push('-w', cwd);
-  // By name only: the engine reads each value from its own environment, which is the child's.
-  for (const name of Object.keys(run.env).sort()) if (!HOST_ONLY_ENV.has(name)) args.push('-e', name);
+  args.push('-w', cwd, ...containerEnvArgs(run.env));
   const image = run.sandbox.image!;
   args.push(image, run.executable, ...run.args);
   return {
-    file: found,
+    file: client.file,
     args,
     // Removed, not only killed: the client that would remove it (--rm) is ended with the job's group.
-    stop: () => engineCommand(found, ['rm', '-f', run.container], run.env),
+    stop: () => engineCommand(client.file, [...client.args, 'rm', '-f', run.container], run.env),
     explainFailure: ({ exitCode, stderr }) => containerFailure(engine, image, run.executable, exitCode, stderr),
   };
 }
@@ -299,17 +344,19 @@ export function containerFailure(
 
 /** Removes a container a dead server left behind (restart recovery); nothing when there is none. */
 export function removeContainer(
-  mode: SandboxMode,
+  sandbox: Pick<SandboxSettings, 'mode' | 'engine'>,
   name: string,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<void> {
-  const found = which.sync(mode, { path: env.PATH, nothrow: true });
-  return found ? engineCommand(found, ['rm', '-f', name], env) : Promise.resolve();
+  const found = which.sync(sandbox.mode, { path: env.PATH, nothrow: true });
+  return found
+    ? engineCommand(found, [...engineArgs(sandbox.mode, sandbox.engine), 'rm', '-f', name], env)
+    : Promise.resolve();
 }
 
 const ENGINE_COMMAND_MS = 10_000;
 
-function engineCommand(file: string, args: string[], env: Readonly<Record<string, string | undefined>>) {
+export function engineCommand(file: string, args: string[], env: Readonly<Record<string, string | undefined>>) {
   return new Promise<void>((resolve) => {
     execFile(file, args, { env, timeout: ENGINE_COMMAND_MS }, () => resolve());
   });
@@ -323,7 +370,7 @@ function engineCommand(file: string, args: string[], env: Readonly<Record<string
  * Hidden: `run.hidden` wherever a bound folder holds it, with the run's folder and worktree
  * bound back in the store. Refused: a path that holds the home folder, or lies in a hidden one.
  */
-function sandboxBinds(
+export function sandboxBinds(
   run: SandboxRun,
   home: string | undefined,
   install: Bind[],
@@ -388,7 +435,7 @@ function gitBinds(folder: Bind): Bind[] {
     throw new SandboxError(
       `${dotGit} is a link, which a sandbox cannot keep from being repointed: replace it with the folder it leads to`,
     );
-  const binds: Bind[] = [{ path: dotGit, as: 'read' }];
+  const binds: Bind[] = [{ path: dotGit, as: 'read', git: true }];
   if (stat.isDirectory()) return binds;
   // A linked worktree: `gitdir: <common>/worktrees/<name>`, and that folder's `gitdir` names this file back.
   const named = /^gitdir: (.+)$/m.exec(readIfSmall(dotGit))?.[1];
@@ -399,9 +446,9 @@ function gitBinds(folder: Bind): Bind[] {
   if (!isGitDir(common) || !back || realpathOrUndefined(back) !== dotGit) return binds;
   return [
     ...binds,
-    { path: common, as: 'read' },
+    { path: common, as: 'read', git: true },
     { path: join(common, 'worktrees'), as: 'hide' },
-    { path: admin, as: 'read' },
+    { path: admin, as: 'read', git: true },
   ];
 }
 

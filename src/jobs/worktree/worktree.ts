@@ -29,6 +29,9 @@ import {
   type GitPlace,
 } from './git.js';
 import { WORKTREES_DIR, worktreePlace, type JobWorktree, type WorktreeChanges } from './report.js';
+import { sharesNoFiles } from '../../config/sandbox.js';
+import { runFolder } from '../../lib/run-folder.js';
+import { bundleBranchIn, fetchBranchBack, removeBundleIn } from './engine-branch.js';
 
 export type WorktreeContext = { config: Pick<Config, 'projectDir' | 'stateDir' | 'iacFile'>; secrets: Redactor };
 
@@ -328,8 +331,19 @@ export function withWorktree(execute: Executor, ctx: WorktreeContext): Executor 
     };
     control.onWorktree?.(info);
     inUse.set(wt.path, job.id);
+    // An engine that shares no files gets the branch as a bundle, and sends the agent's back as one.
+    const remote = sharesNoFiles(job.sandbox) ? runFolder(ctx.config.stateDir, job.id).dir : undefined;
     try {
-      const result = await execute({ ...job, cwd: wt.cwd }, control);
+      if (remote) {
+        const problem = await bundleBranchIn(wt.repo, wt.branch, remote).then(
+          () => undefined,
+          (error: Error) => `the job's branch could not be bundled for its engine: ${error.message}`,
+        );
+        if (problem)
+          return { state: 'failed', outcome: { ok: false, text: '', error: problem, costSource: 'unknown' } };
+      }
+      let result = await execute({ ...job, cwd: wt.cwd }, control);
+      if (remote) result = await fetchedBack(wt, remote, result);
       const notes = [...(wt.notes ?? [])];
       try {
         const changes = await closeWorktree(ctx, job, wt, result.state);
@@ -347,9 +361,20 @@ export function withWorktree(execute: Executor, ctx: WorktreeContext): Executor 
       }
       return result;
     } finally {
+      if (remote) removeBundleIn(remote);
       inUse.delete(wt.path);
     }
   };
+}
+
+/** The result once the agent's branch is fetched back onto the worktree; failed, saying why, when it cannot be. */
+async function fetchedBack(wt: OpenWorktree, runDir: string, result: ExecutionResult): Promise<ExecutionResult> {
+  try {
+    await fetchBranchBack(wt.repo, worktreeGit(wt.repo, wt.path), wt.branch, wt.startHead, runDir);
+    return result;
+  } catch (error) {
+    return { ...result, state: 'failed', outcome: { ...result.outcome, ok: false, error: (error as Error).message } };
+  }
 }
 
 /** A worktree polyspawn left in the project: kept for its changes, or by an interrupted run. */

@@ -1,0 +1,193 @@
+// A CLI agent on a container engine that shares no files with this machine, as one on another host
+// would: a second dockerd (test/helpers/engines.ts's SECOND_DOCKER: its own socket, data and exec
+// roots), reached only through its socket by `engine: { host, shares_files: false }`. Nothing is
+// bind-mounted: the agent gets the project as its branch, its commits come back as polyspawn/<id>
+// and integrate merges them into the user's checkout. Its faults (a branch that cannot be taken, a
+// killed container, an image not there, an engine that does not answer) are said plainly and leave
+// no container. Under CI an engine that cannot start fails the run (vitest.config.ts, TOOLS); elsewhere
+// these tests skip, said in one line.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { agentImage, containersIn, SECOND_DOCKER, startSecondDockerd } from '../helpers/engines.js';
+import { startServer, type TestServer } from '../helpers/mcp.js';
+import { waitFor } from '../helpers/processes.js';
+import { tempDir } from '../helpers/temp.js';
+
+type Job = {
+  agent_id: string;
+  state: string;
+  text?: string;
+  error?: string;
+  sandbox?: string;
+  worktree?: { branch: string; files?: string[]; base: string };
+};
+
+const HOST_PATH = '/usr/local/bin:/usr/bin:/bin';
+const up = startSecondDockerd();
+const docker2 = (...args: string[]) =>
+  spawnSync('docker', ['-H', SECOND_DOCKER, ...args], { encoding: 'utf8', timeout: 60_000 });
+const git = (cwd: string, ...args: string[]) =>
+  spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' });
+
+describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd, through its socket)', () => {
+  let s: TestServer;
+  let root: string;
+  let project: string;
+  let home: string;
+  const containers = () => containersIn('docker', [root], SECOND_DOCKER);
+
+  beforeAll(async () => {
+    root = tempDir('remote-engine');
+    home = join(root, 'home');
+    project = join(root, 'project');
+    for (const dir of [join(home, '.ssh'), join(home, '.claude'), project]) mkdirSync(dir, { recursive: true });
+    writeFileSync(join(home, '.ssh', 'id_ed25519'), 'the-private-key\n');
+    writeFileSync(join(home, '.claude', 'login.json'), '{"signed":"in"}\n');
+    git(project, 'init', '-q', '-b', 'main');
+    writeFileSync(join(project, 'README.md'), 'the project\n');
+    git(project, 'add', '-A');
+    git(project, 'commit', '-q', '-m', 'the base');
+    // Built in the second engine itself, as the container tests build theirs (no registry).
+    const image = await agentImage('docker', true, SECOND_DOCKER);
+    const engine = { host: SECOND_DOCKER, shares_files: false };
+    const config = join(root, 'config.json');
+    writeFileSync(config, JSON.stringify({ backends: { claude: { sandbox: { mode: 'docker', image, engine } } } }));
+    const agent = (name: string, sandbox: string) => {
+      mkdirSync(join(project, '.polyspawn', 'agents', name), { recursive: true });
+      writeFileSync(
+        join(project, '.polyspawn', 'agents', name, 'agent.md'),
+        `---\ndescription: ${name}.\nbackend: claude\nsandbox: ${sandbox}\n---\nYou work.\n`,
+      );
+    };
+    agent(
+      'absent',
+      `{ mode: docker, image: polyspawn-test/absent:1, engine: { host: "${SECOND_DOCKER}", shares_files: false } }`,
+    );
+    agent(
+      'nowhere',
+      `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'no-engine.sock')}", shares_files: false } }`,
+    );
+    s = await startServer({
+      projectDir: project,
+      env: { HOME: home, PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
+      fakeClis: false,
+    });
+  }, 300_000);
+  afterAll(async () => {
+    await s?.close();
+    const left = containersIn('docker', [root], SECOND_DOCKER);
+    if (left.length) docker2('rm', '-f', ...left);
+  });
+
+  const ended = async (id: string) => {
+    let job: Job | undefined;
+    await waitFor(
+      `agent ${id} to end`,
+      async () => (job = await s.callOk<Job>('result', { agent_id: id })).state !== 'running',
+      90_000,
+    );
+    return job!;
+  };
+
+  test('the agent works on its branch in the container, with none of this machine mounted; the branch comes back and integrates', async () => {
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: [
+        '[[cli:write:feature.txt=made in the container]]',
+        '[[cli:commit:the agent adds a feature]]',
+        `[[cli:read:${join(home, '.claude', 'login.json')}]]`,
+        `[[cli:read:${join(home, '.ssh', 'id_ed25519')}]]`,
+        `[[cli:read:${join(project, 'README.md')}]]`,
+        '[[cli:read:README.md]]',
+        '[[cli:git:log --format=%s]]',
+      ].join(' '),
+      wait_s: 120,
+    });
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.sandbox).toBe(`docker (an engine sharing no files: ${SECOND_DOCKER})`);
+    expect(JSON.parse(job.text!)).toEqual({
+      // the login folder, copied in; nothing else of the home folder, not the user's checkout
+      [`read:${join(home, '.claude', 'login.json')}`]: 'ok: {"signed":"in"}',
+      [`read:${join(home, '.ssh', 'id_ed25519')}`]: 'ENOENT',
+      [`read:${join(project, 'README.md')}`]: 'ENOENT',
+      // the project at its base, as a clone of the branch
+      'read:README.md': 'ok: the project',
+      'git:log --format=%s': 'ok: the agent adds a feature\nthe base',
+    });
+    const branch = `polyspawn/${job.agent_id}`;
+    expect(job.worktree).toMatchObject({ branch, files: ['feature.txt'] });
+    expect(git(project, 'log', '--format=%s', branch).stdout).toBe('the agent adds a feature\nthe base\n');
+    // The user's checkout is untouched until integrate merges the branch into it.
+    expect(existsSync(join(project, 'feature.txt'))).toBe(false);
+    const merged = await s.callOk('integrate', { agent_id: job.agent_id, how: 'merge' });
+    expect(merged).toMatchObject({ how: 'merge', files: ['feature.txt'], removed: true });
+    expect(readFileSync(join(project, 'feature.txt'), 'utf8')).toBe('made in the container\n');
+    expect(containers()).toEqual([]);
+  }, 180_000);
+
+  test('its container mounts nothing, its log streams back while it runs, and cancel removes it', async () => {
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: '[[cli:stderr:said in the container]] cancel me [[cli:hang]]',
+    });
+    await waitFor('its container', () => containers().length === 1, 90_000);
+    const [name] = containers();
+    expect(JSON.parse(docker2('inspect', '--format', '{{json .Mounts}}', name!).stdout)).toEqual([]);
+    expect(docker2('inspect', '--format', '{{json .HostConfig.Binds}}', name!).stdout.trim()).toBe('null');
+    await waitFor(
+      'its log, while it runs',
+      async () =>
+        JSON.stringify(await s.callOk('logs', { agent_id: job.agent_id, stream: 'stderr' })).includes(
+          'said in the container',
+        ),
+      60_000,
+    );
+    expect((await s.callOk<Job>('cancel', { agent_id: job.agent_id })).state).toBe('cancelled');
+    await waitFor('its container removed', () => containers().length === 0, 30_000);
+  }, 180_000);
+
+  test('a branch that does not descend from its base is not taken: failed, saying why and where the work is', async () => {
+    const job = await s.callOk<Job>('spawn_claude', {
+      prompt: '[[cli:git:checkout -q --orphan rewritten]] [[cli:write:other.txt=unrelated history]]',
+      wait_s: 120,
+    });
+    expect(job.state).toBe('failed');
+    const kept = /the bundle is kept: (\S+)\)$/.exec(job.error ?? '')?.[1];
+    expect(job.error).toMatch(
+      new RegExp(
+        `^the branch its container sent back was not taken: refs/heads/polyspawn/${job.agent_id} does not descend from the job's base`,
+      ),
+    );
+    expect(kept && existsSync(kept)).toBe(true);
+    expect(git(project, 'rev-parse', '--verify', '--quiet', `polyspawn/${job.agent_id}~1`).status).not.toBe(0);
+    expect(containers()).toEqual([]);
+  }, 180_000);
+
+  test('a container killed under the agent: failed saying so, nothing left', async () => {
+    const job = await s.callOk<Job>('spawn_claude', { prompt: 'kill my container [[cli:hang]]' });
+    await waitFor('its container', () => containers().length === 1, 90_000);
+    docker2('kill', containers()[0]!);
+    const done = await ended(job.agent_id);
+    expect(done.state).toBe('failed');
+    expect(done.error).toMatch(/^its container was killed \(exit 137/);
+    await waitFor('its container removed', () => containers().length === 0, 30_000);
+  }, 180_000);
+
+  test('time-out removes the container', async () => {
+    const job = await s.callOk<Job>('spawn_claude', { prompt: 'time me out [[cli:hang]]', timeout_s: 8, wait_s: 120 });
+    expect(job.state).toBe('timed_out');
+    await waitFor('its container removed', () => containers().length === 0, 30_000);
+  }, 180_000);
+
+  test('an image not on the engine, and an engine that does not answer: failed at once, saying what to do', async () => {
+    const absent = await s.callOk<Job>('spawn_absent', { prompt: 'hello', wait_s: 120 });
+    expect(absent.state).toBe('failed');
+    expect(absent.error).toMatch(
+      /the image polyspawn-test\/absent:1 is not on this docker engine \(.+\), and polyspawn does not pull one while an agent waits/,
+    );
+    const nowhere = await s.callOk<Job>('spawn_nowhere', { prompt: 'hello', wait_s: 120 });
+    expect(nowhere.state).toBe('failed');
+    expect(nowhere.error).toMatch(/no docker engine answers \(.*no-engine\.sock.*\): start it/);
+    expect(containers()).toEqual([]);
+  }, 180_000);
+});

@@ -28,6 +28,7 @@ const HOST_PATH = '/usr/local/bin:/usr/bin:/bin';
 const up = startSecondDockerd();
 const docker2 = (...args: string[]) =>
   spawnSync('docker', ['-H', SECOND_DOCKER, ...args], { encoding: 'utf8', timeout: 60_000 });
+const running = (name: string) => docker2('inspect', '--format', '{{.State.Running}}', name).stdout.trim() === 'true';
 const git = (cwd: string, ...args: string[]) =>
   spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, encoding: 'utf8' });
 
@@ -165,8 +166,9 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
 
   test('a container killed under the agent: failed saying so, nothing left', async () => {
     const job = await s.callOk<Job>('spawn_claude', { prompt: 'kill my container [[cli:hang]]' });
-    await waitFor('its container', () => containers().length === 1, 90_000);
-    docker2('kill', containers()[0]!);
+    // Made and given its work first, then started: killed once it runs.
+    await waitFor('its container, running', () => containers().some(running), 90_000);
+    expect(docker2('kill', containers()[0]!).status).toBe(0);
     const done = await ended(job.agent_id);
     expect(done.state).toBe('failed');
     expect(done.error).toMatch(/^its container was killed \(exit 137/);

@@ -231,7 +231,7 @@ async function copyOut(
     if (tooLarge) return `${basename(path)} is larger than ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB`;
     if (code !== 0) {
       // A path the container never wrote (no changes, no answer): nothing to take.
-      if (/no such container:path/i.test(stderr)) return undefined;
+      if (/could not find the file|no such container:path/i.test(stderr)) return undefined;
       return `${basename(path)}: ${stderr.trim().slice(0, 300) || (code === null ? `the engine did not answer within ${ENGINE_STEP_MS / 1000} s` : `cp exited ${code}`)}`;
     }
     return await takeRegularFile(tarFile, path);

@@ -5,7 +5,7 @@
 // its objects are read by `git bundle unbundle` (no transport, no hook, no config of the bundle's:
 // a bundle holds objects and refs only) and the worktree moved forward by a fast-forward merge,
 // every git command pinned as git.ts pins it.
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { lstatSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeDirs } from '../../lib/fs.js';
 import { firstLines, git, gitOk, type GitPlace } from './git.js';
@@ -36,10 +36,11 @@ export async function fetchBranchBack(
   runDir: string,
 ): Promise<void> {
   const bundle = join(runDir, RESULT_BUNDLE);
-  if (!existsSync(bundle)) return;
+  const found = lstatOrUndefined(bundle);
+  if (!found) return;
   const refuse = (why: string) =>
     new Error(`the branch its container sent back was not taken: ${why} (the bundle is kept: ${bundle})`);
-  if (!statSync(bundle).isFile()) throw refuse('it is not a file');
+  if (!found.isFile()) throw refuse('it is not a regular file');
   const heads = await git(repo, ['bundle', 'list-heads', bundle]);
   if (heads.code !== 0) throw refuse(`not a git bundle (${firstLines(heads.stderr)})`);
   const refs = heads.stdout.trim().split('\n').filter(Boolean);
@@ -62,4 +63,12 @@ export async function fetchBranchBack(
   const merged = await git(worktree, ['merge', '--ff-only', '--quiet', commit]);
   if (merged.code !== 0) throw refuse(`the worktree could not be moved to it (${firstLines(merged.stderr)})`);
   rmSync(bundle, { force: true });
+}
+
+function lstatOrUndefined(path: string) {
+  try {
+    return lstatSync(path);
+  } catch {
+    return undefined;
+  }
 }

@@ -3,11 +3,12 @@
 // container tests). vitest.config.ts installs them where it can (root and apt-get, as .ci/run
 // does) and starts dockerd, leaves test/browser out without a browser, says in one line what it
 // skipped and how to get it, and fails under CI instead; the bwrap tests skip with
-// `skipIf(!bwrapWorks)`, the container tests with `skipIf(!engineAnswers(engine))`.
+// `skipIf(!bwrapWorks)`, the container tests with `skipIf(!engineAnswers(engine))`, the remote
+// engine's when a second dockerd cannot be started (startSecondDockerd).
 import { accessSync, constants } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { BWRAP_PROBE } from '../../src/jobs/process/sandbox.js';
-import { engineWorks, startDockerd } from './engines.js';
+import { engineWorks, SECOND_DOCKER, startDockerd, startSecondDockerd } from './engines.js';
 
 /** Debian's chromium: what the browser tests launch (playwright-core, no browser download). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -47,6 +48,13 @@ export const TOOLS: Tool[] = [
     apt: 'docker.io',
     tier: 'the docker container tests',
     start: startDockerd,
+  },
+  {
+    missing: `no second docker engine at ${SECOND_DOCKER}`,
+    present: () => engineWorks('docker', SECOND_DOCKER),
+    apt: 'docker.io',
+    tier: 'the tests of an engine that shares no files (test/e2e/remote-engine.test.ts)',
+    start: startSecondDockerd,
   },
   {
     missing: 'no working podman',

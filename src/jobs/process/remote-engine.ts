@@ -27,7 +27,7 @@ import {
 } from './sandbox.js';
 
 /** A file copied back from a container past this is refused: its branch or answer is hostile input. */
-export const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
+const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
 /** How long one engine step (create, copy in, copy out) may take before it is given up. */
 const ENGINE_STEP_MS = 120_000;
 

@@ -10,7 +10,7 @@ import { backends } from '../../backends/registry.js';
 import { npmInstall } from '../../backends/sandbox-paths.js';
 import type { CliBackend } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
-import type { SandboxSettings } from '../../src/config/sandbox.js';
+import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../src/config/sandbox.js';
 import { checkDefinition } from '../../src/jobs/agents/definitions.js';
 import { shippedModels } from '../../src/config/models.js';
 import {
@@ -407,6 +407,37 @@ describe('docker and podman', () => {
     const r = run({ mode: 'podman', image: 'x' });
     expect(() => wrapInSandbox({ ...r, env: { ...r.env, PATH: fakeBinDir } })).toThrow(
       /podman is not on PATH: install Podman/,
+    );
+  });
+});
+
+describe('an engine that is not this machine', () => {
+  test('engine.host and shares_files: inferred from the address (a local socket shares, ssh:// and tcp:// do not), said outright wins', () => {
+    const engine = (e: Record<string, unknown>) =>
+      sandboxSettings(sandboxSchema.parse({ mode: 'docker', image: 'ghcr.io/me/agents:1', engine: e })).engine;
+    expect(engine({ host: 'ssh://me@build-box' })).toEqual({ host: 'ssh://me@build-box', sharesFiles: false });
+    expect(engine({ host: 'tcp://10.0.0.2:2376' })).toEqual({ host: 'tcp://10.0.0.2:2376', sharesFiles: false });
+    expect(engine({ host: 'unix:///run/docker.sock' })).toEqual({ host: 'unix:///run/docker.sock', sharesFiles: true });
+    expect(engine({ host: 'unix:///run/vm.sock', shares_files: false })).toEqual({
+      host: 'unix:///run/vm.sock',
+      sharesFiles: false,
+    });
+    // An address is one argument, never an option of the client.
+    for (const host of ['-H=evil', 'http://x', 'ssh://a b'])
+      expect(sandboxSchema.safeParse({ mode: 'docker', engine: { host } }).success).toBe(false);
+  });
+
+  test('the client is pointed at the engine; a remote DOCKER_HOST the sandbox does not declare is refused', () => {
+    const r = run({
+      mode: 'docker',
+      image: 'ghcr.io/me/agents:1',
+      engine: { host: 'unix:///run/e2.sock', sharesFiles: true },
+    });
+    const env = { ...r.env, PATH: `${join(repoRoot, 'test', 'fakes', 'engine')}${delimiter}${r.env.PATH}` };
+    expect(wrapInSandbox({ ...r, env }).args.slice(0, 3)).toEqual(['-H', 'unix:///run/e2.sock', 'run']);
+    const undeclared = run({ mode: 'docker', image: 'ghcr.io/me/agents:1' });
+    expect(() => wrapInSandbox({ ...undeclared, env: { ...env, DOCKER_HOST: 'ssh://me@build-box' } })).toThrow(
+      /the environment names the engine ssh:\/\/me@build-box, which may not see this machine's files: say so in the sandbox/,
     );
   });
 });

@@ -3,7 +3,7 @@
 // (its tracked and untracked files, uncommitted changes included, node_modules linked), which
 // is built (`npm run build`) and tested there: the checkout itself is never touched.
 //
-//   npm run test:mutation                  every mutation (111 of them, about 35 minutes on 2 cores)
+//   npm run test:mutation                  every mutation (113 of them, about 35 minutes on 2 cores)
 //   npm run test:mutation -- wait lock     only the mutations whose name contains a word
 //   npm run test:mutation -- --no-baseline skip the first run of the tests unmutated
 //   node scripts/mutation-check.mjs --anchors   only check that every `find` still matches once
@@ -363,7 +363,7 @@ const MUTATIONS = [
   {
     name: "a sandbox's container outlives its cancel",
     file: SANDBOX,
-    find: `stop: () => engineCommand(found, ['rm', '-f', run.container], run.env)`,
+    find: `stop: () => engineCommand(client.file, [...client.args, 'rm', '-f', run.container], run.env)`,
     replace: `stop: undefined`,
     tests: ['test/e2e/sandbox.test.ts', 'test/e2e/containers.test.ts'],
   },
@@ -500,9 +500,16 @@ const MUTATIONS = [
   {
     name: 'an isolated agent runs in the checkout, not its worktree',
     file: 'src/jobs/worktree/worktree.ts',
-    find: `const result = await execute({ ...job, cwd: wt.cwd }, control);`,
-    replace: `const result = await execute(job, control);`,
+    find: `let result = await execute({ ...job, cwd: wt.cwd }, control);`,
+    replace: `let result = await execute(job, control);`,
     tests: ['test/integration/worktree.test.ts'],
+  },
+  {
+    name: "a remote engine's branch is taken whatever refs its bundle holds",
+    file: 'src/jobs/worktree/engine-branch.ts',
+    find: `if (!head || head[2] !== wanted)`,
+    replace: `if (!head)`,
+    tests: ['test/integration/engine-branch.test.ts'],
   },
   {
     name: 'a merge that conflicts is left half-done',

@@ -100,8 +100,11 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
     ];
     const created = await engineStep(client.file, engineRun(create), run.env);
     // As `run` would exit: 125, the engine could not make the container.
-    if (created.code !== 0)
+    if (created.code !== 0) {
+      // An engine that answered late may have made it all the same.
+      await remove();
       throw new SandboxError(explain(125, created.stderr) ?? `${engine} create failed: ${created.stderr.trim()}`);
+    }
     const copiedIn = await copyIn(client.file, engineRun(['cp', '-a', '-', `${run.container}:/`]), run.env, {
       dirs: [...new Set([worktree, ...(run.env.HOME ? [run.env.HOME] : [])])],
       trees: copied.map((b) => b.path),
@@ -125,7 +128,8 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       return undefined;
     }
     const host = run.sandbox.engine?.host ? ` at ${run.sandbox.engine.host}` : '';
-    return `its work could not be copied out of its container (${problems.join('; ')}): the container ${run.container} is kept on the ${engine} engine${host} with the work in ${worktree}; copy it out (\`${engine} cp ${run.container}:${worktree} .\`), then remove it (\`${engine} rm ${run.container}\`)`;
+    const by = [engine, ...engineRun([])].join(' ');
+    return `its work could not be copied out of its container (${problems.join('; ')}): the container ${run.container} is kept on the ${engine} engine${host} with the work in ${worktree}; copy it out (\`${by} cp ${run.container}:${worktree} .\`), then remove it (\`${by} rm ${run.container}\`)`;
   };
 
   return {

@@ -56,9 +56,10 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     const config = join(root, 'config.json');
     writeFileSync(config, JSON.stringify({ backends: { claude: { sandbox: { mode: 'docker', image, engine } } } }));
     const agent = (name: string, sandbox: string) => {
-      mkdirSync(join(project, '.polyspawn', 'agents', name), { recursive: true });
+      // The user's own agents: a project's may not name an engine.
+      mkdirSync(join(home, '.config', 'polyspawn', 'agents', name), { recursive: true });
       writeFileSync(
-        join(project, '.polyspawn', 'agents', name, 'agent.md'),
+        join(home, '.config', 'polyspawn', 'agents', name, 'agent.md'),
         `---\ndescription: ${name}.\nbackend: claude\nsandbox: ${sandbox}\n---\nYou work.\n`,
       );
     };
@@ -72,7 +73,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     );
     s = await startServer({
       projectDir: project,
-      env: { HOME: home, PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
+      env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
       fakeClis: false,
     });
   }, 300_000);

@@ -255,6 +255,11 @@ function backendProblems(fm: Frontmatter, backend: Backend, body: string, ctx: A
 function projectAgentProblems(fm: Frontmatter, projectDir: string): string[] {
   const problems: string[] = [];
   if (typeof fm.sandbox === 'object') {
+    // The engine gets the CLI's login folder and environment: a repository may not name one.
+    if (fm.sandbox.engine)
+      problems.push(
+        `sandbox.engine: a project's agent (it came with the repository) may not choose the container engine, which is given the CLI's login folder and environment: set it in your own config (backends.${fm.backend}.sandbox.engine) or a user agent`,
+      );
     for (const mount of fm.sandbox.mounts ?? []) {
       if (mount.path.startsWith('~/') || !isInside(projectDir, mount.path))
         problems.push(

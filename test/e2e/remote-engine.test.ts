@@ -165,6 +165,24 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     expect(containers()).toEqual([]);
   }, 180_000);
 
+  test('work that cannot be copied out (a folder where its bundle goes): failed, and the container kept, named', async () => {
+    const job = await s.callOk<Job>('spawn_claude', { prompt: 'answer late [[cli:sleep:8000]]' });
+    await waitFor('its container, running', () => containers().some(running), 90_000);
+    const [name] = containers();
+    const bundle = join(project, '.polyspawn', 'runs', job.agent_id, 'result.bundle');
+    // What the agent could do in its container: the path its bundle is copied from made a folder.
+    const planted = docker2('exec', name!, 'node', '-e', `require('fs').mkdirSync(${JSON.stringify(bundle)})`);
+    expect(planted.status, planted.stderr).toBe(0);
+    const done = await ended(job.agent_id);
+    expect(done.state).toBe('failed');
+    expect(done.error).toContain(`result.bundle in the container is not a regular file (a link, a folder): not taken`);
+    expect(done.error).toContain(`the container ${name} is kept on the docker engine at ${SECOND_DOCKER}`);
+    expect(done.error).toContain(`\`docker -H ${SECOND_DOCKER} cp ${name}:`);
+    expect(containers()).toEqual([name]);
+    expect(existsSync(bundle)).toBe(false);
+    docker2('rm', '-f', name!);
+  }, 180_000);
+
   test('a container killed under the agent: failed saying so, nothing left', async () => {
     const job = await s.callOk<Job>('spawn_claude', { prompt: 'kill my container [[cli:hang]]' });
     // Made and given its work first, then started: killed once it runs.

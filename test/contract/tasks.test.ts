@@ -15,10 +15,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
+import type { FakeModelApi } from '../fakes/model-api.js';
 import { serverEntry } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
-import { cliEnv, installClis, makeCliHomes, runCli, type CliHomes, type InstalledClis } from './clis.js';
+import { cliEnv, runCli, startCliSetup, type CliHomes, type CliSetup, type InstalledClis } from './clis.js';
 import {
   exchangesOf,
   readTap,
@@ -41,6 +41,7 @@ const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
  */
 const RETRY_A_DROPPED_CONNECTION = { CLAUDE_CODE_MAX_RETRIES: '2' };
 
+let setup: CliSetup | undefined;
 let clis: InstalledClis;
 let api: FakeModelApi;
 let homes: CliHomes;
@@ -51,10 +52,8 @@ let agents: { script: string; env: Record<string, string> };
 let orchestratorEnv: Record<string, string>;
 
 beforeAll(async () => {
-  clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  project = mkdtempSync(join(homes.dir, 'project-'));
+  setup = await startCliSetup();
+  ({ clis, api, homes, project } = setup);
   agents = {
     script: serverEntry,
     env: {
@@ -71,8 +70,7 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
-  await api?.close();
-  homes?.remove();
+  await setup?.close();
 });
 
 /** The prompt that makes the orchestrator's model call polyspawn's tool `tool` with `args`. */

@@ -309,6 +309,27 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
   /** The dialog's part of the screen. */
   const dialogOf = (c: InteractiveClaude) => c.screen().slice(c.screen().indexOf('requests your input'));
 
+  test('Esc in the dialog answers later: the task waits, Claude Code polls on; leaving then stops it without tasks/cancel, and polyspawn ends the agent', async () => {
+    const c = await session();
+    const mark = `task-later-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, { question: `${mark} Later?` });
+    c.press('Escape');
+    await c.waitForScreen('needs your input', 10_000);
+    expect(c.screen()).not.toContain('requests your input');
+    // Polling goes on while the question waits: the task still input_required, nothing answered or cancelled.
+    const polled = polls(c, taskId).length;
+    await waitFor('two more polls', () => polls(c, taskId).length >= polled + 2, 30_000);
+    expect(polls(c, taskId).at(-1)!.response!.result!.status).toBe('input_required');
+    expect(c.exchanges('agents', 'tasks/update')).toEqual([]);
+    expect(c.exchanges('agents', 'tasks/cancel')).toEqual([]);
+    // Leaving: Claude Code lists the task ("The following will stop when you exit"); on "Exit
+    // and stop tasks" it sends no tasks/cancel but closes polyspawn's stdin, and polyspawn ends
+    // the agent with its client (close() fails if anything claude started is left).
+    await c.close();
+    claude = undefined;
+    expect(c.exchanges('agents', 'tasks/cancel')).toEqual([]);
+  });
+
   test('a question with options: the dialog offers them; the choice reaches the agent', async () => {
     const c = await session();
     const mark = `task-choice-${Date.now()}`;

@@ -296,6 +296,34 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
     },
     180_000,
   );
+
+  test.skipIf(!up)(
+    "two servers on one engine: a server's start removes its own dead server's container, never another's",
+    async () => {
+      const running = await s.callOk<Job>('spawn_claude', { prompt: 'keep running [[cli:hang]]' });
+      await waitFor('its container', () => containers().length === 1, 60_000);
+      const mine = containers();
+      const otherProject = tempDir(`containers-other-${engine}`);
+      const theirs = () => containersIn(engine, [otherProject]);
+      const dead = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });
+      await dead.callOk<Job>('spawn_claude', { prompt: 'outlive my server [[cli:hang]]' });
+      await waitFor('its container', () => theirs().length === 1, 60_000);
+      process.kill(dead.transport.pid!, 'SIGKILL');
+      await dead.close().catch(() => undefined);
+      const next = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });
+      try {
+        // The other project's server has cleaned up after its own: this one's container is untouched.
+        await waitFor("the other server's leftover removed", () => theirs().length === 0, 60_000);
+        expect(containers()).toEqual(mine);
+        expect((await s.callOk<Job>('result', { agent_id: running.agent_id })).state).toBe('running');
+      } finally {
+        await next.close();
+      }
+      expect((await s.callOk<Job>('cancel', { agent_id: running.agent_id })).state).toBe('cancelled');
+      await waitFor('its container removed', () => containers().length === 0, 30_000);
+    },
+    240_000,
+  );
 });
 
 describe.skipIf(!engineAnswers('docker'))('docker, an engine that is down', () => {

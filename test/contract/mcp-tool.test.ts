@@ -142,6 +142,8 @@ const codexChannel = (server: ParentMcp, approve: boolean) => [
   'mcp_servers.parent.bearer_token_env_var="PARENT_TOKEN"',
   '-c',
   'mcp_servers.parent.tool_timeout_sec=120',
+  '-c',
+  'mcp_servers.parent.required=true',
   ...(approve ? ['-c', 'mcp_servers.parent.default_tools_approval_mode="approve"'] : []),
 ];
 
@@ -212,7 +214,12 @@ describe('codex 0.169.0', () => {
     '--skip-git-repo-check',
     '-m',
     'gpt-5.5',
-    ...[...settings, 'default_tools_approval_mode="approve"'].flatMap((s) => ['-c', `mcp_servers.parent.${s}`]),
+    // required: exec waits for the server's tools before its first turn (else, under load, the
+    // model may not see them: docs/commands.md).
+    ...[...settings, 'default_tools_approval_mode="approve"', 'required=true'].flatMap((s) => [
+      '-c',
+      `mcp_servers.parent.${s}`,
+    ]),
     '--sandbox',
     'read-only',
     '-',

@@ -242,6 +242,9 @@ export const codex: CliBackend = {
       // would refuse an MCP call that needs approval under a sandbox.
       args.push('-c', `${key}.tool_timeout_sec=${parent.toolCallS * 2}`);
       args.push('-c', `${key}.default_tools_approval_mode="approve"`);
+      // exec may start its first turn before a server has listed its tools (measured with
+      // 0.169.0 on a loaded machine): the model then has no ask_parent. Required, codex waits.
+      args.push('-c', `${key}.required=true`);
     }
     // After `--` the id is the SESSION_ID positional, never an option (`--last`); `-` still means stdin.
     if (resuming) args.push('--', input.resumeSessionId!);

@@ -114,8 +114,16 @@ type Asking = { job: JobRecord; question: Question };
 
 /** The jobs of a task: its job, or its team's members. */
 function jobsOf(app: App, work: Work): JobRecord[] {
-  const ids = work.kind === 'job' ? [work.id] : (app.teams.get(work.id)?.members.map((m) => m.jobId) ?? []);
+  const ids = work.kind === 'job' ? [work.id] : teamJobIds(app, work.id, new Set());
   return ids.flatMap((id) => app.jobs.get(id) ?? []);
+}
+
+/** A team's members and those of every team below it (a supervisor's): their questions are the task's too. */
+function teamJobIds(app: App, teamId: string, seen: Set<string>): string[] {
+  const team = seen.has(teamId) ? undefined : app.teams.get(teamId);
+  if (!team) return [];
+  seen.add(teamId);
+  return [...team.members.map((m) => m.jobId), ...(team.children ?? []).flatMap((id) => teamJobIds(app, id, seen))];
 }
 
 /**

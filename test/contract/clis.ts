@@ -124,6 +124,32 @@ export function makeCliHomes(apiUrl: string, clis: InstalledClis): CliHomes {
   };
 }
 
+/** The pinned CLIs, the fake model API, the CLIs' homes pointed at it, and a project folder there. */
+export type CliSetup = {
+  clis: InstalledClis;
+  api: FakeModelApi;
+  homes: CliHomes;
+  project: string;
+  close(): Promise<void>;
+};
+
+/** What a test that runs the CLIs itself needs (installed when missing: minutes, once). */
+export async function startCliSetup(): Promise<CliSetup> {
+  const clis = installClis();
+  const api = await startFakeModelApi();
+  const homes = makeCliHomes(api.url, clis);
+  return {
+    clis,
+    api,
+    homes,
+    project: mkdtempSync(join(homes.dir, 'project-')),
+    async close() {
+      await api.close();
+      homes.remove();
+    },
+  };
+}
+
 /** The fake model API, the CLIs' homes, and the built server pointed at the pinned CLIs and both. */
 export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Promise<void> };
 
@@ -131,9 +157,8 @@ export type ContractRig = { api: FakeModelApi; server: TestServer; close(): Prom
 export async function startContractRig(
   env: Record<string, string> | ((clis: InstalledClis, apiUrl: string) => Record<string, string>) = {},
 ): Promise<ContractRig> {
-  const clis = installClis();
-  const api = await startFakeModelApi();
-  const homes = makeCliHomes(api.url, clis);
+  const setup = await startCliSetup();
+  const { clis, api, homes } = setup;
   const server = await startServer({
     fakeClis: false,
     env: {
@@ -150,8 +175,7 @@ export async function startContractRig(
     server,
     async close() {
       await server.close();
-      await api.close();
-      homes.remove();
+      await setup.close();
     },
   };
 }

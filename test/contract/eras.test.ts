@@ -7,26 +7,24 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
+import type { FakeModelApi } from '../fakes/model-api.js';
 import { repoRoot, serverEntry } from '../helpers/mcp.js';
-import { cliEnv, installClis, makeCliHomes, runCli, type CliHomes, type InstalledClis } from './clis.js';
+import { cliEnv, runCli, startCliSetup, type CliHomes, type CliSetup, type InstalledClis } from './clis.js';
 import { readTap } from './interactive-claude.js';
 
+let setup: CliSetup | undefined;
 let clis: InstalledClis;
 let api: FakeModelApi;
 let homes: CliHomes;
 let project: string;
 
 beforeAll(async () => {
-  clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  project = mkdtempSync(join(homes.dir, 'project-'));
+  setup = await startCliSetup();
+  ({ clis, api, homes, project } = setup);
 }, 900_000);
 
 afterAll(async () => {
-  await api?.close();
-  homes?.remove();
+  await setup?.close();
 });
 
 const TAP = join(repoRoot, 'test', 'contract', 'jsonrpc-tap.mjs');

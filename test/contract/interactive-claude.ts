@@ -98,7 +98,8 @@ export interface InteractiveClaude {
   /** Moves the open dialog's cursor to `button` and presses Enter; waits for the dialog to close. */
   pressDialogButton(button: 'Accept' | 'Decline'): Promise<void>;
   /**
-   * Ends the session as a user does (Ctrl-C twice), then the terminal; waits until claude and
+   * Ends the session as a user does (Ctrl-C twice; with a task running, "Exit and stop tasks"),
+   * then the terminal; waits until claude and
    * every process it had started are gone. What is still alive after `ms` is killed and named
    * in the error it throws.
    */
@@ -444,14 +445,20 @@ async function startSession(options: InteractiveClaudeOptions): Promise<Interact
     async close(ms = 20_000) {
       const started = new Map([pid, ...descendants(pid)].map((p) => [p, commandLine(p)]));
       const leftovers = () => [...started.keys()].filter((p) => !isGone(p));
-      // Ctrl-C, and again once it says so: the way a user leaves.
+      // Ctrl-C, and again once it says so: the way a user leaves. With a task still running,
+      // Claude Code asks first ("Background work is running"): its first choice, "Exit and stop
+      // tasks", is the one that has the cursor.
       for (let presses = 0; presses < 3 && !isGone(pid); presses++) {
         press('C-c');
         await waitFor(
           'claude to end or ask for another Ctrl-C',
-          () => isGone(pid) || /again to exit/i.test(screen()),
+          () => isGone(pid) || /again to exit|Background work is running/i.test(screen()),
           5_000,
         ).catch(() => {});
+        if (screen().includes('Background work is running')) {
+          press('Enter');
+          await waitFor('claude to end', () => isGone(pid), 10_000).catch(() => {});
+        }
       }
       await waitFor('claude and what it started to end', () => leftovers().length === 0, ms).catch(() => {});
       const left = leftovers();

@@ -8,10 +8,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
-import { cliEnv, installClis, makeCliHomes, runCli, type CliHomes, type InstalledClis } from './clis.js';
+import type { FakeModelApi } from '../fakes/model-api.js';
+import { cliEnv, runCli, startCliSetup, type CliHomes, type CliSetup, type InstalledClis } from './clis.js';
 import { PARENT_ANSWER, startParentMcp, type ParentMcp } from './parent-mcp.js';
 
+let setup: CliSetup | undefined;
 let clis: InstalledClis;
 let api: FakeModelApi;
 let homes: CliHomes;
@@ -20,10 +21,8 @@ let project: string;
 let servers: ParentMcp[] = [];
 
 beforeAll(async () => {
-  clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  project = mkdtempSync(join(homes.dir, 'project-'));
+  setup = await startCliSetup();
+  ({ clis, api, homes, project } = setup);
 }, 900_000);
 
 afterEach(async () => {
@@ -32,8 +31,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await api?.close();
-  homes?.remove();
+  await setup?.close();
 });
 
 /** A fresh channel server with its own token, and the prompt that makes the model ask it. */
@@ -144,6 +142,8 @@ const codexChannel = (server: ParentMcp, approve: boolean) => [
   'mcp_servers.parent.bearer_token_env_var="PARENT_TOKEN"',
   '-c',
   'mcp_servers.parent.tool_timeout_sec=120',
+  '-c',
+  'mcp_servers.parent.required=true',
   ...(approve ? ['-c', 'mcp_servers.parent.default_tools_approval_mode="approve"'] : []),
 ];
 
@@ -214,7 +214,12 @@ describe('codex 0.169.0', () => {
     '--skip-git-repo-check',
     '-m',
     'gpt-5.5',
-    ...[...settings, 'default_tools_approval_mode="approve"'].flatMap((s) => ['-c', `mcp_servers.parent.${s}`]),
+    // required: exec waits for the server's tools before its first turn (else, under load, the
+    // model may not see them: docs/commands.md).
+    ...[...settings, 'default_tools_approval_mode="approve"', 'required=true'].flatMap((s) => [
+      '-c',
+      `mcp_servers.parent.${s}`,
+    ]),
     '--sandbox',
     'read-only',
     '-',

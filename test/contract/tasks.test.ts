@@ -15,10 +15,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { startFakeModelApi, type FakeModelApi } from '../fakes/model-api.js';
+import type { FakeModelApi } from '../fakes/model-api.js';
 import { serverEntry } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
-import { cliEnv, installClis, makeCliHomes, runCli, type CliHomes, type InstalledClis } from './clis.js';
+import { cliEnv, runCli, startCliSetup, type CliHomes, type CliSetup, type InstalledClis } from './clis.js';
 import {
   exchangesOf,
   readTap,
@@ -41,6 +41,7 @@ const CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
  */
 const RETRY_A_DROPPED_CONNECTION = { CLAUDE_CODE_MAX_RETRIES: '2' };
 
+let setup: CliSetup | undefined;
 let clis: InstalledClis;
 let api: FakeModelApi;
 let homes: CliHomes;
@@ -51,10 +52,8 @@ let agents: { script: string; env: Record<string, string> };
 let orchestratorEnv: Record<string, string>;
 
 beforeAll(async () => {
-  clis = installClis();
-  api = await startFakeModelApi();
-  homes = makeCliHomes(api.url, clis);
-  project = mkdtempSync(join(homes.dir, 'project-'));
+  setup = await startCliSetup();
+  ({ clis, api, homes, project } = setup);
   agents = {
     script: serverEntry,
     env: {
@@ -71,8 +70,7 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
-  await api?.close();
-  homes?.remove();
+  await setup?.close();
 });
 
 /** The prompt that makes the orchestrator's model call polyspawn's tool `tool` with `args`. */
@@ -310,6 +308,27 @@ describe.skipIf(!speaksTasksEra)('the interactive Claude Code: spawns as tasks',
 
   /** The dialog's part of the screen. */
   const dialogOf = (c: InteractiveClaude) => c.screen().slice(c.screen().indexOf('requests your input'));
+
+  test('Esc in the dialog answers later: the task waits, Claude Code polls on; leaving then stops it without tasks/cancel, and polyspawn ends the agent', async () => {
+    const c = await session();
+    const mark = `task-later-${Date.now()}`;
+    const taskId = await askTheUser(c, mark, { question: `${mark} Later?` });
+    c.press('Escape');
+    await c.waitForScreen('needs your input', 10_000);
+    expect(c.screen()).not.toContain('requests your input');
+    // Polling goes on while the question waits: the task still input_required, nothing answered or cancelled.
+    const polled = polls(c, taskId).length;
+    await waitFor('two more polls', () => polls(c, taskId).length >= polled + 2, 30_000);
+    expect(polls(c, taskId).at(-1)!.response!.result!.status).toBe('input_required');
+    expect(c.exchanges('agents', 'tasks/update')).toEqual([]);
+    expect(c.exchanges('agents', 'tasks/cancel')).toEqual([]);
+    // Leaving: Claude Code lists the task ("The following will stop when you exit"); on "Exit
+    // and stop tasks" it sends no tasks/cancel but closes polyspawn's stdin, and polyspawn ends
+    // the agent with its client (close() fails if anything claude started is left).
+    await c.close();
+    claude = undefined;
+    expect(c.exchanges('agents', 'tasks/cancel')).toEqual([]);
+  });
 
   test('a question with options: the dialog offers them; the choice reaches the agent', async () => {
     const c = await session();

@@ -52,7 +52,10 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
           claude: { sandbox: { mode: engine, image } },
           // No network: pointed at a model server on the container's own loopback (the fake asks none).
           codex: { sandbox: { mode: engine, image, network: false } },
+          boxacp: { sandbox: { mode: engine, image } },
         },
+        // An ACP agent (the fake one, in the image) in a container like any CLI agent.
+        acp_agents: { boxacp: { command: 'node', args: ['/opt/fakes/fake-acp-agent.mjs'], start_timeout_s: 60 } },
       }),
     );
     const agent = (name: string, sandboxImage: string) => {
@@ -143,6 +146,30 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
       // Written as the user's uid, in the user's project.
       expect(readFileSync(made, 'utf8')).toContain('fake CLI');
       expect(statSync(made).uid).toBe(process.getuid!());
+      await waitFor('its container removed', () => containers().length === 0, 30_000);
+    },
+    120_000,
+  );
+
+  test.skipIf(!up)(
+    'an ACP agent in the image: its folder writable, the home and another project not there',
+    async () => {
+      const inside = join(project, 'acp-inside.txt');
+      const ssh = join(home, '.ssh', 'id_ed25519');
+      const theirs = join(root, 'other-project', 'theirs.txt');
+      const job = await spawnAndWait(
+        'spawn_boxacp',
+        `[[acp:try-write ${inside}]] [[acp:try-read ${ssh}]] [[acp:try-read ${theirs}]] [[acp:try-write /usr/acp-escaped.txt]]`,
+      );
+      expect(job.state, job.error).toBe('succeeded');
+      expect(job.sandbox).toBe(engine);
+      expect(job.text).toContain(`try-write ${inside}: ok`);
+      expect(job.text).toContain(`try-read ${ssh}: ENOENT`);
+      expect(job.text).toContain(`try-read ${theirs}: ENOENT`);
+      // The image's own /usr, gone with the container: the host's is untouched.
+      expect(existsSync('/usr/acp-escaped.txt')).toBe(false);
+      expect(readFileSync(inside, 'utf8')).toBe('fake acp');
+      expect(statSync(inside).uid).toBe(process.getuid!());
       await waitFor('its container removed', () => containers().length === 0, 30_000);
     },
     120_000,
@@ -268,6 +295,34 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
       }
     },
     180_000,
+  );
+
+  test.skipIf(!up)(
+    "two servers on one engine: a server's start removes its own dead server's container, never another's",
+    async () => {
+      const running = await s.callOk<Job>('spawn_claude', { prompt: 'keep running [[cli:hang]]' });
+      await waitFor('its container', () => containers().length === 1, 60_000);
+      const mine = containers();
+      const otherProject = tempDir(`containers-other-${engine}`);
+      const theirs = () => containersIn(engine, [otherProject]);
+      const dead = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });
+      await dead.callOk<Job>('spawn_claude', { prompt: 'outlive my server [[cli:hang]]' });
+      await waitFor('its container', () => theirs().length === 1, 60_000);
+      process.kill(dead.transport.pid!, 'SIGKILL');
+      await dead.close().catch(() => undefined);
+      const next = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });
+      try {
+        // The other project's server has cleaned up after its own: this one's container is untouched.
+        await waitFor("the other server's leftover removed", () => theirs().length === 0, 60_000);
+        expect(containers()).toEqual(mine);
+        expect((await s.callOk<Job>('result', { agent_id: running.agent_id })).state).toBe('running');
+      } finally {
+        await next.close();
+      }
+      expect((await s.callOk<Job>('cancel', { agent_id: running.agent_id })).state).toBe('cancelled');
+      await waitFor('its container removed', () => containers().length === 0, 30_000);
+    },
+    240_000,
   );
 });
 

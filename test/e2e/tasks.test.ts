@@ -340,6 +340,38 @@ describe('questions to the user that fall out of the same design', () => {
     expect(answered).toHaveLength(2);
   });
 
+  test("a supervisor's task: a question to the user from its child team's member opens the dialog there", async () => {
+    // `]]` inside the child team's task is written \u005d\u005d, so that the supervisor's own
+    // directive ends where it should; the child's member reads its task decoded.
+    const child = {
+      topology: 'map_reduce',
+      members: ['codex'],
+      task: 'ask [[cli:ask:Tabs or spaces?]] [[cli:ask-to:user]]',
+    };
+    const directive = JSON.stringify(child).replaceAll(']]', '\\u005d\\u005d');
+    const handle = await callAsTask('run_team', {
+      task: `Supervise [[cli:team]] [[cli:subteam:${directive}]]`,
+      topology: 'supervisor_tree',
+      members: ['claude'],
+    });
+    let task = await getTask(handle.taskId);
+    for (const until = Date.now() + 60_000; task.status !== 'input_required'; task = await getTask(handle.taskId)) {
+      if (task.status !== 'working' || Date.now() > until) throw new Error(`no question: ${JSON.stringify(task)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const [key, request] = Object.entries(task.inputRequests)[0] as [string, { params: { message: string } }];
+    const team = await callOk<{ child_team_ids?: string[] }>('result', { agent_id: handle.taskId });
+    expect(request.params.message).toMatch(
+      new RegExp(
+        `^Agent ${key.split('/')[0]} \\(codex, [^)]+ of team ${team.child_team_ids![0]}\\) asks you:\\s+Tabs or spaces\\?`,
+      ),
+    );
+    expect((await update(handle.taskId, { [key]: accept('spaces') })).error).toBeUndefined();
+    const { task: done } = await untilDone(handle.taskId);
+    expect(done.status).toBe('completed');
+    expect(JSON.stringify(resultOf(done).structuredContent)).toContain('ANSWER spaces');
+  });
+
   test("an ACP agent's permission request on a task is the user's: a form of its options; a declined dialog refuses it", async () => {
     const handle = await callAsTask('spawn_fakeacp', { prompt: 'make it [[acp:write from-task.txt hello]]' });
     const { key, form } = await untilAsking(handle.taskId);

@@ -94,7 +94,10 @@ export function engineAnswers(engine: Engine): boolean {
  */
 export const startDockerd = (): boolean => startDockerdAt([], '/var/log/dockerd.log');
 
-/** What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>. */
+/**
+ * What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>; the
+ * fake ACP agent is /opt/fakes/fake-acp-agent.mjs.
+ */
 const CLIS = ['claude', 'codex', 'copilot', 'gemini'];
 const FAKES = fileURLToPath(new URL('../fakes', import.meta.url));
 
@@ -120,20 +123,23 @@ async function imageFiles(withCli: boolean): Promise<Map<string, { from?: string
   files.set('/usr/bin/git', { from: git, mode: 0o755 });
   files.set('/usr/lib/git-core/git', { from: git, mode: 0o755 });
   for (const lib of libraries(git)) files.set(lib, { from: realpathSync(lib), mode: 0o755 });
-  // The channel side (fake-parent.mjs) needs the MCP SDK: bundled, so the image has no node_modules.
-  // Loaded here, not by the setup file that imports this one for every test file.
+  // The channel side (fake-parent.mjs) needs the MCP SDK, the fake ACP agent the ACP SDK: bundled,
+  // so the image has no node_modules. Loaded here, not by the setup file that imports this one for
+  // every test file.
   const { buildSync } = await import('esbuild');
-  const bundled = buildSync({
-    entryPoints: [join(FAKES, 'fake-parent.mjs')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    write: false,
-    logLevel: 'silent',
-    // Bundled CommonJS (ajv) calls require: the image's node gives it one.
-    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
-  });
-  files.set('/opt/fakes/fake-parent.mjs', { text: bundled.outputFiles[0]!.text, mode: 0o644 });
+  for (const fake of ['fake-parent.mjs', 'fake-acp-agent.mjs']) {
+    const bundled = buildSync({
+      entryPoints: [join(FAKES, fake)],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      write: false,
+      logLevel: 'silent',
+      // Bundled CommonJS (ajv) calls require: the image's node gives it one.
+      banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+    });
+    files.set(`/opt/fakes/${fake}`, { text: bundled.outputFiles[0]!.text, mode: 0o644 });
+  }
   for (const name of ['fake-cli.mjs', 'drive-daemon.mjs'])
     files.set(`/opt/fakes/${name}`, { from: join(FAKES, name), mode: 0o644 });
   for (const cli of CLIS)

@@ -292,6 +292,7 @@ describe('the channel to the orchestrator (CommandContext.parent)', () => {
         'mcp_servers.parent.bearer_token_env_var="POLYSPAWN_PARENT_TOKEN"',
         'mcp_servers.parent.tool_timeout_sec=100',
         'mcp_servers.parent.default_tools_approval_mode="approve"',
+        'mcp_servers.parent.required=true',
       ]),
     );
     expect(spec.args.at(-1)).toBe('-');

@@ -13,14 +13,24 @@ const sample = (name: string) => readFileSync(join(repoRoot, 'test', 'fixtures',
 
 test("a claude run: the command with its exit code and output, then the agent's message", () => {
   expect(transcriptText(sample('claude-stream-json-tool.jsonl'), claude.transcript!.bind(claude))).toBe(
-    ['$ echo tool-ran  [running]', '  ↳ ok (exit 0)', '    tool-ran', 'message: TOOL_RESULT: tool-ran'].join('\n'),
+    ['$ echo tool-ran  [ok (exit 0)]', '    tool-ran', 'message: TOOL_RESULT: tool-ran'].join('\n'),
   );
+});
+
+test('a page that begins after its command: the outcome on a line of its own', () => {
+  const lines = sample('claude-stream-json-tool.jsonl').split('\n');
+  const started = lines.findIndex((l) => l.includes('"tool_use"'));
+  const rest = lines.slice(started + 1).join('\n');
+  expect(transcriptText(rest, claude.transcript!.bind(claude)).split('\n').slice(0, 2)).toEqual([
+    '  ↳ ok (exit 0)',
+    '    tool-ran',
+  ]);
 });
 
 test("an ACP agent's permission for an edit: the edit with its new text, the streamed message joined", () => {
   const gemini = acpBackend({ ...ACP_PRESETS.gemini!, name: 'gemini_acp' });
   const text = transcriptText(sample('acp-gemini-write-permission.jsonl'), gemini.transcript!.bind(gemini));
-  expect(text).toMatch(/gemini-acp\.txt {2}\[(running|ok)\]\n {4}\+\+\+ after\n {4}written over acp/);
+  expect(text).toMatch(/gemini-acp\.txt {2}\[ok\]\n {4}\+\+\+ after\n {4}written over acp/);
   expect(text).toContain('message: TOOL_RESULT: Successfully overwrote file');
   // No raw JSON-RPC is left in the readable page.
   expect(text).not.toContain('"jsonrpc"');

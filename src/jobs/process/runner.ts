@@ -266,6 +266,9 @@ function signalRun(pgid: number | undefined, mark: string | undefined, signal: N
 /** No process group is ever -1: with it, a run's processes are found by their mark alone. */
 const NO_GROUP = -1;
 
+/** How long SIGKILLed processes get to vanish before a run's end is reported anyway. */
+const KILL_TEARDOWN_MS = 5_000;
+
 /**
  * SIGTERM to the group and to the run's processes that left it (those marked `mark`, and their
  * descendants), then SIGKILL once the grace period is over if anything is left. Without `pgid`
@@ -275,7 +278,12 @@ export async function terminateGroup(pgid: number | undefined, graceMs: number, 
   signalRun(pgid, mark, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   while (runAlive(pgid, mark) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  if (runAlive(pgid, mark)) signalRun(pgid, mark, 'SIGKILL');
+  if (!runAlive(pgid, mark)) return;
+  signalRun(pgid, mark, 'SIGKILL');
+  // A killed process lives on until the kernel has torn it down (a large one for a while): a run
+  // that reports its end must have nothing left, so wait for that too, within a bound.
+  const killedBy = Date.now() + KILL_TEARDOWN_MS;
+  while (runAlive(pgid, mark) && Date.now() < killedBy) await new Promise((r) => setTimeout(r, 20));
 }
 
 /** For the last moment of shutdown, when no time is left for a grace period. */

@@ -1,6 +1,7 @@
 // A page of a CLI's JSON-lines log as plain readable text, through its backend's transcript():
 // what `logs` gives with `readable: true` (the dashboard renders the same entries as HTML).
 import type { TranscriptEntry } from '../../../backends/types.js';
+import { Steps, type Step } from './transcript-steps.js';
 
 /** What one step may show of a command's output, a tool's input or an edit's text. */
 const STEP_CHARS = 2000;
@@ -52,33 +53,38 @@ function entryText(entry: TranscriptEntry): string {
 }
 
 /**
- * The text of a page of JSON lines: each line's entries in order (a streamed message's pieces
- * joined); a line that is not JSON is shown as it is, and one the transcript passes over (only
- * bookkeeping) not at all.
+ * The text of a page of JSON lines: its entries folded into steps as the dashboard folds them
+ * (./transcript-steps.ts), in order; a line that is not JSON is shown as it is, one the
+ * transcript passes over (only bookkeeping) not at all, and the outcome of a step begun before
+ * the page on a line of its own.
  */
 export function transcriptText(
   page: string,
   transcript: (record: Record<string, unknown>) => TranscriptEntry[],
 ): string {
-  const out: string[] = [];
-  /** The kind of the step last written, which a continued piece of the same kind joins. */
-  let last: TranscriptEntry['kind'] | undefined;
+  const steps = new Steps();
+  /** What the page shows, in order: a step (shown as it ends up), or a line of text. */
+  const shown: (Step | string)[] = [];
+  const added = new Set<Step>();
   for (const line of page.split('\n')) {
     if (!line.trim()) continue;
     let record: unknown;
     try {
       record = JSON.parse(line);
     } catch {
-      out.push(line);
-      last = undefined;
+      shown.push(line);
       continue;
     }
     if (typeof record !== 'object' || record === null || Array.isArray(record)) continue;
     for (const entry of transcript(record as Record<string, unknown>)) {
-      if ('continues' in entry && entry.continues && last === entry.kind) out[out.length - 1] += entry.text;
-      else out.push(entryText(entry));
-      last = entry.kind;
+      const step = steps.add(entry);
+      if (!step) {
+        if (entry.kind === 'done') shown.push(entryText(entry));
+      } else if (!added.has(step)) {
+        added.add(step);
+        shown.push(step);
+      }
     }
   }
-  return out.join('\n');
+  return shown.map((item) => (typeof item === 'string' ? item : entryText(item.entry))).join('\n');
 }

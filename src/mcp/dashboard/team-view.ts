@@ -22,7 +22,7 @@ const STYLE = `<style>
 .shape:not(.together) .step+.step::before{content:"→";position:absolute;left:-1.25em;top:.9em;color:#667}
 .step-title{display:block;font-size:12px;color:#445;text-transform:uppercase;letter-spacing:.03em}
 .slots{list-style:none;padding:0;margin:.2em 0 0}.slot{margin:.15em 0;padding:.1em .4em;border-radius:4px;border-left:4px solid #999}
-.slot small{color:#556}.slot.planned{color:#556;border-left-style:dashed;background:#fff}
+.slot small{color:#556}.slot.planned{color:#556;border:1px dashed #8a939d;padding-left:calc(.4em + 3px);background:#fff}
 .slot.state-running{border-color:#1f6feb;background:#eef6ff}.slot.state-queued{border-color:#8a939d;background:#f3f4f6}
 .slot.state-succeeded{border-color:#1a7f37;background:#eefbf1}.slot.state-failed,.slot.state-timed_out,.slot.state-interrupted{border-color:#cf222e;background:#fff0f0}
 .slot.state-cancelled{border-color:#8a939d;background:#f6f6f6;color:#444}

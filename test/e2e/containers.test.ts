@@ -12,6 +12,7 @@ import which from 'which';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { agentImage, containersIn, engineAnswers, ENGINES, type Engine } from '../helpers/engines.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
+import { killReaper } from '../helpers/rpc.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -282,6 +283,9 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
       const mine = () => containersIn(engine, [projectDir]);
       const job = await first.callOk<Job>('spawn_claude', { prompt: 'outlive my server [[cli:hang]]' });
       await waitFor('its container', () => mine().length === 1, 60_000);
+      // Its reaper too, as a crash of the machine would: else the reaper ends the engine's client,
+      // and docker may remove the container before the next start has anything to do.
+      await killReaper(first.transport.pid!);
       process.kill(first.transport.pid!, 'SIGKILL');
       await first.close().catch(() => undefined);
       // dockerd keeps a container whose client is gone (podman's may end with it); the next server removes it.
@@ -308,6 +312,7 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
       const dead = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });
       await dead.callOk<Job>('spawn_claude', { prompt: 'outlive my server [[cli:hang]]' });
       await waitFor('its container', () => theirs().length === 1, 60_000);
+      await killReaper(dead.transport.pid!);
       process.kill(dead.transport.pid!, 'SIGKILL');
       await dead.close().catch(() => undefined);
       const next = await startServer({ projectDir: otherProject, env: serverEnv, fakeClis: false });

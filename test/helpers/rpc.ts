@@ -234,12 +234,17 @@ export function reaperOf(serverPid: number): number | undefined {
   });
 }
 
-/** SIGKILLs a server's reaper sidecar, then the server: nothing of theirs can end its jobs now. */
-export async function killReaperThenServer(server: RpcServer): Promise<void> {
-  const reaper = reaperOf(server.pid);
-  if (reaper === undefined) throw new Error(`server ${server.pid} has no reaper sidecar`);
+/** SIGKILLs a server's reaper sidecar: a SIGKILLed server's jobs then stay as a crash leaves them. */
+export async function killReaper(serverPid: number): Promise<void> {
+  const reaper = reaperOf(serverPid);
+  if (reaper === undefined) throw new Error(`server ${serverPid} has no reaper sidecar`);
   process.kill(reaper, 'SIGKILL');
   await waitFor('the reaper to die', () => isGone(reaper));
+}
+
+/** SIGKILLs a server's reaper sidecar, then the server: nothing of theirs can end its jobs now. */
+export async function killReaperThenServer(server: RpcServer): Promise<void> {
+  await killReaper(server.pid);
   process.kill(server.pid, 'SIGKILL');
   await server.exited;
 }

@@ -302,6 +302,43 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
   );
 
   test.skipIf(!up)(
+    'a worktree agent in the container: its branch comes back as polyspawn/<id>, and integrate merges it',
+    async () => {
+      const projectDir = tempDir(`containers-worktree-${engine}`);
+      const git = (...args: string[]) =>
+        spawnSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], {
+          cwd: projectDir,
+          encoding: 'utf8',
+        });
+      git('init', '-q', '-b', 'main');
+      writeFileSync(join(projectDir, 'README.md'), 'the project\n');
+      git('add', '-A');
+      git('commit', '-q', '-m', 'the base');
+      const server = await startServer({ projectDir, env: serverEnv, fakeClis: false });
+      try {
+        const job = await server.callOk<Job & { worktree?: { branch: string; files?: string[] } }>('spawn_claude', {
+          prompt: '[[cli:write:feature.txt=made in the container]]',
+          isolation: 'worktree',
+          wait_s: 90,
+        });
+        expect(job.state, job.error).toBe('succeeded');
+        expect(job.sandbox).toBe(engine);
+        expect(job.worktree).toMatchObject({ branch: `polyspawn/${job.agent_id}`, files: ['feature.txt'] });
+        expect(existsSync(join(projectDir, 'feature.txt'))).toBe(false);
+        expect(await server.callOk('integrate', { agent_id: job.agent_id, how: 'merge' })).toMatchObject({
+          how: 'merge',
+          files: ['feature.txt'],
+        });
+        expect(readFileSync(join(projectDir, 'feature.txt'), 'utf8')).toContain('made in the container');
+        expect(git('log', '--format=%s', '-3').stdout).toMatch(/^Merge .*polyspawn\//);
+      } finally {
+        await server.close();
+      }
+    },
+    180_000,
+  );
+
+  test.skipIf(!up)(
     "two servers on one engine: a server's start removes its own dead server's container, never another's",
     async () => {
       const running = await s.callOk<Job>('spawn_claude', { prompt: 'keep running [[cli:hang]]' });

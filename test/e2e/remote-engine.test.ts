@@ -10,7 +10,13 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { agentImage, containersIn, SECOND_DOCKER, startSecondDockerd } from '../helpers/engines.js';
+import {
+  agentImage,
+  containersIn,
+  restartSecondDockerd,
+  SECOND_DOCKER,
+  startSecondDockerd,
+} from '../helpers/engines.js';
 import { startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
@@ -193,6 +199,27 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     expect(done.error).toMatch(/^its container was killed \(exit 137/);
     await waitFor('its container removed', () => containers().length === 0, 30_000);
   }, 180_000);
+
+  test('the engine restarted under the agent: failed saying so; its container kept and named, its work not lost', async () => {
+    const job = await s.callOk<Job>('spawn_claude', { prompt: 'outlive my engine [[cli:hang]]' });
+    await waitFor('its container, running', () => containers().some(running), 90_000);
+    const [container] = containers();
+    await restartSecondDockerd();
+    const done = await ended(job.agent_id);
+    // The engine stopped the container and went away while the run ended: its branch could not be
+    // copied out, so the container is kept (with the work in it) and named, with what to do.
+    expect(done.state).toBe('failed');
+    expect(done.error).toMatch(
+      new RegExp(
+        `^its work could not be copied out of its container .*: the container ${container} is kept on the docker engine`,
+      ),
+    );
+    expect(done.error).toContain(`rm ${container}`);
+    // Back up, the engine still has it, stopped.
+    expect(docker2('inspect', container!).status).toBe(0);
+    expect(running(container!)).toBe(false);
+    docker2('rm', '-f', container!);
+  }, 240_000);
 
   test('time-out removes the container', async () => {
     const job = await s.callOk<Job>('spawn_claude', { prompt: 'time me out [[cli:hang]]', timeout_s: 8, wait_s: 120 });

@@ -11,16 +11,18 @@ import {
   copyFileSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   realpathSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { openSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { STORE_LABEL } from '../../src/jobs/process/sandbox.js';
+import { MARK_VARIABLE } from './process-groups.js';
+import { isGone, waitFor } from './processes.js';
 
 export type Engine = 'docker' | 'podman';
 export const ENGINES: readonly Engine[] = ['docker', 'podman'];
@@ -64,7 +66,11 @@ function startDockerdAt(args: string[], log: string, host?: string): boolean {
   if (engineWorks('docker', host)) return true;
   if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
   const out = openSync(log, 'a');
-  spawn('dockerd', args, { detached: true, stdio: ['ignore', out, out] }).unref();
+  // A service of the machine (as .ci/run starts it), not a test's process: unmarked, so the test
+  // that started it does not end it (test/helpers/process-groups.ts).
+  const env = { ...process.env };
+  delete env[MARK_VARIABLE];
+  spawn('dockerd', args, { detached: true, stdio: ['ignore', out, out], env }).unref();
   for (let i = 0; i < 60; i++) {
     if (engineWorks('docker', host)) return true;
     spawnSync('sleep', ['0.5']);
@@ -75,6 +81,14 @@ function startDockerdAt(args: string[], log: string, host?: string): boolean {
 /** The second engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
 export const startSecondDockerd = (): boolean =>
   startDockerdAt(SECOND_DOCKERD, '/var/log/polyspawn-docker2.log', SECOND_DOCKER);
+
+/** The second engine stopped as an engine restart does (SIGTERM: it stops its containers), then started again. */
+export async function restartSecondDockerd(): Promise<void> {
+  const pid = Number(readFileSync('/run/polyspawn-docker2.pid', 'utf8').trim());
+  process.kill(pid, 'SIGTERM');
+  await waitFor('the second dockerd to stop', () => isGone(pid), 60_000);
+  if (!startSecondDockerd()) throw new Error('the second dockerd did not start again');
+}
 
 /** engineWorks, asked once per process (by a test file). */
 const answers = new Map<Engine, boolean>();

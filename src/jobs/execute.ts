@@ -325,13 +325,13 @@ async function sandboxed(
   try {
     if (!sharesNoFiles(sandbox)) return wrapInSandbox(run);
     const command = wrapForRemoteEngine(run);
-    await command.prepare?.();
+    await command.prepare?.(Date.now() + job.timeoutS * 1000);
     return command;
   } catch (error) {
     if (!(error instanceof SandboxError)) throw error;
     const advice = error.missingCli ? `. ${capitalize(backend.installHint)}, or set ${backend.binEnv} to its path` : '';
     return {
-      state: 'failed',
+      state: error.timedOut ? 'timed_out' : 'failed',
       outcome: failed(`could not start ${spec.file} in sandbox ${sandbox.mode}: ${error.message}${advice}`),
     };
   }

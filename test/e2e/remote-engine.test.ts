@@ -8,6 +8,7 @@
 // these tests skip, said in one line.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -43,6 +44,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
   let root: string;
   let project: string;
   let home: string;
+  let slowEngine: Server;
   const containers = () => containersIn('docker', [root], SECOND_DOCKER);
 
   beforeAll(async () => {
@@ -77,6 +79,17 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
       'nowhere',
       `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'no-engine.sock')}", shares_files: false } }`,
     );
+    // An engine that takes the connection and never answers, on either path (files shared or not).
+    slowEngine = createServer(() => undefined);
+    await new Promise<void>((resolve) => slowEngine.listen(join(root, 'slow-engine.sock'), resolve));
+    for (const [name, shares] of [
+      ['slowlocal', true],
+      ['slowremote', false],
+    ] as const)
+      agent(
+        name,
+        `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'slow-engine.sock')}", shares_files: ${shares} } }`,
+      );
     s = await startServer({
       projectDir: project,
       env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
@@ -85,6 +98,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
   }, 300_000);
   afterAll(async () => {
     await s?.close();
+    slowEngine?.close();
     const left = containersIn('docker', [root], SECOND_DOCKER);
     if (left.length) docker2('rm', '-f', ...left);
   });
@@ -220,6 +234,18 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     expect(running(container!)).toBe(false);
     docker2('rm', '-f', container!);
   }, 240_000);
+
+  test('an engine that never answers: the job times out (a clear state, no hang), and the server serves on', async () => {
+    const local = await s.callOk<Job>('spawn_slowlocal', { prompt: 'hello', timeout_s: 5, wait_s: 120 });
+    expect(local.state, local.error).toBe('timed_out');
+    // Made and given its work within the job's time-out, or not at all.
+    const remote = await s.callOk<Job>('spawn_slowremote', { prompt: 'hello', timeout_s: 5, wait_s: 120 });
+    expect(remote.state, remote.error).toBe('timed_out');
+    expect(remote.error).toMatch(
+      /the docker engine did not make the container and take its work within the job's time-out/,
+    );
+    expect((await s.callOk<{ agents: Job[] }>('list')).agents.length).toBeGreaterThan(0);
+  }, 300_000);
 
   test('time-out removes the container', async () => {
     const job = await s.callOk<Job>('spawn_claude', { prompt: 'time me out [[cli:hang]]', timeout_s: 8, wait_s: 120 });

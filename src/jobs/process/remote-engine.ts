@@ -77,7 +77,16 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
   const explain = (exitCode: number | null, stderr: string) =>
     containerFailure(engine, run.sandbox.image!, run.executable, exitCode, stderr);
 
-  const prepare = async () => {
+  const prepare = async (deadline: number) => {
+    /** An engine step's time: its own bound, or what is left of the job's time-out. */
+    const within = () => Math.max(1, Math.min(ENGINE_STEP_MS, deadline - Date.now()));
+    const late = () => {
+      const error = new SandboxError(
+        `the ${engine} engine did not make the container and take its work within the job's time-out; raise timeout_s, or see why the engine is slow`,
+      );
+      error.timedOut = true;
+      return error;
+    };
     const create = [
       'create',
       // As the image's user: no file of this machine is there for the user's uid to own.
@@ -98,18 +107,32 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       run.executable,
       ...run.args,
     ];
-    const created = await engineStep(client.file, engineRun(create), run.env);
+    const created = await engineStep(client.file, engineRun(create), run.env, within());
+    if (Date.now() >= deadline) {
+      await remove();
+      throw late();
+    }
     // As `run` would exit: 125, the engine could not make the container.
     if (created.code !== 0) {
       // An engine that answered late may have made it all the same.
       await remove();
       throw new SandboxError(explain(125, created.stderr) ?? `${engine} create failed: ${created.stderr.trim()}`);
     }
-    const copiedIn = await copyIn(client.file, engineRun(['cp', '-a', '-', `${run.container}:/`]), run.env, {
-      dirs: [...new Set([worktree, ...(run.env.HOME ? [run.env.HOME] : [])])],
-      trees: copied.map((b) => b.path),
-      excluded: hidden.map((b) => b.path),
-    });
+    const copiedIn = await copyIn(
+      client.file,
+      engineRun(['cp', '-a', '-', `${run.container}:/`]),
+      run.env,
+      {
+        dirs: [...new Set([worktree, ...(run.env.HOME ? [run.env.HOME] : [])])],
+        trees: copied.map((b) => b.path),
+        excluded: hidden.map((b) => b.path),
+      },
+      within(),
+    );
+    if (Date.now() >= deadline) {
+      await remove();
+      throw late();
+    }
     if (copiedIn) {
       await remove();
       throw new SandboxError(`the work could not be copied into the container on the ${engine} engine: ${copiedIn}`);
@@ -145,12 +168,11 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
 type StepResult = { code: number | null; stderr: string };
 
 /** One engine command, its error kept; a slow engine is given up after ENGINE_STEP_MS, saying so. */
-function engineStep(file: string, args: string[], env: SandboxRun['env']): Promise<StepResult> {
+function engineStep(file: string, args: string[], env: SandboxRun['env'], ms = ENGINE_STEP_MS): Promise<StepResult> {
   return new Promise((resolve) => {
-    execFile(file, args, { env, timeout: ENGINE_STEP_MS, maxBuffer: 1024 * 1024 }, (error, _stdout, stderr) => {
+    execFile(file, args, { env, timeout: ms, maxBuffer: 1024 * 1024 }, (error, _stdout, stderr) => {
       const err = error as (NodeJS.ErrnoException & { killed?: boolean; code?: unknown }) | null;
-      if (err?.killed)
-        resolve({ code: 125, stderr: `${stderr}\nthe engine did not answer within ${ENGINE_STEP_MS / 1000} s` });
+      if (err?.killed) resolve({ code: 125, stderr: `${stderr}\nthe engine did not answer within ${ms / 1000} s` });
       else resolve({ code: err ? (typeof err.code === 'number' ? err.code : 125) : 0, stderr: String(stderr) });
     });
   });
@@ -165,6 +187,7 @@ async function copyIn(
   args: string[],
   env: SandboxRun['env'],
   what: { dirs: string[]; trees: string[]; excluded: string[] },
+  ms = ENGINE_STEP_MS,
 ): Promise<string | undefined> {
   const rel = (path: string) => path.slice(1);
   const tarArgs = [
@@ -184,10 +207,10 @@ async function copyIn(
   tar.stderr.on('data', (chunk: Buffer) => (errors.tar += chunk.toString()));
   cp.stderr.on('data', (chunk: Buffer) => (errors.cp += chunk.toString()));
   const timer = setTimeout(() => {
-    errors.cp += `the engine did not take the copy within ${ENGINE_STEP_MS / 1000} s`;
+    errors.cp += `the engine did not take the copy within ${ms / 1000} s`;
     tar.kill('SIGKILL');
     cp.kill('SIGKILL');
-  }, ENGINE_STEP_MS);
+  }, ms);
   tar.stdout.pipe(cp.stdin);
   cp.stdin.on('error', () => undefined);
   const [tarCode, cpCode] = await Promise.all([exitOf(tar), exitOf(cp)]);

@@ -55,8 +55,11 @@ export type WrappedCommand = {
   fds?: number[];
   /** Ends what a kill of the process group cannot reach (a container its engine runs). */
   stop?: () => Promise<void>;
-  /** Readies what the command starts (a container made and its work copied in); a SandboxError says why it cannot. */
-  prepare?: () => Promise<void>;
+  /**
+   * Readies what the command starts (a container made and its work copied in) by `deadline` (the
+   * job's time-out, as Date.now() counts); a SandboxError says why it cannot.
+   */
+  prepare?: (deadline: number) => Promise<void>;
   /** After the run: brings the work back (from an engine that shares no files); a problem when it could not. */
   collect?: () => Promise<string | undefined>;
   /** A failed run's cause when the wrapper, not the CLI, failed (the engine's error, a killed container), said plainly. */
@@ -67,6 +70,8 @@ export type WrappedCommand = {
 export class SandboxError extends Error {
   /** The CLI itself was not found (its backend's install hint applies). */
   missingCli = false;
+  /** The job's time-out came first (an engine that did not answer in time). */
+  timedOut = false;
 }
 
 export const BWRAP_INSTALL =

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import which from 'which';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { agentImage, containersIn, engineAnswers, ENGINES, type Engine } from '../helpers/engines.js';
-import { startServer, type TestServer } from '../helpers/mcp.js';
+import { jobOnceEnded, startServer, type TestServer } from '../helpers/mcp.js';
 import { killReaper } from '../helpers/rpc.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
@@ -92,16 +92,7 @@ describe.each(ENGINES)('%s, a real engine', (engine: Engine) => {
 
   const spawnAndWait = async (tool: string, prompt: string, extra: Record<string, unknown> = {}) =>
     s.callOk<Job>(tool, { prompt, wait_s: 90, ...extra });
-  /** The job once it has ended. */
-  const ended = async (id: string) => {
-    let job: Job | undefined;
-    await waitFor(
-      `agent ${id} to end`,
-      async () => (job = await s.callOk<Job>('result', { agent_id: id })).state !== 'running',
-      60_000,
-    );
-    return job!;
-  };
+  const ended = (id: string) => jobOnceEnded<Job>(s, id, 60_000);
   const attempts = async (tool: string, directives: string[]) => {
     const job = await spawnAndWait(tool, `try ${directives.join(' ')}`);
     expect(job.state, job.error).toBe('succeeded');

@@ -18,7 +18,7 @@ import {
   SECOND_DOCKER,
   startSecondDockerd,
 } from '../helpers/engines.js';
-import { startServer, type TestServer } from '../helpers/mcp.js';
+import { jobOnceEnded, startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
 import { tempDir } from '../helpers/temp.js';
 
@@ -103,15 +103,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     if (left.length) docker2('rm', '-f', ...left);
   });
 
-  const ended = async (id: string) => {
-    let job: Job | undefined;
-    await waitFor(
-      `agent ${id} to end`,
-      async () => (job = await s.callOk<Job>('result', { agent_id: id })).state !== 'running',
-      90_000,
-    );
-    return job!;
-  };
+  const ended = (id: string) => jobOnceEnded<Job>(s, id, 90_000);
 
   test('the agent works on its branch in the container, with none of this machine mounted; the branch comes back and integrates', async () => {
     const job = await s.callOk<Job>('spawn_claude', {

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { waitFor } from './processes.js';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const serverEntry = join(repoRoot, 'dist', 'src', 'cli.js');
@@ -82,4 +83,15 @@ export async function startServer(
       if (!options.projectDir) rmSync(projectDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A job once it is no longer running, read with `result` until then (at most `ms`). */
+export async function jobOnceEnded<T extends { state: string }>(s: TestServer, id: string, ms: number): Promise<T> {
+  let job: T | undefined;
+  await waitFor(
+    `agent ${id} to end`,
+    async () => (job = await s.callOk<T>('result', { agent_id: id })).state !== 'running',
+    ms,
+  );
+  return job!;
 }

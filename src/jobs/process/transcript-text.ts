@@ -10,6 +10,8 @@ const OUTPUT_LINES = 30;
 const clip = (text: string, chars = STEP_CHARS) => (text.length > chars ? `${text.slice(0, chars)}…` : text);
 const lastLines = (text: string) => clip(text.split('\n').slice(-OUTPUT_LINES).join('\n'));
 const indented = (text: string) => text.replace(/^/gm, '    ');
+/** A command's or tool's output, its last lines indented below its line; nothing without one. */
+const outputBelow = (output: string | undefined) => (output ? `\n${indented(lastLines(output))}` : '');
 const status = (s: 'running' | 'ok' | 'failed', exitCode?: number) =>
   s === 'running' ? 'running' : `${s}${exitCode !== undefined ? ` (exit ${exitCode})` : ''}`;
 const PLAN_MARK = { pending: '[ ]', in_progress: '[~]', completed: '[x]' } as const;
@@ -21,10 +23,8 @@ function entryText(entry: TranscriptEntry): string {
       return `message: ${entry.text}`;
     case 'reasoning':
       return `thinking: ${entry.text}`;
-    case 'command': {
-      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
-      return `$ ${clip(entry.command)}  [${status(entry.status, entry.exitCode)}]${output}`;
-    }
+    case 'command':
+      return `$ ${clip(entry.command)}  [${status(entry.status, entry.exitCode)}]${outputBelow(entry.output)}`;
     case 'edit': {
       const change =
         entry.diff ??
@@ -36,8 +36,7 @@ function entryText(entry: TranscriptEntry): string {
     case 'tool': {
       const name = entry.server ? `${entry.server}.${entry.name}` : entry.name;
       const input = entry.input ? ` ${clip(entry.input, 200)}` : '';
-      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
-      return `tool ${name}${input}  [${status(entry.status)}]${output}`;
+      return `tool ${name}${input}  [${status(entry.status)}]${outputBelow(entry.output)}`;
     }
     case 'plan':
       return `plan:\n${entry.items.map((i) => `  ${PLAN_MARK[i.status]} ${i.text}`).join('\n')}`;
@@ -45,10 +44,8 @@ function entryText(entry: TranscriptEntry): string {
       return `note: ${entry.text}`;
     case 'error':
       return `error: ${entry.text}`;
-    case 'done': {
-      const output = entry.output ? `\n${indented(lastLines(entry.output))}` : '';
-      return `  ↳ ${status(entry.status, entry.exitCode)}${output}`;
-    }
+    case 'done':
+      return `  ↳ ${status(entry.status, entry.exitCode)}${outputBelow(entry.output)}`;
   }
 }
 

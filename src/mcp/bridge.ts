@@ -153,7 +153,8 @@ export async function bridgeStdio(daemon: DaemonInfo, url: string, token: string
     if (request) unanswered.add(message.id);
     if (isInitializeRequest(message)) opening = message;
     deliver(message).catch(async (error: Error) => {
-      if (!(await stillAlive())) return daemonGone('has stopped');
+      // An HTTP status is the daemon's own answer: only a failed connection waits to learn whether it still runs.
+      if (!(error instanceof StreamableHTTPError) && !(await stillAlive())) return daemonGone('has stopped');
       log(`relay to ${url}: ${error.message}`);
       if (request) {
         unanswered.delete(message.id);

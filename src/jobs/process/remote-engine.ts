@@ -13,7 +13,7 @@ import { closeSync, createReadStream, createWriteStream, openSync, readSync, rmS
 import { basename, join, relative, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { isInside } from '../../lib/fs.js';
-import { RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
+import { MAX_BUNDLE_BYTES, RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
 import {
   containerEnvArgs,
   containerFailure,
@@ -26,8 +26,8 @@ import {
   type WrappedCommand,
 } from './sandbox.js';
 
-/** A file copied back from a container past this is refused: its branch or answer is hostile input. */
-const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
+/** A file copied back from a container past this is refused (the bundle's bound): its branch or answer is hostile input. */
+const MAX_OUTPUT_BYTES = MAX_BUNDLE_BYTES;
 /** How long one engine step (create, copy in, copy out) may take before it is given up. */
 const ENGINE_STEP_MS = 120_000;
 

@@ -189,13 +189,16 @@ async function runCli(
 
 /**
  * The run's result once its work is back (an engine that shares no files: copied out before its
- * answer is read); a run whose work could not be brought back failed, saying where it is.
- * Cancelled or timed out: the container was removed by `stop`, with what was in it.
+ * answer is read, within what is left of the run's time-out, `deadline`); a run whose work could
+ * not be brought back failed (or timed out), saying where it is. Cancelled or timed out: the
+ * container was removed by `stop`, with what was in it.
  */
-async function collected(command: WrappedCommand, run: RunResult, result: () => ExecutionResult) {
-  const lost = run.end === 'cancelled' || run.end === 'timeout' ? undefined : await command.collect?.();
+async function collected(command: WrappedCommand, run: RunResult, deadline: number, result: () => ExecutionResult) {
+  const lost = run.end === 'cancelled' || run.end === 'timeout' ? undefined : await command.collect?.(deadline);
   const done = result();
-  return lost ? { ...done, state: 'failed' as const, outcome: { ...done.outcome, ok: false, error: lost } } : done;
+  if (!lost) return done;
+  const state = lost.timedOut ? ('timed_out' as const) : ('failed' as const);
+  return { ...done, state, outcome: { ...done.outcome, ok: false, error: lost.message } };
 }
 
 async function runCommand(
@@ -209,6 +212,8 @@ async function runCommand(
   logs: RunLogs,
 ): Promise<ExecutionResult> {
   const { config } = ctx;
+  // The run is stopped at its time-out; its work is copied out within what is left of it.
+  const deadline = Date.now() + job.timeoutS * 1000;
   if (isAcp(backend)) {
     // The ACP SDK (and its schemas) loads with the first ACP run, not at every start.
     const { runAcpSession } = await import('./acp/session.js');
@@ -230,10 +235,14 @@ async function runCommand(
       permission: acpPermission(backend, agentSettings(config.backends[backend.name]!, job.agent).permission, job),
       questions,
     });
-    return collected(command, run, () => cliResult(backend, job, spec, command, run, hit, control.signal, logs));
+    return collected(command, run, deadline, () =>
+      cliResult(backend, job, spec, command, run, hit, control.signal, logs),
+    );
   }
   const { run, hit } = await runFollowingBudget(backend, job, spec, command, ctx, control, logs);
-  return collected(command, run, () => cliResult(backend, job, spec, command, run, hit, control.signal, logs));
+  return collected(command, run, deadline, () =>
+    cliResult(backend, job, spec, command, run, hit, control.signal, logs),
+  );
 }
 
 /** The backend's command for this run: its settings, the channel, the budget, and the depth marker after them. */

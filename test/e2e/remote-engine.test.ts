@@ -3,12 +3,14 @@
 // roots), reached only through its socket by `engine: { host, shares_files: false }`. Nothing is
 // bind-mounted: the agent gets the project as its branch, its commits come back as polyspawn/<id>
 // and integrate merges them into the user's checkout. Its faults (a branch that cannot be taken, a
-// killed container, an image not there, an engine that does not answer) are said plainly and leave
-// no container. Under CI an engine that cannot start fails the run (vitest.config.ts, TOOLS); elsewhere
+// killed container, an image not there, an engine that does not answer, one that never gives the
+// work back) are said plainly and leave no container running; work not copied out stays in its
+// container, named. The same engine used as one that shares this machine's files (it runs here, so
+// bind mounts work) is restarted under an agent in the bind-mount mode. Under CI an engine that cannot start fails the run (vitest.config.ts, TOOLS); elsewhere
 // these tests skip, said in one line.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -45,6 +47,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
   let project: string;
   let home: string;
   let slowEngine: Server;
+  let stallingEngine: Server;
   const containers = () => containersIn('docker', [root], SECOND_DOCKER);
 
   beforeAll(async () => {
@@ -90,6 +93,16 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
         name,
         `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'slow-engine.sock')}", shares_files: ${shares} } }`,
       );
+    // The second engine, but a copy out of a container (`cp <container>:<path> -`, a GET of its
+    // archive) is taken and never answered.
+    stallingEngine = createServer({ allowHalfOpen: true }, (client) => stallCopyOut(client));
+    await new Promise<void>((resolve) => stallingEngine.listen(join(root, 'stalling-engine.sock'), resolve));
+    agent(
+      'stallout',
+      `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'stalling-engine.sock')}", shares_files: false } }`,
+    );
+    // The second engine as one that shares this machine's files: the agent's folder bind-mounted.
+    agent('sharing', `{ mode: docker, image: ${image}, engine: { host: "${SECOND_DOCKER}", shares_files: true } }`);
     s = await startServer({
       projectDir: project,
       env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
@@ -99,6 +112,7 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
   afterAll(async () => {
     await s?.close();
     slowEngine?.close();
+    stallingEngine?.close();
     const left = containersIn('docker', [root], SECOND_DOCKER);
     if (left.length) docker2('rm', '-f', ...left);
   });
@@ -256,4 +270,63 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     expect(nowhere.error).toMatch(/no docker engine answers \(.*no-engine\.sock.*\): start it/);
     expect(containers()).toEqual([]);
   }, 180_000);
+  test("an engine that never gives the work back: timed out within the job's time-out, the container kept and named", async () => {
+    const job = await s.callOk<Job>('spawn_stallout', {
+      prompt: '[[cli:write:kept.txt=not lost]] [[cli:commit:work to keep]]',
+      timeout_s: 30,
+    });
+    const done = await ended(job.agent_id);
+    expect(done.state, done.error).toBe('timed_out');
+    const container = /the container (\S+) is kept on the docker engine/.exec(done.error ?? '')?.[1];
+    expect(done.error).toMatch(/^its work could not be copied out of its container within the job's time-out \(/);
+    expect(done.error).toContain('raise timeout_s');
+    // Stopped, its work in it: copied out through the engine itself.
+    expect(containers()).toEqual([container]);
+    expect(running(container!)).toBe(false);
+    const bundle = join(project, '.polyspawn', 'runs', job.agent_id, 'result.bundle');
+    expect(docker2('cp', `${container}:${bundle}`, '-').status).toBe(0);
+    docker2('rm', '-f', container!);
+  }, 180_000);
+
+  test('the engine restarted under an agent whose folder it mounts: failed saying so, nothing left, the work kept', async () => {
+    writeFileSync(join(project, 'mine.txt'), "the user's own\n");
+    const job = await s.callOk<Job>('spawn_sharing', {
+      prompt: '[[cli:write:written.txt=before the restart]] outlive my engine [[cli:hang]]',
+    });
+    await waitFor('its container, running', () => containers().some(running), 90_000);
+    // Written in the user's folder, mounted into the container.
+    await waitFor('what it wrote', () => existsSync(join(project, 'written.txt')), 60_000);
+    await restartSecondDockerd();
+    const done = await ended(job.agent_id);
+    expect(done.state).toBe('failed');
+    expect(done.error).toMatch(/^its container was (stopped \(exit 143|killed \(exit 137)/);
+    // Nothing left: the engine, back up, removes the container it had to remove (`run --rm`).
+    await waitFor('its container removed', () => containers().length === 0, 60_000);
+    // Nothing of the user's lost: their file, and what the agent wrote before the restart.
+    expect(readFileSync(join(project, 'mine.txt'), 'utf8')).toBe("the user's own\n");
+    expect(readFileSync(join(project, 'written.txt'), 'utf8')).toBe('before the restart\n');
+    rmSync(join(project, 'mine.txt'));
+    rmSync(join(project, 'written.txt'));
+  }, 240_000);
 });
+
+/**
+ * Joins a client to the second engine, byte for byte, until it asks for a container's archive
+ * (what `cp <container>:<path> -` reads): that request is taken and never answered.
+ */
+function stallCopyOut(client: Socket): void {
+  const engine = connect({ path: SECOND_DOCKER.slice('unix://'.length), allowHalfOpen: true });
+  let stalled = false;
+  client.on('data', (chunk: Buffer) => {
+    stalled ||= /^GET \S*\/containers\/[^/\s]+\/archive\?/m.test(chunk.toString('latin1'));
+    if (!stalled) engine.write(chunk);
+  });
+  client.on('end', () => stalled || engine.end());
+  engine.on('data', (chunk: Buffer) => stalled || client.write(chunk));
+  engine.on('end', () => stalled || client.end());
+  for (const side of [client, engine])
+    side.on('error', () => {
+      client.destroy();
+      engine.destroy();
+    });
+}

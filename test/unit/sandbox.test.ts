@@ -392,6 +392,9 @@ describe('docker and podman', () => {
       /^the image img:1 cannot run `claude`/,
     );
     expect(said(137, '')).toMatch(/^its container was killed \(exit 137/);
+    expect(said(143, '')).toMatch(
+      /^its container was stopped \(exit 143: `docker stop`, or the engine stopped or restarted\)/,
+    );
     // 126 is also the runtime's own failure, not only a CLI that cannot be run
     expect(said(126, 'Error: runc: runc create failed: error setting rlimits: OCI permission denied')).toBe(
       'docker could not run the container (Error: runc: runc create failed: error setting rlimits: OCI permission denied)',

@@ -13,7 +13,7 @@ import { closeSync, createReadStream, createWriteStream, openSync, readSync, rmS
 import { basename, join, relative, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { isInside } from '../../lib/fs.js';
-import { RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
+import { MAX_BUNDLE_BYTES, RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
 import {
   containerEnvArgs,
   containerFailure,
@@ -26,8 +26,8 @@ import {
   type WrappedCommand,
 } from './sandbox.js';
 
-/** A file copied back from a container past this is refused: its branch or answer is hostile input. */
-const MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
+/** A file copied back from a container past this is refused (the bundle's bound): its branch or answer is hostile input. */
+const MAX_OUTPUT_BYTES = MAX_BUNDLE_BYTES;
 /** How long one engine step (create, copy in, copy out) may take before it is given up. */
 const ENGINE_STEP_MS = 120_000;
 
@@ -78,8 +78,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
     containerFailure(engine, run.sandbox.image!, run.executable, exitCode, stderr);
 
   const prepare = async (deadline: number) => {
-    /** An engine step's time: its own bound, or what is left of the job's time-out. */
-    const within = () => Math.max(1, Math.min(ENGINE_STEP_MS, deadline - Date.now()));
+    const within = () => stepMs(deadline);
     const late = () => {
       const error = new SandboxError(
         `the ${engine} engine did not make the container and take its work within the job's time-out; raise timeout_s, or see why the engine is slow`,
@@ -139,20 +138,40 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
     }
   };
 
-  /** Copies the agent's branch and its files out; the container is removed once they are here, else kept and named. */
-  const collect = async (): Promise<string | undefined> => {
+  /**
+   * Copies the agent's branch and its files out by `deadline` (what is left of the job's time-out);
+   * the container is removed once they are here, else kept and named (a SandboxError, timedOut
+   * when the time-out came first).
+   */
+  const collect = async (deadline: number): Promise<SandboxError | undefined> => {
     const problems: string[] = [];
+    let late = false;
     for (const path of [join(run.runDir, RESULT_BUNDLE), ...(run.outputs ?? [])]) {
-      const problem = await copyOut(client.file, engineRun(['cp', `${run.container}:${path}`, '-']), run.env, path);
+      late = Date.now() >= deadline;
+      if (late) break;
+      const problem = await copyOut(
+        client.file,
+        engineRun(['cp', `${run.container}:${path}`, '-']),
+        run.env,
+        path,
+        stepMs(deadline),
+      );
       if (problem) problems.push(problem);
     }
-    if (problems.length === 0) {
+    // A copy given up at the deadline: the time-out's, not the engine's.
+    late ||= problems.length > 0 && Date.now() >= deadline;
+    if (problems.length === 0 && !late) {
       await remove();
       return undefined;
     }
     const host = run.sandbox.engine?.host ? ` at ${run.sandbox.engine.host}` : '';
     const by = [engine, ...engineRun([])].join(' ');
-    return `its work could not be copied out of its container (${problems.join('; ')}): the container ${run.container} is kept on the ${engine} engine${host} with the work in ${worktree}; copy it out (\`${by} cp ${run.container}:${worktree} .\`), then remove it (\`${by} rm ${run.container}\`)`;
+    const when = late ? " within the job's time-out" : '';
+    const error = new SandboxError(
+      `its work could not be copied out of its container${when} (${problems.join('; ') || 'the time-out came first'}): the container ${run.container} is kept on the ${engine} engine${host} with the work in ${worktree}; copy it out (\`${by} cp ${run.container}:${worktree} .\`), then remove it (\`${by} rm ${run.container}\`)${late ? '; raise timeout_s, or see why the engine is slow' : ''}`,
+    );
+    error.timedOut = late;
+    return error;
   };
 
   return {
@@ -166,6 +185,9 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
 }
 
 type StepResult = { code: number | null; stderr: string };
+
+/** An engine step's time: its own bound, or what is left of the job's time-out. */
+const stepMs = (deadline: number) => Math.max(1, Math.min(ENGINE_STEP_MS, deadline - Date.now()));
 
 /** One engine command, its error kept; a slow engine is given up after ENGINE_STEP_MS, saying so. */
 function engineStep(file: string, args: string[], env: SandboxRun['env'], ms = ENGINE_STEP_MS): Promise<StepResult> {
@@ -236,6 +258,7 @@ async function copyOut(
   args: string[],
   env: SandboxRun['env'],
   path: string,
+  ms: number,
 ): Promise<string | undefined> {
   const tarFile = `${path}.tar`;
   rmSync(tarFile, { force: true });
@@ -252,14 +275,14 @@ async function copyOut(
       cp.kill('SIGKILL');
     }
   });
-  const timer = setTimeout(() => cp.kill('SIGKILL'), ENGINE_STEP_MS);
+  const timer = setTimeout(() => cp.kill('SIGKILL'), ms);
   try {
     const [code] = await Promise.all([exitOf(cp), pipeline(cp.stdout, out).catch(() => undefined)]);
     if (tooLarge) return `${basename(path)} is larger than ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB`;
     if (code !== 0) {
       // A path the container never wrote (no changes, no answer): nothing to take.
       if (/could not find the file|no such container:path/i.test(stderr)) return undefined;
-      return `${basename(path)}: ${stderr.trim().slice(0, 300) || (code === null ? `the engine did not answer within ${ENGINE_STEP_MS / 1000} s` : `cp exited ${code}`)}`;
+      return `${basename(path)}: ${stderr.trim().slice(0, 300) || (code === null ? `the engine did not answer within ${ms / 1000} s` : `cp exited ${code}`)}`;
     }
     return await takeRegularFile(tarFile, path);
   } finally {

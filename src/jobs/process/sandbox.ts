@@ -60,8 +60,11 @@ export type WrappedCommand = {
    * job's time-out, as Date.now() counts); a SandboxError says why it cannot.
    */
   prepare?: (deadline: number) => Promise<void>;
-  /** After the run: brings the work back (from an engine that shares no files); a problem when it could not. */
-  collect?: () => Promise<string | undefined>;
+  /**
+   * After the run: brings the work back (from an engine that shares no files) by `deadline` (the
+   * job's time-out); a SandboxError says why it could not (timedOut: the time-out came first).
+   */
+  collect?: (deadline: number) => Promise<SandboxError | undefined>;
   /** A failed run's cause when the wrapper, not the CLI, failed (the engine's error, a killed container), said plainly. */
   explainFailure?: (run: { exitCode: number | null; stderr: string }) => string | undefined;
 };
@@ -344,6 +347,9 @@ export function containerFailure(
   }
   if (exitCode === 137)
     return `its container was killed (exit 137: \`${engine} kill\`, the engine stopped or restarted, or out of memory)${cause}`;
+  // SIGTERM to the container's first process, what a stop sends: the CLI did not end on its own.
+  if (exitCode === 143)
+    return `its container was stopped (exit 143: \`${engine} stop\`, or the engine stopped or restarted)${cause}`;
   return undefined;
 }
 

@@ -36,7 +36,14 @@ type GitRun = { code: number; stdout: string; stderr: string };
  * Where a git command runs, every folder of it computed by polyspawn: the git folder (a linked
  * worktree's admin folder, or the repository's own), the repository's common folder, the work tree.
  */
-export type GitPlace = { gitDir: string; commonDir: string; workTree: string };
+export type GitPlace = { gitDir: string; commonDir: string; workTree: string; quarantine?: Quarantine };
+
+/**
+ * Objects a command writes go to `dir` alone, the repository's `objects` folder read beside them
+ * as an alternate, and no ref can be updated: git's own receive-pack quarantine, for objects that
+ * are checked before they may enter the repository.
+ */
+export type Quarantine = { dir: string; objects: string };
 
 /**
  * Every call: no hook runs (post-checkout on `worktree add`, post-commit, the merge hooks, the
@@ -83,13 +90,20 @@ const USER_GIT_ENV = new Set([
 ]);
 
 /** git's environment: the server's, without a GIT_* that would point git elsewhere, with nothing to prompt or run. */
-function gitEnv(commonDir: string | undefined): NodeJS.ProcessEnv {
+function gitEnv(place: GitPlace | undefined): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env))
     if (!name.startsWith('GIT_') || USER_GIT_ENV.has(name)) env[name] = value;
   return {
     ...env,
-    ...(commonDir ? { GIT_COMMON_DIR: commonDir } : {}),
+    ...(place ? { GIT_COMMON_DIR: place.commonDir } : {}),
+    ...(place?.quarantine
+      ? {
+          GIT_OBJECT_DIRECTORY: place.quarantine.dir,
+          GIT_ALTERNATE_OBJECT_DIRECTORIES: place.quarantine.objects,
+          GIT_QUARANTINE_PATH: place.quarantine.dir,
+        }
+      : {}),
     // No transport at all, whatever a config allows (an empty list of protocols).
     GIT_ALLOW_PROTOCOL: '',
     GIT_NO_LAZY_FETCH: '1',
@@ -130,7 +144,7 @@ function run(
   settings: readonly (readonly [string, string])[] = [],
 ): Promise<GitRun> {
   return new Promise((resolve, reject) => {
-    const env = { ...gitEnv(place?.commonDir), ...configEnv(settings) };
+    const env = { ...gitEnv(place), ...configEnv(settings) };
     execFile(
       'git',
       [...ALWAYS, ...args],

@@ -43,7 +43,7 @@ export type GitPlace = { gitDir: string; commonDir: string; workTree: string; qu
  * as an alternate, and no ref can be updated: git's own receive-pack quarantine, for objects that
  * are checked before they may enter the repository.
  */
-export type Quarantine = { dir: string; objects: string };
+type Quarantine = { dir: string; objects: string };
 
 /**
  * Every call: no hook runs (post-checkout on `worktree add`, post-commit, the merge hooks, the

@@ -45,6 +45,9 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
   let project: string;
   let home: string;
   let slowEngine: Server;
+  let dockerConfig: string;
+  const CONTEXT = 'polyspawn-test-docker2';
+  const FAR_CONTEXT = 'polyspawn-test-far';
   const containers = () => containersIn('docker', [root], SECOND_DOCKER);
 
   beforeAll(async () => {
@@ -62,7 +65,16 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     const image = await agentImage('docker', true, SECOND_DOCKER);
     const engine = { host: SECOND_DOCKER, shares_files: false };
     const config = join(root, 'config.json');
-    writeFileSync(config, JSON.stringify({ backends: { claude: { sandbox: { mode: 'docker', image, engine } } } }));
+    writeFileSync(
+      config,
+      JSON.stringify({
+        backends: {
+          claude: { sandbox: { mode: 'docker', image, engine } },
+          // No engine named: the environment's (docker's current context, below).
+          copilot: { sandbox: { mode: 'docker', image } },
+        },
+      }),
+    );
     const agent = (name: string, sandbox: string) => {
       // The user's own agents: a project's may not name an engine.
       mkdirSync(join(home, '.config', 'polyspawn', 'agents', name), { recursive: true });
@@ -90,9 +102,34 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
         name,
         `{ mode: docker, image: ${image}, engine: { host: "unix://${join(root, 'slow-engine.sock')}", shares_files: ${shares} } }`,
       );
+    // docker's contexts, in a config folder of the test's own (never the machine's ~/.docker): one
+    // for the second engine, one for an engine elsewhere (a tcp:// endpoint, nothing listening),
+    // which is also the current context an agent that names no engine would get.
+    dockerConfig = join(root, 'docker-config');
+    mkdirSync(dockerConfig);
+    for (const [name, endpoint] of [
+      [CONTEXT, SECOND_DOCKER],
+      [FAR_CONTEXT, 'tcp://127.0.0.1:9'],
+    ]) {
+      const made = spawnSync('docker', ['context', 'create', name!, '--docker', `host=${endpoint}`], {
+        env: { ...process.env, DOCKER_CONFIG: dockerConfig },
+        encoding: 'utf8',
+      });
+      expect(made.status, made.stderr).toBe(0);
+    }
+    writeFileSync(join(dockerConfig, 'config.json'), JSON.stringify({ currentContext: FAR_CONTEXT }));
+    agent('bycontext', `{ mode: docker, image: ${image}, engine: { context: ${CONTEXT}, shares_files: false } }`);
+    agent('farcontext', `{ mode: docker, image: ${image}, engine: { context: ${FAR_CONTEXT} } }`);
+    agent('nocontext', `{ mode: docker, image: ${image}, engine: { context: polyspawn-test-none } }`);
     s = await startServer({
       projectDir: project,
-      env: { HOME: home, XDG_CONFIG_HOME: join(home, '.config'), PATH: HOST_PATH, POLYSPAWN_CONFIG: config },
+      env: {
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, '.config'),
+        PATH: HOST_PATH,
+        POLYSPAWN_CONFIG: config,
+        DOCKER_CONFIG: dockerConfig,
+      },
       fakeClis: false,
     });
   }, 300_000);
@@ -138,6 +175,41 @@ describe.skipIf(!up)('docker on an engine that shares no files (a second dockerd
     expect(merged).toMatchObject({ how: 'merge', files: ['feature.txt'], removed: true });
     expect(readFileSync(join(project, 'feature.txt'), 'utf8')).toBe('made in the container\n');
     expect(containers()).toEqual([]);
+  }, 180_000);
+
+  test('through a docker context (engine.context): the agent works on its branch there, and the branch integrates', async () => {
+    const job = await s.callOk<Job>('spawn_bycontext', {
+      prompt:
+        '[[cli:write:by-context.txt=made through a context]] [[cli:commit:the agent adds a file]] [[cli:read:README.md]]',
+      wait_s: 120,
+    });
+    expect(job.state, job.error).toBe('succeeded');
+    expect(job.sandbox).toBe(`docker (an engine sharing no files: context ${CONTEXT})`);
+    expect(JSON.parse(job.text!)).toEqual({ 'read:README.md': 'ok: the project' });
+    expect(job.worktree).toMatchObject({ branch: `polyspawn/${job.agent_id}`, files: ['by-context.txt'] });
+    const merged = await s.callOk('integrate', { agent_id: job.agent_id, how: 'merge' });
+    expect(merged).toMatchObject({ how: 'merge', files: ['by-context.txt'], removed: true });
+    expect(readFileSync(join(project, 'by-context.txt'), 'utf8')).toBe('made through a context\n');
+    expect(containers()).toEqual([]);
+  }, 180_000);
+
+  test("a context's endpoint decides at spawn time whether its engine shares files; docker's current context, when remote, is refused unless the sandbox says so", async () => {
+    // tcp://: another machine's, so the agent works on a branch; nothing listens there, said plainly.
+    const far = await s.callOk<Job>('spawn_farcontext', { prompt: 'hello', wait_s: 120 });
+    expect(far.sandbox).toBe(`docker (an engine sharing no files: context ${FAR_CONTEXT})`);
+    expect(far.worktree?.branch).toBe(`polyspawn/${far.agent_id}`);
+    expect(far.state).toBe('failed');
+    expect(far.error).toMatch(/no docker engine answers \(.*127\.0\.0\.1:9.*\): start it/);
+    // A context docker does not have: refused at the spawn, before any worktree or container.
+    expect(await s.callError('spawn_nocontext', { prompt: 'hello' })).toMatch(
+      /the docker context "polyspawn-test-none" cannot be read \(context "polyspawn-test-none": context not found.*\): create it \(`docker context create polyspawn-test-none --docker host=…`\)/,
+    );
+    // No engine in the sandbox: the current context (config.json's currentContext) is the engine.
+    const undeclared = await s.callOk<Job>('spawn_copilot', { prompt: 'hello', wait_s: 120 });
+    expect(undeclared.state).toBe('failed');
+    expect(undeclared.error).toContain(
+      `docker's current context ${FAR_CONTEXT} (currentContext in ${join(dockerConfig, 'config.json')}) points at tcp://127.0.0.1:9, which may not see this machine's files: say so in the sandbox (engine: { context: "${FAR_CONTEXT}", shares_files: false }`,
+    );
   }, 180_000);
 
   test('its container mounts nothing, its log streams back while it runs, and cancel removes it', async () => {

@@ -12,6 +12,7 @@ import { execFile, spawn } from 'node:child_process';
 import { closeSync, createReadStream, createWriteStream, openSync, readSync, rmSync } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { engineName } from '../../config/sandbox.js';
 import { isInside } from '../../lib/fs.js';
 import { RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
 import {
@@ -150,7 +151,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       await remove();
       return undefined;
     }
-    const host = run.sandbox.engine?.host ? ` at ${run.sandbox.engine.host}` : '';
+    const host = engineName(run.sandbox.engine) ? ` at ${engineName(run.sandbox.engine)}` : '';
     const by = [engine, ...engineRun([])].join(' ');
     return `its work could not be copied out of its container (${problems.join('; ')}): the container ${run.container} is kept on the ${engine} engine${host} with the work in ${worktree}; copy it out (\`${by} cp ${run.container}:${worktree} .\`), then remove it (\`${by} rm ${run.container}\`)`;
   };

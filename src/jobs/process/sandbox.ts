@@ -9,9 +9,10 @@ import { closeSync, constants, lstatSync, openSync, readFileSync, readlinkSync, 
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
-import type { SandboxEngine, SandboxMode, SandboxSettings } from '../../config/sandbox.js';
+import { sharesFilesAt, type SandboxEngine, type SandboxMode, type SandboxSettings } from '../../config/sandbox.js';
 import { isInside, makeDirs } from '../../lib/fs.js';
 import { isLoopbackHost } from '../../lib/sockets.js';
+import { currentDockerContext, dockerContextEndpoint } from './docker-context.js';
 
 /** What wrapping one run needs. */
 export type SandboxRun = {
@@ -221,23 +222,37 @@ const HOST_ONLY_ENV = new Set(['PATH', 'HOSTNAME', 'PWD', 'OLDPWD', 'SHLVL', '_'
 
 /**
  * The engine's client, found on PATH, with the arguments that name the engine (engineArgs). An
- * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST) while the sandbox
- * does not say whether it shares files is refused: bind mounts would name this machine's paths there.
+ * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST, docker's current
+ * context) while the sandbox does not say whether it shares files is refused: bind mounts would
+ * name this machine's paths there.
  */
 export function engineClient(run: Pick<SandboxRun, 'sandbox' | 'env'>): { file: string; args: string[] } {
   const { mode, engine } = run.sandbox;
   const found = which.sync(mode, { path: run.env.PATH, nothrow: true });
   if (!found) throw new SandboxError(`${mode} is not on PATH: ${ENGINE_INSTALL[mode]}`);
-  const named = run.env.DOCKER_HOST ?? run.env.CONTAINER_HOST;
-  if (!engine && named && !named.startsWith('unix://'))
-    throw new SandboxError(
-      `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
-    );
+  if (!engine) refuseUndeclaredRemote(found, mode, run.env);
   return { file: found, args: engineArgs(mode, engine) };
 }
 
-/** The arguments that point an engine's client at `engine.host` (none: the environment's engine). */
+function refuseUndeclaredRemote(client: string, mode: SandboxMode, env: SandboxRun['env']): void {
+  const named = env.DOCKER_HOST ?? env.CONTAINER_HOST;
+  if (named && !sharesFilesAt(named))
+    throw new SandboxError(
+      `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+  const context = mode === 'docker' ? currentDockerContext(env) : undefined;
+  if (!context) return;
+  const found = dockerContextEndpoint(client, context.name, env, context.from);
+  if ('problem' in found) throw new SandboxError(found.problem);
+  if (!sharesFilesAt(found.endpoint))
+    throw new SandboxError(
+      `docker's current context ${context.name} (${context.from}) points at ${found.endpoint}, which may not see this machine's files: say so in the sandbox (engine: { context: "${context.name}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+}
+
+/** The arguments that point an engine's client at `engine.host` or `engine.context` (none: the environment's engine). */
 export function engineArgs(mode: SandboxMode, engine: SandboxEngine | undefined): string[] {
+  if (engine?.context) return ['--context', engine.context];
   if (!engine?.host) return [];
   return mode === 'podman' ? ['--remote', '--url', engine.host] : ['-H', engine.host];
 }

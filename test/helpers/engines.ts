@@ -20,16 +20,20 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { STORE_LABEL } from '../../src/jobs/process/sandbox.js';
+import { engineArgs, STORE_LABEL } from '../../src/jobs/process/sandbox.js';
 import { MARK_VARIABLE } from './process-groups.js';
 import { isGone, waitFor } from './processes.js';
 
 export type Engine = 'docker' | 'podman';
 export const ENGINES: readonly Engine[] = ['docker', 'podman'];
 
-/** An engine's client, pointed at `host` (`-H`) when given, else at the environment's engine. */
+/** The client's arguments that point it at `host` (docker's -H, podman's --remote --url), as polyspawn's own. */
+export const clientAt = (engine: Engine, host?: string): string[] =>
+  engineArgs(engine, host ? { host, sharesFiles: false } : undefined);
+
+/** An engine's client, pointed at `host` when given, else at the environment's engine. */
 const run = (engine: Engine, args: string[], input?: Buffer, host?: string) =>
-  spawnSync(engine, [...(host ? ['-H', host] : []), ...args], {
+  spawnSync(engine, [...clientAt(engine, host), ...args], {
     input,
     encoding: 'buffer',
     timeout: 120_000,
@@ -38,7 +42,7 @@ const run = (engine: Engine, args: string[], input?: Buffer, host?: string) =>
 
 /** The engine answers (its daemon or its storage works). */
 export const engineWorks = (engine: Engine, host?: string): boolean =>
-  spawnSync(engine, [...(host ? ['-H', host] : []), 'info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
+  spawnSync(engine, [...clientAt(engine, host), 'info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
 
 /**
  * A second docker engine on this machine that shares nothing with the first: its own socket, data
@@ -61,33 +65,105 @@ const SECOND_DOCKERD = [
   '--ip-masq=false',
 ];
 
-/** Starts dockerd with its arguments (as root, where it is installed), logging to `log`; true once `host` answers. */
-function startDockerdAt(args: string[], log: string, host?: string): boolean {
-  if (engineWorks('docker', host)) return true;
-  if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
+/**
+ * A second podman service on this machine that shares nothing with the machine's podman: its own
+ * storage (root, runroot), libpod state (tmpdir), volumes and network configs, serving its API on
+ * its own socket (`podman system service`), which the remote-engine tests reach only through
+ * `podman --remote --url`, as a podman on another host. Its pid is kept in SECOND_PODMAN_PID.
+ */
+export const SECOND_PODMAN = 'unix:///run/polyspawn-test-podman2.sock';
+const SECOND_PODMAN_PID = '/run/polyspawn-podman2.pid';
+const SECOND_PODMAN_SERVICE = [
+  '--root',
+  '/var/lib/polyspawn-podman2/storage',
+  '--runroot',
+  '/run/polyspawn-podman2/storage',
+  '--tmpdir',
+  '/run/polyspawn-podman2/tmp',
+  '--volumepath',
+  '/var/lib/polyspawn-podman2/volumes',
+  '--network-config-dir',
+  '/var/lib/polyspawn-podman2/networks',
+  'system',
+  'service',
+  '--time=0',
+  SECOND_PODMAN,
+];
+
+/**
+ * Its engine config: podman as root raises a container's open-files and process limits past what
+ * this machine lets a process raise them to (runc: `error setting rlimits`), so they are kept
+ * within, as the container tests' engine config does (there, the client's; here, the service's).
+ */
+const SECOND_PODMAN_CONF = '/var/lib/polyspawn-podman2/containers.conf';
+
+/**
+ * Starts an engine's daemon (`file` with its arguments, as root, where it is installed), logging
+ * to `log`, its pid kept in `pidFile` when given; true once `engine` at `host` answers.
+ */
+function startDaemon(
+  engine: Engine,
+  host: string | undefined,
+  [file, ...args]: string[],
+  log: string,
+  pidFile?: string,
+  extraEnv: Record<string, string> = {},
+): boolean {
+  if (engineWorks(engine, host)) return true;
+  if (process.getuid?.() !== 0 || spawnSync(file!, ['--version'], { stdio: 'ignore' }).status !== 0) return false;
   const out = openSync(log, 'a');
   // A service of the machine (as .ci/run starts it), not a test's process: unmarked, so the test
   // that started it does not end it (test/helpers/process-groups.ts).
-  const env = { ...process.env };
+  const env = { ...process.env, ...extraEnv };
   delete env[MARK_VARIABLE];
-  spawn('dockerd', args, { detached: true, stdio: ['ignore', out, out], env }).unref();
+  const daemon = spawn(file!, args, { detached: true, stdio: ['ignore', out, out], env });
+  daemon.unref();
+  if (pidFile) writeFileSync(pidFile, `${daemon.pid}\n`);
   for (let i = 0; i < 60; i++) {
-    if (engineWorks('docker', host)) return true;
+    if (engineWorks(engine, host)) return true;
     spawnSync('sleep', ['0.5']);
   }
   return false;
 }
 
-/** The second engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
+/** The second docker engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
 export const startSecondDockerd = (): boolean =>
-  startDockerdAt(SECOND_DOCKERD, '/var/log/polyspawn-docker2.log', SECOND_DOCKER);
+  startDaemon('docker', SECOND_DOCKER, ['dockerd', ...SECOND_DOCKERD], '/var/log/polyspawn-docker2.log');
 
-/** The second engine stopped as an engine restart does (SIGTERM: it stops its containers), then started again. */
-export async function restartSecondDockerd(): Promise<void> {
-  const pid = Number(readFileSync('/run/polyspawn-docker2.pid', 'utf8').trim());
+/** The second podman service (SECOND_PODMAN) started where it is not answering; true when it answers. What .ci/run does too. */
+export function startSecondPodman(): boolean {
+  if (engineWorks('podman', SECOND_PODMAN)) return true;
+  if (process.getuid?.() === 0) {
+    for (const dir of ['/var/lib/polyspawn-podman2/networks', '/run/polyspawn-podman2'])
+      mkdirSync(dir, { recursive: true });
+    writeFileSync(SECOND_PODMAN_CONF, '[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n');
+  }
+  return startDaemon(
+    'podman',
+    SECOND_PODMAN,
+    ['podman', ...SECOND_PODMAN_SERVICE],
+    '/var/log/polyspawn-podman2.log',
+    SECOND_PODMAN_PID,
+    { CONTAINERS_CONF: SECOND_PODMAN_CONF },
+  );
+}
+
+/** Each engine's second engine, which shares nothing with the machine's: where it listens, how it starts, its pid file. */
+export const SECOND_ENGINES: Record<Engine, { host: string; start: () => boolean; pidFile: string }> = {
+  docker: { host: SECOND_DOCKER, start: startSecondDockerd, pidFile: '/run/polyspawn-docker2.pid' },
+  podman: { host: SECOND_PODMAN, start: startSecondPodman, pidFile: SECOND_PODMAN_PID },
+};
+
+/**
+ * The second engine stopped as an engine restart does (SIGTERM: dockerd stops its containers; the
+ * podman service leaves them to their conmon), then started again.
+ */
+export async function restartSecondEngine(engine: Engine): Promise<void> {
+  const second = SECOND_ENGINES[engine];
+  const pid = Number(readFileSync(second.pidFile, 'utf8').trim());
   process.kill(pid, 'SIGTERM');
-  await waitFor('the second dockerd to stop', () => isGone(pid), 60_000);
-  if (!startSecondDockerd()) throw new Error('the second dockerd did not start again');
+  await waitFor(`the second ${engine} engine to stop`, () => isGone(pid), 60_000);
+  if (!second.start()) throw new Error(`the second ${engine} engine did not start again`);
 }
 
 /** engineWorks, asked once per process (by a test file). */
@@ -106,7 +182,7 @@ export function engineAnswers(engine: Engine): boolean {
  * log, and waits until it answers; true when it does. What .ci/run and vitest.config.ts do when no
  * docker engine answers.
  */
-export const startDockerd = (): boolean => startDockerdAt([], '/var/log/dockerd.log');
+export const startDockerd = (): boolean => startDaemon('docker', undefined, ['dockerd'], '/var/log/dockerd.log');
 
 /**
  * What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>; the

@@ -21,6 +21,7 @@ import {
   containerOptions,
   engineClient,
   engineCommand,
+  removeArgs,
   sandboxBinds,
   SandboxError,
   type SandboxRun,
@@ -74,7 +75,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
   const hidden = binds.filter((b) => b.as === 'hide' && copied.some((c) => isInside(c.path, b.path)));
   const cwd = join(worktree, relative(run.worktree, run.cwd));
   const engineRun = (args: string[]) => [...client.args, ...args];
-  const remove = () => engineCommand(client.file, engineRun(['rm', '-f', run.container]), run.env);
+  const remove = () => engineCommand(client.file, engineRun(removeArgs(engine, run.container)), run.env);
   const explain = (exitCode: number | null, stderr: string) =>
     containerFailure(engine, run.sandbox.image!, run.executable, exitCode, stderr);
 
@@ -258,9 +259,11 @@ async function copyOut(
     const [code] = await Promise.all([exitOf(cp), pipeline(cp.stdout, out).catch(() => undefined)]);
     if (tooLarge) return `${basename(path)} is larger than ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB`;
     if (code !== 0) {
-      // A path the container never wrote (no changes, no answer): nothing to take.
-      if (/could not find the file|no such container:path/i.test(stderr)) return undefined;
-      return `${basename(path)}: ${stderr.trim().slice(0, 300) || (code === null ? `the engine did not answer within ${ENGINE_STEP_MS / 1000} s` : `cp exited ${code}`)}`;
+      // A path the container never wrote (no changes, no answer): nothing to take (docker's words, podman's).
+      if (/could not find the file|no such container:path|could not be found on container/i.test(stderr))
+        return undefined;
+      // On one line: it goes into the job's error (podman's runs over two).
+      return `${basename(path)}: ${stderr.trim().replace(/\s+/g, ' ').slice(0, 300) || (code === null ? `the engine did not answer within ${ENGINE_STEP_MS / 1000} s` : `cp exited ${code}`)}`;
     }
     return await takeRegularFile(tarFile, path);
   } finally {

@@ -309,7 +309,7 @@ function containerCommand(run: SandboxRun): WrappedCommand {
     file: client.file,
     args,
     // Removed, not only killed: the client that would remove it (--rm) is ended with the job's group.
-    stop: () => engineCommand(client.file, [...client.args, 'rm', '-f', run.container], run.env),
+    stop: () => engineCommand(client.file, [...client.args, ...removeArgs(engine, run.container)], run.env),
     explainFailure: ({ exitCode, stderr }) => containerFailure(engine, image, run.executable, exitCode, stderr),
   };
 }
@@ -362,6 +362,17 @@ export function containerFailure(
   return undefined;
 }
 
+/**
+ * A container removed now, running or not: docker's `rm -f` kills it; podman's stops it first,
+ * waiting 10 s for the CLI to end on SIGTERM, unless told no time (`--time 0`).
+ */
+export const removeArgs = (mode: SandboxMode, name: string): string[] => [
+  'rm',
+  '-f',
+  ...(mode === 'podman' ? ['--time', '0'] : []),
+  name,
+];
+
 /** Removes a container a dead server left behind (restart recovery); nothing when there is none. */
 export function removeContainer(
   sandbox: Pick<SandboxSettings, 'mode' | 'engine'>,
@@ -370,7 +381,7 @@ export function removeContainer(
 ): Promise<void> {
   const found = which.sync(sandbox.mode, { path: env.PATH, nothrow: true });
   return found
-    ? engineCommand(found, [...engineArgs(sandbox.mode, sandbox.engine), 'rm', '-f', name], env)
+    ? engineCommand(found, [...engineArgs(sandbox.mode, sandbox.engine), ...removeArgs(sandbox.mode, name)], env)
     : Promise.resolve();
 }
 

@@ -20,6 +20,8 @@ import {
   ENGINES,
   restartSecondEngine,
   SECOND_ENGINES,
+  sshEngine,
+  SSHD,
 } from '../helpers/engines.js';
 import { jobOnceEnded, startServer, type TestServer } from '../helpers/mcp.js';
 import { waitFor } from '../helpers/processes.js';
@@ -56,6 +58,8 @@ for (const engine of ENGINES) {
       let home: string;
       let slowEngine: Server;
       let dockerConfig: string;
+      let ssh: Awaited<ReturnType<typeof sshEngine>> | undefined;
+      const sshdInstalled = existsSync(SSHD);
       const CONTEXT = 'polyspawn-test-docker2';
       const FAR_CONTEXT = 'polyspawn-test-far';
       const containers = () => containersIn(engine, [root], host);
@@ -133,12 +137,24 @@ for (const engine of ENGINES) {
           agent('farcontext', `{ mode: docker, image: ${image}, engine: { context: ${FAR_CONTEXT} } }`);
           agent('nocontext', `{ mode: docker, image: ${image}, engine: { context: polyspawn-test-none } }`);
         }
+        // The second dockerd reached over ssh (an sshd of the test's own), as an engine on another host.
+        if (engine === 'docker' && sshdInstalled) {
+          ssh = await sshEngine(join(root, 'ssh'), host);
+          agent('overssh', `{ mode: docker, image: ${image}, engine: { host: "${ssh.host}", shares_files: false } }`);
+          // The same sshd by another name, which known_hosts does not know.
+          const unknown = ssh.host.replace('127.0.0.1', 'localhost');
+          agent(
+            'unknownhost',
+            `{ mode: docker, image: ${image}, engine: { host: "${unknown}", shares_files: false } }`,
+          );
+        }
         s = await startServer({
           projectDir: project,
           env: {
             HOME: home,
             XDG_CONFIG_HOME: join(home, '.config'),
-            PATH: HOST_PATH,
+            // ssh's key and known host for the engine client, by its wrapper (the user's own ssh config is theirs).
+            PATH: ssh ? `${ssh.bin}:${HOST_PATH}` : HOST_PATH,
             POLYSPAWN_CONFIG: config,
             DOCKER_CONFIG: dockerConfig,
           },
@@ -148,6 +164,7 @@ for (const engine of ENGINES) {
       afterAll(async () => {
         await s?.close();
         slowEngine?.close();
+        ssh?.stop();
         const left = containersIn(engine, [root], host);
         if (left.length) engine2('rm', '-f', ...left);
       });
@@ -189,8 +206,37 @@ for (const engine of ENGINES) {
         expect(containers()).toEqual([]);
       }, 180_000);
 
-      // docker's contexts (podman has none): registered on docker only, never skipped.
+      // docker's contexts and ssh transport (podman has neither here): registered on docker only.
       if (engine === 'docker') {
+        test.skipIf(!sshdInstalled)(
+          'over ssh (engine.host ssh://…): the client reaches the engine through ssh, the agent works on its branch there, and the branch integrates',
+          async () => {
+            const job = await s.callOk<Job>('spawn_overssh', {
+              prompt:
+                '[[cli:write:over-ssh.txt=made over ssh]] [[cli:commit:the agent adds a file over ssh]] [[cli:read:README.md]]',
+              wait_s: 120,
+            });
+            expect(job.state, job.error).toBe('succeeded');
+            expect(job.sandbox).toBe(`docker (an engine sharing no files: ${ssh!.host})`);
+            expect(JSON.parse(job.text!)).toEqual({ 'read:README.md': 'ok: the project' });
+            // It went through the test's sshd, by its key.
+            expect(readFileSync(join(root, 'ssh', 'sshd.log'), 'utf8')).toMatch(/Accepted publickey for root/);
+            expect(job.worktree).toMatchObject({ branch: `polyspawn/${job.agent_id}`, files: ['over-ssh.txt'] });
+            const merged = await s.callOk('integrate', { agent_id: job.agent_id, how: 'merge' });
+            expect(merged).toMatchObject({ how: 'merge', files: ['over-ssh.txt'], removed: true });
+            expect(readFileSync(join(project, 'over-ssh.txt'), 'utf8')).toBe('made over ssh\n');
+            expect(containers()).toEqual([]);
+            // A host ssh does not know: ssh's refusal, said as the ssh login to fix.
+            const refused = await s.callOk<Job>('spawn_unknownhost', { prompt: 'hello', wait_s: 120 });
+            expect(refused.state).toBe('failed');
+            expect(refused.error).toMatch(
+              /ssh did not let the docker client reach its engine \(.*Host key verification failed.*\): make `ssh <user>@<host> docker version` work without a prompt/,
+            );
+            expect(containers()).toEqual([]);
+          },
+          180_000,
+        );
+
         test('through a docker context (engine.context): the agent works on its branch there, and the branch integrates', async () => {
           const job = await s.callOk<Job>('spawn_bycontext', {
             prompt:

@@ -17,6 +17,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -318,4 +319,94 @@ export function removeTestContainers(folders: readonly string[]): void {
     const names = containersIn(engine, folders);
     if (names.length) run(engine, ['rm', '-f', ...names]);
   }
+}
+
+/** Debian's sshd (openssh-server): what the ssh:// engine test runs, as .ci/run installs it. */
+export const SSHD = '/usr/sbin/sshd';
+
+/**
+ * A docker engine reached over ssh (`ssh://root@127.0.0.1:<port>`), as on another host: an sshd of
+ * the test's own on 127.0.0.1 (its host key, one authorized key, its config, all in `dir`; never
+ * the machine's sshd config nor ~/.ssh), whose sessions get DOCKER_HOST=`remoteDocker` (sshd's
+ * SetEnv), so the docker client's `ssh … docker system dial-stdio` reaches that engine. ssh reads
+ * its config from the user's passwd home, not HOME: the client is given its key and known host by
+ * an `ssh` wrapper in `bin` (put first on the server's PATH), which passes `-F` its own config.
+ * The sshd is the test's process: `stop` ends it (and the setup file would).
+ */
+export async function sshEngine(
+  dir: string,
+  remoteDocker: string,
+): Promise<{ host: string; bin: string; stop: () => void }> {
+  mkdirSync(dir, { recursive: true });
+  const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, file)]);
+  keygen('host_key');
+  keygen('client_key');
+  copyFileSync(join(dir, 'client_key.pub'), join(dir, 'authorized_keys'));
+  const port = await freePort();
+  writeFileSync(
+    join(dir, 'sshd_config'),
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${join(dir, 'host_key')}`,
+      `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      // The test's temporary folders are not root's own as sshd wants ~/.ssh to be.
+      'StrictModes no',
+      'PermitRootLogin prohibit-password',
+      `SetEnv DOCKER_HOST=${remoteDocker}`,
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(dir, 'known_hosts'), `[127.0.0.1]:${port} ${readFileSync(join(dir, 'host_key.pub'), 'utf8')}`);
+  writeFileSync(
+    join(dir, 'ssh_config'),
+    [
+      'Host *',
+      `  IdentityFile ${join(dir, 'client_key')}`,
+      '  IdentitiesOnly yes',
+      `  UserKnownHostsFile ${join(dir, 'known_hosts')}`,
+      '  StrictHostKeyChecking yes',
+      '  BatchMode yes',
+      '',
+    ].join('\n'),
+  );
+  const bin = join(dir, 'bin');
+  mkdirSync(bin);
+  const ssh = realpathSync(execFileSync('sh', ['-c', 'command -v ssh'], { encoding: 'utf8' }).trim());
+  writeFileSync(join(bin, 'ssh'), `#!/bin/sh\nexec ${ssh} -F ${join(dir, 'ssh_config')} "$@"\n`);
+  chmodSync(join(bin, 'ssh'), 0o755);
+  // sshd's privilege separation folder, which Debian's service would make.
+  mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
+  const log = openSync(join(dir, 'sshd.log'), 'a');
+  const sshd = spawn(SSHD, ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', log, log] });
+  const stop = () => {
+    if (sshd.exitCode === null && sshd.signalCode === null) sshd.kill('SIGTERM');
+  };
+  try {
+    await waitFor(
+      'the test sshd to listen',
+      () => readFileSync(join(dir, 'sshd.log'), 'utf8').includes('Server listening'),
+      30_000,
+    );
+  } catch (error) {
+    stop();
+    throw new Error(`${(error as Error).message}: ${readFileSync(join(dir, 'sshd.log'), 'utf8')}`);
+  }
+  return { host: `ssh://root@127.0.0.1:${port}`, bin, stop };
+}
+
+/** A port nothing listens on now, on 127.0.0.1. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -4,14 +4,16 @@
 // does) and starts dockerd, leaves test/browser out without a browser, says in one line what it
 // skipped and how to get it, and fails under CI instead; the bwrap tests skip with
 // `skipIf(!bwrapWorks)`, the container tests with `skipIf(!engineAnswers(engine))`, the remote
-// engine's when a second engine cannot be started (startSecondDockerd, startSecondPodman).
-import { accessSync, constants } from 'node:fs';
+// engine's when a second engine cannot be started (startSecondDockerd, startSecondPodman), the
+// ssh engine's without Debian's sshd.
+import { accessSync, constants, existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { BWRAP_PROBE } from '../../src/jobs/process/sandbox.js';
 import {
   engineWorks,
   SECOND_DOCKER,
   SECOND_PODMAN,
+  SSHD,
   startDockerd,
   startSecondDockerd,
   startSecondPodman,
@@ -76,5 +78,11 @@ export const TOOLS: Tool[] = [
     apt: 'podman catatonit',
     tier: 'the tests of podman remote (test/e2e/remote-engine.test.ts)',
     start: startSecondPodman,
+  },
+  {
+    missing: `no ${SSHD}`,
+    present: () => existsSync(SSHD),
+    apt: 'openssh-server',
+    tier: 'the test of a docker engine over ssh (test/e2e/remote-engine.test.ts, an sshd of its own)',
   },
 ];

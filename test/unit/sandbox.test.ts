@@ -387,6 +387,14 @@ describe('docker and podman', () => {
     expect(said(125, 'Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?')).toMatch(
       /^no docker engine answers \(Cannot connect .*\): start it/,
     );
+    expect(
+      said(
+        125,
+        'error during connect: Get "http://docker.example.com/v1.41/info": command [ssh -o ConnectTimeout=30 -T -l me -- build-box docker system dial-stdio] has exited with exit status 255, please make sure the URL is valid, and Docker 18.09 or later is installed on the remote host: stderr=me@build-box: Permission denied (publickey).',
+      ),
+    ).toMatch(
+      /^ssh did not let the docker client reach its engine \(.*Permission denied \(publickey\).*\): make `ssh <user>@<host> docker version` work without a prompt/,
+    );
     expect(said(127, '[FATAL tini (7)] exec claude failed: No such file or directory')).toMatch(
       /^the image img:1 cannot run `claude` \(\[FATAL tini/,
     );

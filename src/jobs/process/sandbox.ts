@@ -351,6 +351,14 @@ export function containerFailure(
   if (exitCode === 125 || exitCode === 126 || exitCode === 127) {
     if (/no such image|image not known|unable to find image/i.test(stderr))
       return `the image ${image} is not on this ${engine} engine${cause}, and polyspawn does not pull one while an agent waits: \`${engine} pull ${image}\` (or build it there), then spawn again`;
+    // ssh's own refusals, before the engine is reached: what to fix is the ssh login, not the
+    // engine. docker says ssh's words last, after its own long line: the end is kept.
+    if (
+      /Host key verification failed|Permission denied \(|No ED25519 host key is known|REMOTE HOST IDENTIFICATION HAS CHANGED/.test(
+        stderr,
+      )
+    )
+      return `ssh did not let the ${engine} client reach its engine (${(said ?? stderr.trim()).slice(-300)}): make \`ssh <user>@<host> ${engine} version\` work without a prompt where polyspawn runs (its key in ssh-agent or ~/.ssh/config, the host in known_hosts)`;
     if (/cannot connect|daemon running|unable to connect|connection refused|no such host/i.test(stderr))
       return `no ${engine} engine answers${cause}: start it (\`systemctl start ${engine}\`), or choose another sandbox`;
     if (exitCode === 127 || /executable file not found|exec .*(failed|not found)/i.test(stderr))

@@ -495,7 +495,7 @@ describe('a docker context', () => {
       name: 'in-home',
       from: `currentContext in ${join(home, '.docker', 'config.json')}`,
     });
-    expect(currentDockerContext({ HOME: home, DOCKER_CONFIG: config })?.name).toBe('in-config');
+    expect(currentDockerContext({ HOME: home, DOCKER_CONFIG: config })).toMatchObject({ name: 'in-config' });
     expect(currentDockerContext({ HOME: home, DOCKER_CONTEXT: 'by-env' })).toEqual({
       name: 'by-env',
       from: 'DOCKER_CONTEXT',
@@ -507,13 +507,19 @@ describe('a docker context', () => {
       writeFileSync(join(config, 'config.json'), text);
       expect(currentDockerContext({ DOCKER_CONFIG: config }), text).toBeUndefined();
     }
-    // A hostile one: a pipe is not waited on, a huge file not read.
+    expect(currentDockerContext({ DOCKER_CONFIG: join(root, 'none') })).toBeUndefined();
+    // A hostile one: a pipe is not waited on, a huge file not read; neither is taken for the
+    // default (docker would read the huge one, and its context may be another machine's).
     const fifo = join(root, 'fifo-config');
     mkdirSync(fifo);
     execFileSync('mkfifo', [join(fifo, 'config.json')]);
-    expect(currentDockerContext({ DOCKER_CONFIG: fifo })).toBeUndefined();
+    expect(currentDockerContext({ DOCKER_CONFIG: fifo })).toEqual({
+      problem: `docker's config file ${join(fifo, 'config.json')} cannot be read to tell which context docker uses (not a regular file): name the engine in the sandbox (engine: { host } or { context }), or fix the file`,
+    });
     writeFileSync(join(config, 'config.json'), `{"currentContext":"big","pad":"${'x'.repeat(2 * 1024 * 1024)}"}`);
-    expect(currentDockerContext({ DOCKER_CONFIG: config })).toBeUndefined();
+    expect(currentDockerContext({ DOCKER_CONFIG: config })).toMatchObject({
+      problem: expect.stringMatching(/cannot be read to tell which context docker uses \(larger than 1 MiB\)/),
+    });
   });
 
   test("a current context whose engine may be another machine's is refused, as a remote DOCKER_HOST is; a local one runs", () => {

@@ -18,19 +18,30 @@ const INSPECT_MS = 10_000;
 /**
  * The context the docker client uses when told none (`--context`, `-H`): DOCKER_CONTEXT, else the
  * config file's currentContext, as docker resolves them; undefined for "default" (DOCKER_HOST, or
- * the local socket), which the caller checks by DOCKER_HOST. `from` says where it was named.
+ * the local socket), which the caller checks by DOCKER_HOST. `from` says where it was named. A
+ * config file docker would read but this cannot (not a regular file, past 1 MiB, unreadable) is a
+ * problem, never taken for the default: its context may be another machine's.
  */
-export function currentDockerContext(env: Env): { name: string; from: string } | undefined {
+export function currentDockerContext(env: Env): { name: string; from: string } | { problem: string } | undefined {
   if (env.DOCKER_HOST) return undefined;
   if (env.DOCKER_CONTEXT)
     return env.DOCKER_CONTEXT === 'default' ? undefined : { name: env.DOCKER_CONTEXT, from: 'DOCKER_CONTEXT' };
   const dir = env.DOCKER_CONFIG || (env.HOME ? join(env.HOME, '.docker') : undefined);
   if (!dir) return undefined;
   const file = join(dir, 'config.json');
-  // As docker does: a config file that is missing or not JSON leaves the default context.
+  let text: string;
+  try {
+    text = readSmallFile(file, MAX_CONFIG_BYTES);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    return {
+      problem: `docker's config file ${file} cannot be read to tell which context docker uses (${(error as Error).message}): name the engine in the sandbox (engine: { host } or { context }), or fix the file`,
+    };
+  }
+  // As docker does: a config file that is not JSON leaves the default context.
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readSmallFile(file, MAX_CONFIG_BYTES));
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }
@@ -92,7 +103,8 @@ function readSmallFile(file: string, max: number): string {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const stat = fstatSync(fd);
-    if (!stat.isFile() || stat.size > max) throw new Error('not a small regular file');
+    if (!stat.isFile()) throw new Error('not a regular file');
+    if (stat.size > max) throw new Error(`larger than ${max / 1024 / 1024} MiB`);
     return readFileSync(fd, 'utf8');
   } finally {
     closeSync(fd);

@@ -242,6 +242,7 @@ function refuseUndeclaredRemote(client: string, mode: SandboxMode, env: SandboxR
     );
   const context = mode === 'docker' ? currentDockerContext(env) : undefined;
   if (!context) return;
+  if ('problem' in context) throw new SandboxError(context.problem);
   const found = dockerContextEndpoint(client, context.name, env, context.from);
   if ('problem' in found) throw new SandboxError(found.problem);
   if (!sharesFilesAt(found.endpoint))

@@ -363,7 +363,7 @@ const MUTATIONS = [
   {
     name: "a sandbox's container outlives its cancel",
     file: SANDBOX,
-    find: `stop: () => engineCommand(client.file, [...client.args, 'rm', '-f', run.container], run.env)`,
+    find: `stop: () => engineCommand(client.file, [...client.args, ...removeArgs(engine, run.container)], run.env)`,
     replace: `stop: undefined`,
     tests: ['test/e2e/sandbox.test.ts', 'test/e2e/containers.test.ts'],
   },

@@ -20,22 +20,29 @@ export type SandboxSettings = {
   mounts: SandboxMount[];
   /** docker/podman: the image with the CLI in it (polyspawn ships none). */
   image?: string;
-  /** docker/podman: the engine, when not the one the environment names (DOCKER_HOST, CONTAINER_HOST). */
+  /** docker/podman: the engine, when not the one the environment names (DOCKER_HOST, CONTAINER_HOST, docker's current context). */
   engine?: SandboxEngine;
 };
 
 /**
- * A container engine: where it listens (`-H` for docker, `--remote --url` for podman), and whether
- * it sees this machine's files. One that does not (another host's) gets no bind mount at all: the
- * agent's work goes in as a git bundle and comes back as its branch (src/jobs/process/remote-engine.ts).
+ * A container engine: where it listens (`host`: `-H` for docker, `--remote --url` for podman) or
+ * the docker context that says so (`context`: `--context`), and whether it sees this machine's
+ * files. One that does not (another host's) gets no bind mount at all: the agent's work goes in as
+ * a git bundle and comes back as its branch (src/jobs/process/remote-engine.ts). `sharesFiles` is
+ * left out only for a context the config did not say it of: the spawn asks the context's endpoint
+ * (src/jobs/process/docker-context.ts), which may change between spawns.
  */
-export type SandboxEngine = { host?: string; sharesFiles: boolean };
+export type SandboxEngine = { host?: string; context?: string; sharesFiles?: boolean };
+
+/** A docker context's name as docker itself allows it: one argument, never read as an option. */
+export const CONTEXT_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.+-]{0,99}$/;
 
 /**
- * Whether an engine at `host` sees this machine's files, when the config does not say: a local
- * socket (or none named) does; ssh:// and tcp:// name another machine's, which does not.
+ * Whether an engine at `host` (an address, a docker context's endpoint) sees this machine's files,
+ * when the config does not say: a local socket (or none named) does; ssh:// and tcp:// name another
+ * machine's, which does not.
  */
-const inferSharesFiles = (host: string | undefined): boolean => !host || host.startsWith('unix://');
+export const sharesFilesAt = (host: string | undefined): boolean => !host || host.startsWith('unix://');
 
 export const NO_SANDBOX: SandboxSettings = { mode: 'none', network: true, mounts: [] };
 
@@ -72,12 +79,23 @@ export const sandboxSchema = z.union([
             .max(500)
             .regex(/^(unix|ssh|tcp):\/\/[^\s]+$/, 'must be unix:///path, ssh://[user@]host or tcp://host:port')
             .optional(),
+          context: z
+            .string()
+            .regex(CONTEXT_NAME, 'must be a docker context name (letters, digits, _ . + -; `docker context ls`)')
+            .optional(),
           shares_files: z.boolean().optional(),
         })
         .strict()
+        .refine((e) => !(e.host && e.context), {
+          message: 'names both a host and a context: keep one (a context already says where its engine listens)',
+        })
         .optional(),
     })
-    .strict(),
+    .strict()
+    .refine((s) => !(s.engine?.context && s.mode !== 'docker'), {
+      message: `engine.context names a docker context, which only mode docker has: use engine.host (podman's --url), or mode docker`,
+      path: ['engine', 'context'],
+    }),
 ]);
 type SandboxInput = z.infer<typeof sandboxSchema>;
 
@@ -93,19 +111,27 @@ export function sandboxSettings(input: SandboxInput): SandboxSettings {
       ? {
           engine: {
             ...(input.engine.host ? { host: input.engine.host } : {}),
-            sharesFiles: input.engine.shares_files ?? inferSharesFiles(input.engine.host),
+            ...(input.engine.context ? { context: input.engine.context } : {}),
+            // A context's endpoint is asked at spawn time (it is docker's state, not the config's).
+            ...(input.engine.shares_files !== undefined || !input.engine.context
+              ? { sharesFiles: input.engine.shares_files ?? sharesFilesAt(input.engine.host) }
+              : {}),
           },
         }
       : {}),
   };
 }
 
+/** How a message names an engine: its address, or `context <name>`; '' for the environment's. */
+export const engineName = (engine: SandboxEngine | undefined): string =>
+  engine?.host ?? (engine?.context ? `context ${engine.context}` : '');
+
 /** One line for people: `bwrap`, `docker (no network)`. */
 export function sandboxLabel(s: Pick<SandboxSettings, 'mode' | 'network' | 'engine'>): string {
   const notes = [
     ...(s.network ? [] : ['no network']),
     ...(s.engine?.sharesFiles === false
-      ? [`an engine sharing no files${s.engine.host ? `: ${s.engine.host}` : ''}`]
+      ? [`an engine sharing no files${engineName(s.engine) ? `: ${engineName(s.engine)}` : ''}`]
       : []),
   ];
   return notes.length ? `${s.mode} (${notes.join(', ')})` : s.mode;
@@ -134,6 +160,10 @@ export function effectiveSandbox(
   }
   const image = fromDefinition?.image ?? configured.image;
   const engine = fromDefinition?.engine ?? configured.engine;
+  if (engine?.context && mode === 'podman')
+    return {
+      problem: `sandbox podman cannot use the docker context ${engine.context} (${definition ? `agent ${definition.name}'s` : `backends.${where.backend}.sandbox`} engine): podman has no contexts; give the engine's address as engine.host, or run this agent with docker`,
+    };
   if (CONTAINER_MODES.includes(mode) && !image) {
     return {
       problem: `sandbox ${mode} needs an image with the ${where.backend} CLI in it: set image in ${definition ? `agent ${definition.name}'s sandbox` : `backends.${where.backend}.sandbox`} (polyspawn ships none)`,

@@ -4,12 +4,15 @@
 // progress notifications, `run` draws its live line).
 import { statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import which from 'which';
 import type { Backend } from '../../backends/types.js';
 import type { Availability } from '../config/availability.js';
 import type { Config, Isolation } from '../config/config.js';
+import type { Context } from '../config/context.js';
 import {
   effectiveSandbox,
   NO_SANDBOX,
+  sharesFilesAt,
   sharesNoFiles,
   type SandboxMode,
   type SandboxSettings,
@@ -25,6 +28,8 @@ import {
   type AgentDefinition,
 } from './agents/definitions.js';
 import type { AgentSessions } from './agents/sessions.js';
+import { dockerContextEndpoint } from './process/docker-context.js';
+import { ENGINE_INSTALL } from './process/sandbox.js';
 import { costBudgetProblem, spawnBudget } from './budget.js';
 import { schemaProblem, type JsonSchema } from './structured-output.js';
 import type { JobRecord, JobRequest, JobTable } from './table.js';
@@ -50,6 +55,8 @@ export type SpawnContext = {
     | 'backends'
     | 'allowCallerSandbox'
   >;
+  /** The server's environment: where docker's contexts are (DOCKER_CONFIG, HOME) and its client (PATH). */
+  env: Context['env'];
   models: ModelsTable;
   jobs: Pick<JobTable, 'get' | 'latestInSession' | 'submit'>;
   sessions: Pick<AgentSessions, 'submit'>;
@@ -129,7 +136,7 @@ export function spawnJob(ctx: SpawnContext, request: SpawnRequest): JobRecord {
   const budget = spawnBudget(request, definition);
   const costProblem = budget.maxBudgetUsd !== undefined && costBudgetProblem(backend, ctx.models, model.model);
   if (costProblem) throw new InputError(costProblem);
-  const sandbox = supervisorSandbox(request, sandboxOf(ctx.config, request));
+  const sandbox = withContextAsked(ctx.env, supervisorSandbox(request, sandboxOf(ctx.config, request)));
   const job: JobRequest = {
     backend: backend.name,
     model: model.model,
@@ -189,6 +196,24 @@ function isolationOf(
     throw new InputError('base applies only with isolation "worktree": pass both, or neither');
   if (request.base?.startsWith('-')) throw new InputError(`base "${request.base}" must name a branch, tag or commit`);
   return isolation === 'worktree' ? { isolation, base: request.base || undefined } : {};
+}
+
+/**
+ * A docker context the sandbox names without saying whether it shares files: its endpoint asked
+ * now (docker's state, which may change between spawns), so the job records the answer and works
+ * on a branch when the engine is another machine's; a SetupError when docker has no such context.
+ */
+function withContextAsked(env: SpawnContext['env'], sandbox: SandboxSettings): SandboxSettings {
+  const engine = sandbox.engine;
+  if (!engine?.context || engine.sharesFiles !== undefined) return sandbox;
+  const client = which.sync('docker', { path: env.PATH, nothrow: true });
+  if (!client)
+    throw new SetupError(
+      `the sandbox names the docker context ${engine.context}, but docker is not on PATH: ${ENGINE_INSTALL.docker}`,
+    );
+  const found = dockerContextEndpoint(client, engine.context, env);
+  if ('problem' in found) throw new SetupError(found.problem);
+  return { ...sandbox, engine: { ...engine, sharesFiles: sharesFilesAt(found.endpoint) } };
 }
 
 /** The job's sandbox: the user's config, the definition's, the caller's where allowed; or an InputError. */

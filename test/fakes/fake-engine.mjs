@@ -3,7 +3,9 @@
 // engine answers on this machine. `run` runs the command after the image on the host, in the -w
 // folder, with the environment it was started with (what `-e NAME` would pass on); `kill <name>`
 // and `rm -f <name>` end the command a `run --name <name>` started; `version` answers when env
-// FAKE_ENGINE_UP is set, else fails as a client without a daemon does.
+// FAKE_ENGINE_UP is set, else fails as a client without a daemon does. `context inspect … <name>`
+// prints the endpoint env FAKE_ENGINE_CONTEXTS ({"name": "unix:///…"}) gives it as JSON, as
+// `--format '{{json .Endpoints.docker.Host}}'` does, else fails as docker does for no such context.
 //
 // Env FAKE_ENGINE_DIR (required): each call appends {engine, argv} as a line to calls.jsonl
 // there, and a running container's pid is kept in <name>.pid.
@@ -34,6 +36,14 @@ if (command === 'version') {
   if (process.env.FAKE_ENGINE_UP) process.stdout.write(`${engine} 0.0.0-fake\n`);
   else {
     process.stderr.write(`Cannot connect to the ${engine} daemon. Is the daemon running?\n`);
+    process.exit(1);
+  }
+} else if (command === 'context' && rest[0] === 'inspect') {
+  const contexts = JSON.parse(process.env.FAKE_ENGINE_CONTEXTS ?? '{}');
+  const name = rest.at(-1);
+  if (Object.hasOwn(contexts, name)) process.stdout.write(JSON.stringify(contexts[name]) + '\n');
+  else {
+    process.stderr.write(`context "${name}": context not found: open meta.json: no such file or directory\n`);
     process.exit(1);
   }
 } else if (command === 'kill') end(rest[0]);

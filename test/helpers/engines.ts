@@ -17,19 +17,24 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { STORE_LABEL } from '../../src/jobs/process/sandbox.js';
+import { engineArgs, STORE_LABEL } from '../../src/jobs/process/sandbox.js';
 import { MARK_VARIABLE } from './process-groups.js';
 import { isGone, waitFor } from './processes.js';
 
 export type Engine = 'docker' | 'podman';
 export const ENGINES: readonly Engine[] = ['docker', 'podman'];
 
-/** An engine's client, pointed at `host` (`-H`) when given, else at the environment's engine. */
+/** The client's arguments that point it at `host` (docker's -H, podman's --remote --url), as polyspawn's own. */
+export const clientAt = (engine: Engine, host?: string): string[] =>
+  engineArgs(engine, host ? { host, sharesFiles: false } : undefined);
+
+/** An engine's client, pointed at `host` when given, else at the environment's engine. */
 const run = (engine: Engine, args: string[], input?: Buffer, host?: string) =>
-  spawnSync(engine, [...(host ? ['-H', host] : []), ...args], {
+  spawnSync(engine, [...clientAt(engine, host), ...args], {
     input,
     encoding: 'buffer',
     timeout: 120_000,
@@ -38,7 +43,7 @@ const run = (engine: Engine, args: string[], input?: Buffer, host?: string) =>
 
 /** The engine answers (its daemon or its storage works). */
 export const engineWorks = (engine: Engine, host?: string): boolean =>
-  spawnSync(engine, [...(host ? ['-H', host] : []), 'info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
+  spawnSync(engine, [...clientAt(engine, host), 'info'], { stdio: 'ignore', timeout: 30_000 }).status === 0;
 
 /**
  * A second docker engine on this machine that shares nothing with the first: its own socket, data
@@ -61,33 +66,105 @@ const SECOND_DOCKERD = [
   '--ip-masq=false',
 ];
 
-/** Starts dockerd with its arguments (as root, where it is installed), logging to `log`; true once `host` answers. */
-function startDockerdAt(args: string[], log: string, host?: string): boolean {
-  if (engineWorks('docker', host)) return true;
-  if (process.getuid?.() !== 0 || spawnSync('dockerd', ['--version'], { stdio: 'ignore' }).status !== 0) return false;
+/**
+ * A second podman service on this machine that shares nothing with the machine's podman: its own
+ * storage (root, runroot), libpod state (tmpdir), volumes and network configs, serving its API on
+ * its own socket (`podman system service`), which the remote-engine tests reach only through
+ * `podman --remote --url`, as a podman on another host. Its pid is kept in SECOND_PODMAN_PID.
+ */
+export const SECOND_PODMAN = 'unix:///run/polyspawn-test-podman2.sock';
+const SECOND_PODMAN_PID = '/run/polyspawn-podman2.pid';
+const SECOND_PODMAN_SERVICE = [
+  '--root',
+  '/var/lib/polyspawn-podman2/storage',
+  '--runroot',
+  '/run/polyspawn-podman2/storage',
+  '--tmpdir',
+  '/run/polyspawn-podman2/tmp',
+  '--volumepath',
+  '/var/lib/polyspawn-podman2/volumes',
+  '--network-config-dir',
+  '/var/lib/polyspawn-podman2/networks',
+  'system',
+  'service',
+  '--time=0',
+  SECOND_PODMAN,
+];
+
+/**
+ * Its engine config: podman as root raises a container's open-files and process limits past what
+ * this machine lets a process raise them to (runc: `error setting rlimits`), so they are kept
+ * within, as the container tests' engine config does (there, the client's; here, the service's).
+ */
+const SECOND_PODMAN_CONF = '/var/lib/polyspawn-podman2/containers.conf';
+
+/**
+ * Starts an engine's daemon (`file` with its arguments, as root, where it is installed), logging
+ * to `log`, its pid kept in `pidFile` when given; true once `engine` at `host` answers.
+ */
+function startDaemon(
+  engine: Engine,
+  host: string | undefined,
+  [file, ...args]: string[],
+  log: string,
+  pidFile?: string,
+  extraEnv: Record<string, string> = {},
+): boolean {
+  if (engineWorks(engine, host)) return true;
+  if (process.getuid?.() !== 0 || spawnSync(file!, ['--version'], { stdio: 'ignore' }).status !== 0) return false;
   const out = openSync(log, 'a');
   // A service of the machine (as .ci/run starts it), not a test's process: unmarked, so the test
   // that started it does not end it (test/helpers/process-groups.ts).
-  const env = { ...process.env };
+  const env = { ...process.env, ...extraEnv };
   delete env[MARK_VARIABLE];
-  spawn('dockerd', args, { detached: true, stdio: ['ignore', out, out], env }).unref();
+  const daemon = spawn(file!, args, { detached: true, stdio: ['ignore', out, out], env });
+  daemon.unref();
+  if (pidFile) writeFileSync(pidFile, `${daemon.pid}\n`);
   for (let i = 0; i < 60; i++) {
-    if (engineWorks('docker', host)) return true;
+    if (engineWorks(engine, host)) return true;
     spawnSync('sleep', ['0.5']);
   }
   return false;
 }
 
-/** The second engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
+/** The second docker engine (SECOND_DOCKER) started where it is not answering; true when it answers. What .ci/run does too. */
 export const startSecondDockerd = (): boolean =>
-  startDockerdAt(SECOND_DOCKERD, '/var/log/polyspawn-docker2.log', SECOND_DOCKER);
+  startDaemon('docker', SECOND_DOCKER, ['dockerd', ...SECOND_DOCKERD], '/var/log/polyspawn-docker2.log');
 
-/** The second engine stopped as an engine restart does (SIGTERM: it stops its containers), then started again. */
-export async function restartSecondDockerd(): Promise<void> {
-  const pid = Number(readFileSync('/run/polyspawn-docker2.pid', 'utf8').trim());
+/** The second podman service (SECOND_PODMAN) started where it is not answering; true when it answers. What .ci/run does too. */
+export function startSecondPodman(): boolean {
+  if (engineWorks('podman', SECOND_PODMAN)) return true;
+  if (process.getuid?.() === 0) {
+    for (const dir of ['/var/lib/polyspawn-podman2/networks', '/run/polyspawn-podman2'])
+      mkdirSync(dir, { recursive: true });
+    writeFileSync(SECOND_PODMAN_CONF, '[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n');
+  }
+  return startDaemon(
+    'podman',
+    SECOND_PODMAN,
+    ['podman', ...SECOND_PODMAN_SERVICE],
+    '/var/log/polyspawn-podman2.log',
+    SECOND_PODMAN_PID,
+    { CONTAINERS_CONF: SECOND_PODMAN_CONF },
+  );
+}
+
+/** Each engine's second engine, which shares nothing with the machine's: where it listens, how it starts, its pid file. */
+export const SECOND_ENGINES: Record<Engine, { host: string; start: () => boolean; pidFile: string }> = {
+  docker: { host: SECOND_DOCKER, start: startSecondDockerd, pidFile: '/run/polyspawn-docker2.pid' },
+  podman: { host: SECOND_PODMAN, start: startSecondPodman, pidFile: SECOND_PODMAN_PID },
+};
+
+/**
+ * The second engine stopped as an engine restart does (SIGTERM: dockerd stops its containers; the
+ * podman service leaves them to their conmon), then started again.
+ */
+export async function restartSecondEngine(engine: Engine): Promise<void> {
+  const second = SECOND_ENGINES[engine];
+  const pid = Number(readFileSync(second.pidFile, 'utf8').trim());
   process.kill(pid, 'SIGTERM');
-  await waitFor('the second dockerd to stop', () => isGone(pid), 60_000);
-  if (!startSecondDockerd()) throw new Error('the second dockerd did not start again');
+  await waitFor(`the second ${engine} engine to stop`, () => isGone(pid), 60_000);
+  if (!second.start()) throw new Error(`the second ${engine} engine did not start again`);
 }
 
 /** engineWorks, asked once per process (by a test file). */
@@ -106,7 +183,7 @@ export function engineAnswers(engine: Engine): boolean {
  * log, and waits until it answers; true when it does. What .ci/run and vitest.config.ts do when no
  * docker engine answers.
  */
-export const startDockerd = (): boolean => startDockerdAt([], '/var/log/dockerd.log');
+export const startDockerd = (): boolean => startDaemon('docker', undefined, ['dockerd'], '/var/log/dockerd.log');
 
 /**
  * What a fake CLI in the image runs: /usr/local/bin/<cli> → node /opt/fakes/fake-cli.mjs <cli>; the
@@ -242,4 +319,94 @@ export function removeTestContainers(folders: readonly string[]): void {
     const names = containersIn(engine, folders);
     if (names.length) run(engine, ['rm', '-f', ...names]);
   }
+}
+
+/** Debian's sshd (openssh-server): what the ssh:// engine test runs, as .ci/run installs it. */
+export const SSHD = '/usr/sbin/sshd';
+
+/**
+ * A docker engine reached over ssh (`ssh://root@127.0.0.1:<port>`), as on another host: an sshd of
+ * the test's own on 127.0.0.1 (its host key, one authorized key, its config, all in `dir`; never
+ * the machine's sshd config nor ~/.ssh), whose sessions get DOCKER_HOST=`remoteDocker` (sshd's
+ * SetEnv), so the docker client's `ssh … docker system dial-stdio` reaches that engine. ssh reads
+ * its config from the user's passwd home, not HOME: the client is given its key and known host by
+ * an `ssh` wrapper in `bin` (put first on the server's PATH), which passes `-F` its own config.
+ * The sshd is the test's process: `stop` ends it (and the setup file would).
+ */
+export async function sshEngine(
+  dir: string,
+  remoteDocker: string,
+): Promise<{ host: string; bin: string; stop: () => void }> {
+  mkdirSync(dir, { recursive: true });
+  const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, file)]);
+  keygen('host_key');
+  keygen('client_key');
+  copyFileSync(join(dir, 'client_key.pub'), join(dir, 'authorized_keys'));
+  const port = await freePort();
+  writeFileSync(
+    join(dir, 'sshd_config'),
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${join(dir, 'host_key')}`,
+      `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'UsePAM no',
+      // The test's temporary folders are not root's own as sshd wants ~/.ssh to be.
+      'StrictModes no',
+      'PermitRootLogin prohibit-password',
+      `SetEnv DOCKER_HOST=${remoteDocker}`,
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(dir, 'known_hosts'), `[127.0.0.1]:${port} ${readFileSync(join(dir, 'host_key.pub'), 'utf8')}`);
+  writeFileSync(
+    join(dir, 'ssh_config'),
+    [
+      'Host *',
+      `  IdentityFile ${join(dir, 'client_key')}`,
+      '  IdentitiesOnly yes',
+      `  UserKnownHostsFile ${join(dir, 'known_hosts')}`,
+      '  StrictHostKeyChecking yes',
+      '  BatchMode yes',
+      '',
+    ].join('\n'),
+  );
+  const bin = join(dir, 'bin');
+  mkdirSync(bin);
+  const ssh = realpathSync(execFileSync('sh', ['-c', 'command -v ssh'], { encoding: 'utf8' }).trim());
+  writeFileSync(join(bin, 'ssh'), `#!/bin/sh\nexec ${ssh} -F ${join(dir, 'ssh_config')} "$@"\n`);
+  chmodSync(join(bin, 'ssh'), 0o755);
+  // sshd's privilege separation folder, which Debian's service would make.
+  mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
+  const log = openSync(join(dir, 'sshd.log'), 'a');
+  const sshd = spawn(SSHD, ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', log, log] });
+  const stop = () => {
+    if (sshd.exitCode === null && sshd.signalCode === null) sshd.kill('SIGTERM');
+  };
+  try {
+    await waitFor(
+      'the test sshd to listen',
+      () => readFileSync(join(dir, 'sshd.log'), 'utf8').includes('Server listening'),
+      30_000,
+    );
+  } catch (error) {
+    stop();
+    throw new Error(`${(error as Error).message}: ${readFileSync(join(dir, 'sshd.log'), 'utf8')}`);
+  }
+  return { host: `ssh://root@127.0.0.1:${port}`, bin, stop };
+}
+
+/** A port nothing listens on now, on 127.0.0.1. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -4,11 +4,20 @@
 // does) and starts dockerd, leaves test/browser out without a browser, says in one line what it
 // skipped and how to get it, and fails under CI instead; the bwrap tests skip with
 // `skipIf(!bwrapWorks)`, the container tests with `skipIf(!engineAnswers(engine))`, the remote
-// engine's when a second dockerd cannot be started (startSecondDockerd).
-import { accessSync, constants } from 'node:fs';
+// engine's when a second engine cannot be started (startSecondDockerd, startSecondPodman), the
+// ssh engine's without Debian's sshd.
+import { accessSync, constants, existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { BWRAP_PROBE } from '../../src/jobs/process/sandbox.js';
-import { engineWorks, SECOND_DOCKER, startDockerd, startSecondDockerd } from './engines.js';
+import {
+  engineWorks,
+  SECOND_DOCKER,
+  SECOND_PODMAN,
+  SSHD,
+  startDockerd,
+  startSecondDockerd,
+  startSecondPodman,
+} from './engines.js';
 
 /** Debian's chromium: what the browser tests launch (playwright-core, no browser download). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -62,5 +71,18 @@ export const TOOLS: Tool[] = [
     // podman's --init runs catatonit, which Debian's podman only recommends
     apt: 'podman catatonit',
     tier: 'the podman container tests',
+  },
+  {
+    missing: `no second podman service at ${SECOND_PODMAN}`,
+    present: () => engineWorks('podman', SECOND_PODMAN),
+    apt: 'podman catatonit',
+    tier: 'the tests of podman remote (test/e2e/remote-engine.test.ts)',
+    start: startSecondPodman,
+  },
+  {
+    missing: `no ${SSHD}`,
+    present: () => existsSync(SSHD),
+    apt: 'openssh-server',
+    tier: 'the test of a docker engine over ssh (test/e2e/remote-engine.test.ts, an sshd of its own)',
   },
 ];

@@ -2,7 +2,7 @@
 // (src/jobs/process/sandbox.ts): bwrap's arguments on this machine's filesystem, and docker's
 // and podman's, which no engine here runs (test/e2e/sandbox.test.ts runs them through a fake).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -10,12 +10,14 @@ import { backends } from '../../backends/registry.js';
 import { npmInstall } from '../../backends/sandbox-paths.js';
 import type { CliBackend } from '../../backends/types.js';
 import { loadConfig } from '../../src/config/config.js';
-import { sandboxSchema, sandboxSettings, type SandboxSettings } from '../../src/config/sandbox.js';
+import { effectiveSandbox, sandboxSchema, sandboxSettings, type SandboxSettings } from '../../src/config/sandbox.js';
+import { currentDockerContext } from '../../src/jobs/process/docker-context.js';
 import { checkDefinition } from '../../src/jobs/agents/definitions.js';
 import { shippedModels } from '../../src/config/models.js';
 import {
   containerFailure,
   containerName,
+  engineArgs,
   SandboxError,
   wrapInSandbox,
   type SandboxRun,
@@ -385,6 +387,14 @@ describe('docker and podman', () => {
     expect(said(125, 'Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?')).toMatch(
       /^no docker engine answers \(Cannot connect .*\): start it/,
     );
+    expect(
+      said(
+        125,
+        'error during connect: Get "http://docker.example.com/v1.41/info": command [ssh -o ConnectTimeout=30 -T -l me -- build-box docker system dial-stdio] has exited with exit status 255, please make sure the URL is valid, and Docker 18.09 or later is installed on the remote host: stderr=me@build-box: Permission denied (publickey).',
+      ),
+    ).toMatch(
+      /^ssh did not let the docker client reach its engine \(.*Permission denied \(publickey\).*\): make `ssh <user>@<host> docker version` work without a prompt/,
+    );
     expect(said(127, '[FATAL tini (7)] exec claude failed: No such file or directory')).toMatch(
       /^the image img:1 cannot run `claude` \(\[FATAL tini/,
     );
@@ -442,6 +452,108 @@ describe('an engine that is not this machine', () => {
     expect(() => wrapInSandbox({ ...undeclared, env: { ...env, DOCKER_HOST: 'ssh://me@build-box' } })).toThrow(
       /the environment names the engine ssh:\/\/me@build-box, which may not see this machine's files: say so in the sandbox/,
     );
+  });
+});
+
+describe('a docker context', () => {
+  const parse = (engine: Record<string, unknown>, mode = 'docker') =>
+    sandboxSchema.safeParse({ mode, image: 'ghcr.io/me/agents:1', engine });
+  const problem = (engine: Record<string, unknown>, mode = 'docker') => {
+    const parsed = parse(engine, mode);
+    return parsed.success ? undefined : parsed.error.issues.map((i) => i.message).join('; ');
+  };
+
+  test('engine.context: docker only, not with a host, a name docker allows (one argument, never an option)', () => {
+    const settings = (engine: Record<string, unknown>) =>
+      sandboxSettings(sandboxSchema.parse({ mode: 'docker', image: 'ghcr.io/me/agents:1', engine })).engine;
+    // Whether it shares files is asked of the context at spawn time, unless said.
+    expect(settings({ context: 'build-box' })).toEqual({ context: 'build-box' });
+    expect(settings({ context: 'build-box', shares_files: true })).toEqual({ context: 'build-box', sharesFiles: true });
+    expect(engineArgs('docker', { context: 'build-box' })).toEqual(['--context', 'build-box']);
+    expect(problem({ context: 'b', host: 'ssh://me@b' })).toMatch(/names both a host and a context: keep one/);
+    expect(problem({ context: 'b' }, 'podman')).toMatch(
+      /engine.context names a docker context, which only mode docker has: use engine.host/,
+    );
+    for (const context of ['--host=evil', '-H', 'a b', 'a;rm -rf ~', '$(id)', '', 'x'.repeat(101), '../up'])
+      expect(problem({ context }), context).toMatch(/must be a docker context name/);
+    // A mode chosen elsewhere (a caller, a definition) with the config's context: said, not run.
+    const configured = sandboxSettings(sandboxSchema.parse({ mode: 'docker', image: 'i:1', engine: { context: 'b' } }));
+    expect(effectiveSandbox(configured, { backend: 'codex', userFile: '/u/config.json' }, undefined, 'podman')).toEqual(
+      {
+        problem:
+          "sandbox podman cannot use the docker context b (backends.codex.sandbox engine): podman has no contexts; give the engine's address as engine.host, or run this agent with docker",
+      },
+    );
+  });
+
+  test('the current context, as docker resolves it: DOCKER_CONTEXT, else config.json\'s currentContext ($DOCKER_CONFIG, else ~/.docker); DOCKER_HOST and "default" are no context', () => {
+    const root = tempDir('docker-context');
+    const home = join(root, 'home');
+    const config = join(root, 'docker-config');
+    mkdirSync(join(home, '.docker'), { recursive: true });
+    mkdirSync(config);
+    writeFileSync(join(home, '.docker', 'config.json'), JSON.stringify({ currentContext: 'in-home' }));
+    writeFileSync(join(config, 'config.json'), JSON.stringify({ auths: {}, currentContext: 'in-config' }));
+    expect(currentDockerContext({ HOME: home })).toEqual({
+      name: 'in-home',
+      from: `currentContext in ${join(home, '.docker', 'config.json')}`,
+    });
+    expect(currentDockerContext({ HOME: home, DOCKER_CONFIG: config })).toMatchObject({ name: 'in-config' });
+    expect(currentDockerContext({ HOME: home, DOCKER_CONTEXT: 'by-env' })).toEqual({
+      name: 'by-env',
+      from: 'DOCKER_CONTEXT',
+    });
+    expect(currentDockerContext({ HOME: home, DOCKER_CONTEXT: 'default' })).toBeUndefined();
+    expect(currentDockerContext({ HOME: home, DOCKER_HOST: 'unix:///run/d.sock' })).toBeUndefined();
+    // As docker does: a config file that is not JSON, or names no context, leaves the default one.
+    for (const text of ['{not json', '[]', 'null', '{"currentContext": 7}', '{"currentContext": "default"}']) {
+      writeFileSync(join(config, 'config.json'), text);
+      expect(currentDockerContext({ DOCKER_CONFIG: config }), text).toBeUndefined();
+    }
+    expect(currentDockerContext({ DOCKER_CONFIG: join(root, 'none') })).toBeUndefined();
+    // A hostile one: a pipe is not waited on, a huge file not read; neither is taken for the
+    // default (docker would read the huge one, and its context may be another machine's).
+    const fifo = join(root, 'fifo-config');
+    mkdirSync(fifo);
+    execFileSync('mkfifo', [join(fifo, 'config.json')]);
+    expect(currentDockerContext({ DOCKER_CONFIG: fifo })).toEqual({
+      problem: `docker's config file ${join(fifo, 'config.json')} cannot be read to tell which context docker uses (not a regular file): name the engine in the sandbox (engine: { host } or { context }), or fix the file`,
+    });
+    writeFileSync(join(config, 'config.json'), `{"currentContext":"big","pad":"${'x'.repeat(2 * 1024 * 1024)}"}`);
+    expect(currentDockerContext({ DOCKER_CONFIG: config })).toMatchObject({
+      problem: expect.stringMatching(/cannot be read to tell which context docker uses \(larger than 1 MiB\)/),
+    });
+  });
+
+  test("a current context whose engine may be another machine's is refused, as a remote DOCKER_HOST is; a local one runs", () => {
+    const engines = tempDir('fake-engine');
+    const r = run({ mode: 'docker', image: 'ghcr.io/me/agents:1' });
+    const env = (contextName: string) => ({
+      ...r.env,
+      PATH: `${join(repoRoot, 'test', 'fakes', 'engine')}${delimiter}${r.env.PATH}`,
+      FAKE_ENGINE_DIR: engines,
+      FAKE_ENGINE_CONTEXTS: JSON.stringify({
+        'build-box': 'ssh://me@build-box',
+        here: 'unix:///run/user/1/docker.sock',
+      }),
+      DOCKER_CONTEXT: contextName,
+    });
+    expect(() => wrapInSandbox({ ...r, env: env('build-box') })).toThrow(
+      'docker\'s current context build-box (DOCKER_CONTEXT) points at ssh://me@build-box, which may not see this machine\'s files: say so in the sandbox (engine: { context: "build-box", shares_files: false }, or shares_files: true if it runs here)',
+    );
+    expect(wrapInSandbox({ ...r, env: env('here') }).args[0]).toBe('run');
+    expect(() => wrapInSandbox({ ...r, env: env('gone') })).toThrow(
+      /^the docker context "gone" \(DOCKER_CONTEXT\) cannot be read \(context "gone": context not found.*\): create it/,
+    );
+    // A name from a config file that docker would not take is never handed to the client as an option.
+    const before = readFileSync(join(engines, 'calls.jsonl'), 'utf8');
+    expect(() => wrapInSandbox({ ...r, env: env('--host=tcp://evil:2375') })).toThrow(
+      /^the docker context "--host=tcp:\/\/evil:2375" \(DOCKER_CONTEXT\) is not a context name docker allows/,
+    );
+    expect(readFileSync(join(engines, 'calls.jsonl'), 'utf8')).toBe(before);
+    // A sandbox that names its engine is not second-guessed.
+    const declared = run({ mode: 'docker', image: 'ghcr.io/me/agents:1', engine: { sharesFiles: true } });
+    expect(wrapInSandbox({ ...declared, env: env('build-box') }).args[0]).toBe('run');
   });
 });
 

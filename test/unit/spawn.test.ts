@@ -89,6 +89,7 @@ function setup(
       backends: options.backends ?? {},
       allowCallerSandbox: options.allowCallerSandbox ?? false,
     },
+    env: { PATH: process.env.PATH },
     models,
     jobs,
     sessions: {

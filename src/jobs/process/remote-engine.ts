@@ -12,6 +12,7 @@ import { execFile, spawn } from 'node:child_process';
 import { closeSync, createReadStream, createWriteStream, openSync, readSync, rmSync } from 'node:fs';
 import { basename, join, relative, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { engineName } from '../../config/sandbox.js';
 import { isInside } from '../../lib/fs.js';
 import { MAX_BUNDLE_BYTES, RESULT_BUNDLE, WORK_BUNDLE } from '../worktree/engine-branch.js';
 import {
@@ -20,6 +21,7 @@ import {
   containerOptions,
   engineClient,
   engineCommand,
+  removeArgs,
   sandboxBinds,
   SandboxError,
   type SandboxRun,
@@ -73,7 +75,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
   const hidden = binds.filter((b) => b.as === 'hide' && copied.some((c) => isInside(c.path, b.path)));
   const cwd = join(worktree, relative(run.worktree, run.cwd));
   const engineRun = (args: string[]) => [...client.args, ...args];
-  const remove = () => engineCommand(client.file, engineRun(['rm', '-f', run.container]), run.env);
+  const remove = () => engineCommand(client.file, engineRun(removeArgs(engine, run.container)), run.env);
   const explain = (exitCode: number | null, stderr: string) =>
     containerFailure(engine, run.sandbox.image!, run.executable, exitCode, stderr);
 
@@ -164,7 +166,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       await remove();
       return undefined;
     }
-    const host = run.sandbox.engine?.host ? ` at ${run.sandbox.engine.host}` : '';
+    const host = engineName(run.sandbox.engine) ? ` at ${engineName(run.sandbox.engine)}` : '';
     const by = [engine, ...engineRun([])].join(' ');
     const when = late ? " within the job's time-out" : '';
     const error = new SandboxError(
@@ -280,9 +282,11 @@ async function copyOut(
     const [code] = await Promise.all([exitOf(cp), pipeline(cp.stdout, out).catch(() => undefined)]);
     if (tooLarge) return `${basename(path)} is larger than ${MAX_OUTPUT_BYTES / 1024 / 1024} MiB`;
     if (code !== 0) {
-      // A path the container never wrote (no changes, no answer): nothing to take.
-      if (/could not find the file|no such container:path/i.test(stderr)) return undefined;
-      return `${basename(path)}: ${stderr.trim().slice(0, 300) || (code === null ? `the engine did not answer within ${ms / 1000} s` : `cp exited ${code}`)}`;
+      // A path the container never wrote (no changes, no answer): nothing to take (docker's words, podman's).
+      if (/could not find the file|no such container:path|could not be found on container/i.test(stderr))
+        return undefined;
+      // On one line: it goes into the job's error (podman's runs over two).
+      return `${basename(path)}: ${stderr.trim().replace(/\s+/g, ' ').slice(0, 300) || (code === null ? `the engine did not answer within ${ms / 1000} s` : `cp exited ${code}`)}`;
     }
     return await takeRegularFile(tarFile, path);
   } finally {

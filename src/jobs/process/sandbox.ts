@@ -9,9 +9,10 @@ import { closeSync, constants, lstatSync, openSync, readFileSync, readlinkSync, 
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import which from 'which';
 import type { SandboxPaths } from '../../../backends/types.js';
-import type { SandboxEngine, SandboxMode, SandboxSettings } from '../../config/sandbox.js';
+import { sharesFilesAt, type SandboxEngine, type SandboxMode, type SandboxSettings } from '../../config/sandbox.js';
 import { isInside, makeDirs } from '../../lib/fs.js';
 import { isLoopbackHost } from '../../lib/sockets.js';
+import { currentDockerContext, dockerContextEndpoint } from './docker-context.js';
 
 /** What wrapping one run needs. */
 export type SandboxRun = {
@@ -224,23 +225,38 @@ const HOST_ONLY_ENV = new Set(['PATH', 'HOSTNAME', 'PWD', 'OLDPWD', 'SHLVL', '_'
 
 /**
  * The engine's client, found on PATH, with the arguments that name the engine (engineArgs). An
- * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST) while the sandbox
- * does not say whether it shares files is refused: bind mounts would name this machine's paths there.
+ * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST, docker's current
+ * context) while the sandbox does not say whether it shares files is refused: bind mounts would
+ * name this machine's paths there.
  */
 export function engineClient(run: Pick<SandboxRun, 'sandbox' | 'env'>): { file: string; args: string[] } {
   const { mode, engine } = run.sandbox;
   const found = which.sync(mode, { path: run.env.PATH, nothrow: true });
   if (!found) throw new SandboxError(`${mode} is not on PATH: ${ENGINE_INSTALL[mode]}`);
-  const named = run.env.DOCKER_HOST ?? run.env.CONTAINER_HOST;
-  if (!engine && named && !named.startsWith('unix://'))
-    throw new SandboxError(
-      `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
-    );
+  if (!engine) refuseUndeclaredRemote(found, mode, run.env);
   return { file: found, args: engineArgs(mode, engine) };
 }
 
-/** The arguments that point an engine's client at `engine.host` (none: the environment's engine). */
+function refuseUndeclaredRemote(client: string, mode: SandboxMode, env: SandboxRun['env']): void {
+  const named = env.DOCKER_HOST ?? env.CONTAINER_HOST;
+  if (named && !sharesFilesAt(named))
+    throw new SandboxError(
+      `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+  const context = mode === 'docker' ? currentDockerContext(env) : undefined;
+  if (!context) return;
+  if ('problem' in context) throw new SandboxError(context.problem);
+  const found = dockerContextEndpoint(client, context.name, env, context.from);
+  if ('problem' in found) throw new SandboxError(found.problem);
+  if (!sharesFilesAt(found.endpoint))
+    throw new SandboxError(
+      `docker's current context ${context.name} (${context.from}) points at ${found.endpoint}, which may not see this machine's files: say so in the sandbox (engine: { context: "${context.name}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+}
+
+/** The arguments that point an engine's client at `engine.host` or `engine.context` (none: the environment's engine). */
 export function engineArgs(mode: SandboxMode, engine: SandboxEngine | undefined): string[] {
+  if (engine?.context) return ['--context', engine.context];
   if (!engine?.host) return [];
   return mode === 'podman' ? ['--remote', '--url', engine.host] : ['-H', engine.host];
 }
@@ -297,7 +313,7 @@ function containerCommand(run: SandboxRun): WrappedCommand {
     file: client.file,
     args,
     // Removed, not only killed: the client that would remove it (--rm) is ended with the job's group.
-    stop: () => engineCommand(client.file, [...client.args, 'rm', '-f', run.container], run.env),
+    stop: () => engineCommand(client.file, [...client.args, ...removeArgs(engine, run.container)], run.env),
     explainFailure: ({ exitCode, stderr }) => containerFailure(engine, image, run.executable, exitCode, stderr),
   };
 }
@@ -339,6 +355,14 @@ export function containerFailure(
   if (exitCode === 125 || exitCode === 126 || exitCode === 127) {
     if (/no such image|image not known|unable to find image/i.test(stderr))
       return `the image ${image} is not on this ${engine} engine${cause}, and polyspawn does not pull one while an agent waits: \`${engine} pull ${image}\` (or build it there), then spawn again`;
+    // ssh's own refusals, before the engine is reached: what to fix is the ssh login, not the
+    // engine. docker says ssh's words last, after its own long line: the end is kept.
+    if (
+      /Host key verification failed|Permission denied \(|No ED25519 host key is known|REMOTE HOST IDENTIFICATION HAS CHANGED/.test(
+        stderr,
+      )
+    )
+      return `ssh did not let the ${engine} client reach its engine (${(said ?? stderr.trim()).slice(-300)}): make \`ssh <user>@<host> ${engine} version\` work without a prompt where polyspawn runs (its key in ssh-agent or ~/.ssh/config, the host in known_hosts)`;
     if (/cannot connect|daemon running|unable to connect|connection refused|no such host/i.test(stderr))
       return `no ${engine} engine answers${cause}: start it (\`systemctl start ${engine}\`), or choose another sandbox`;
     if (exitCode === 127 || /executable file not found|exec .*(failed|not found)/i.test(stderr))
@@ -353,6 +377,17 @@ export function containerFailure(
   return undefined;
 }
 
+/**
+ * A container removed now, running or not: docker's `rm -f` kills it; podman's stops it first,
+ * waiting 10 s for the CLI to end on SIGTERM, unless told no time (`--time 0`).
+ */
+export const removeArgs = (mode: SandboxMode, name: string): string[] => [
+  'rm',
+  '-f',
+  ...(mode === 'podman' ? ['--time', '0'] : []),
+  name,
+];
+
 /** Removes a container a dead server left behind (restart recovery); nothing when there is none. */
 export function removeContainer(
   sandbox: Pick<SandboxSettings, 'mode' | 'engine'>,
@@ -361,7 +396,7 @@ export function removeContainer(
 ): Promise<void> {
   const found = which.sync(sandbox.mode, { path: env.PATH, nothrow: true });
   return found
-    ? engineCommand(found, [...engineArgs(sandbox.mode, sandbox.engine), 'rm', '-f', name], env)
+    ? engineCommand(found, [...engineArgs(sandbox.mode, sandbox.engine), ...removeArgs(sandbox.mode, name)], env)
     : Promise.resolve();
 }
 

@@ -440,7 +440,7 @@ describe('an engine that is not this machine', () => {
       expect(sandboxSchema.safeParse({ mode: 'docker', engine: { host } }).success).toBe(false);
   });
 
-  test('the client is pointed at the engine; a remote DOCKER_HOST the sandbox does not declare is refused', () => {
+  test("the client is pointed at the engine; a remote DOCKER_HOST, or podman's named connection, the sandbox does not declare is refused", () => {
     const r = run({
       mode: 'docker',
       image: 'ghcr.io/me/agents:1',
@@ -452,6 +452,13 @@ describe('an engine that is not this machine', () => {
     expect(() => wrapInSandbox({ ...undeclared, env: { ...env, DOCKER_HOST: 'ssh://me@build-box' } })).toThrow(
       /the environment names the engine ssh:\/\/me@build-box, which may not see this machine's files: say so in the sandbox/,
     );
+    // podman's named connection makes its client remote, as CONTAINER_HOST does.
+    const podman = run({ mode: 'podman', image: 'ghcr.io/me/agents:1' });
+    expect(() => wrapInSandbox({ ...podman, env: { ...env, CONTAINER_CONNECTION: 'build-box' } })).toThrow(
+      /the environment names podman's connection build-box \(CONTAINER_CONNECTION\), whose engine may not see this machine's files: name that engine in the sandbox/,
+    );
+    const declared = run({ mode: 'podman', image: 'ghcr.io/me/agents:1', engine: { sharesFiles: true } });
+    expect(wrapInSandbox({ ...declared, env: { ...env, CONTAINER_CONNECTION: 'build-box' } }).args).toContain('run');
   });
 });
 

@@ -225,9 +225,9 @@ const HOST_ONLY_ENV = new Set(['PATH', 'HOSTNAME', 'PWD', 'OLDPWD', 'SHLVL', '_'
 
 /**
  * The engine's client, found on PATH, with the arguments that name the engine (engineArgs). An
- * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST, docker's current
- * context) while the sandbox does not say whether it shares files is refused: bind mounts would
- * name this machine's paths there.
+ * engine the environment names on another machine (DOCKER_HOST, CONTAINER_HOST, podman's
+ * CONTAINER_CONNECTION, docker's current context) while the sandbox does not say whether it
+ * shares files is refused: bind mounts would name this machine's paths there.
  */
 export function engineClient(run: Pick<SandboxRun, 'sandbox' | 'env'>): { file: string; args: string[] } {
   const { mode, engine } = run.sandbox;
@@ -242,6 +242,11 @@ function refuseUndeclaredRemote(client: string, mode: SandboxMode, env: SandboxR
   if (named && !sharesFilesAt(named))
     throw new SandboxError(
       `the environment names the engine ${named}, which may not see this machine's files: say so in the sandbox (engine: { host: "${named}", shares_files: false }, or shares_files: true if it runs here)`,
+    );
+  // podman's named connection (`podman system connection`): set, it makes the client remote.
+  if (mode === 'podman' && env.CONTAINER_CONNECTION && !named)
+    throw new SandboxError(
+      `the environment names podman's connection ${env.CONTAINER_CONNECTION} (CONTAINER_CONNECTION), whose engine may not see this machine's files: name that engine in the sandbox (engine: { host: "<its URI, from podman system connection list>", shares_files: false }, or shares_files: true if it runs here)`,
     );
   const context = mode === 'docker' ? currentDockerContext(env) : undefined;
   if (!context) return;

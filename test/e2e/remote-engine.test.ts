@@ -381,12 +381,16 @@ for (const engine of ENGINES) {
       }, 240_000);
 
       test('an engine that never answers: the job times out (a clear state, no hang), and the server serves on', async () => {
-        const local = await s.callOk<Job>('spawn_slowlocal', { prompt: 'hello', timeout_s: 5, wait_s: 120 });
-        expect(local.state, local.error).toBe('timed_out');
+        // Both at once: each ends only once its time-out and its client's end have passed.
+        const [local, remote] = await Promise.all(
+          ['spawn_slowlocal', 'spawn_slowremote'].map((tool) =>
+            s.callOk<Job>(tool, { prompt: 'hello', timeout_s: 5, wait_s: 120 }),
+          ),
+        );
+        expect(local!.state, local!.error).toBe('timed_out');
         // Made and given its work within the job's time-out, or not at all.
-        const remote = await s.callOk<Job>('spawn_slowremote', { prompt: 'hello', timeout_s: 5, wait_s: 120 });
-        expect(remote.state, remote.error).toBe('timed_out');
-        expect(remote.error).toMatch(
+        expect(remote!.state, remote!.error).toBe('timed_out');
+        expect(remote!.error).toMatch(
           new RegExp(`the ${engine} engine did not make the container and take its work within the job's time-out`),
         );
         expect((await s.callOk<{ agents: Job[] }>('list')).agents.length).toBeGreaterThan(0);

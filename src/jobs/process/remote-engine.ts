@@ -81,12 +81,15 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
 
   const prepare = async (deadline: number) => {
     const within = () => stepMs(deadline);
-    const late = () => {
+    /** Past the time-out after a step: the container (which a late engine may have made) removed, and the job timed out. */
+    const giveUpIfLate = async () => {
+      if (Date.now() < deadline) return;
+      await remove();
       const error = new SandboxError(
         `the ${engine} engine did not make the container and take its work within the job's time-out; raise timeout_s, or see why the engine is slow`,
       );
       error.timedOut = true;
-      return error;
+      throw error;
     };
     const create = [
       'create',
@@ -109,10 +112,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       ...run.args,
     ];
     const created = await engineStep(client.file, engineRun(create), run.env, within());
-    if (Date.now() >= deadline) {
-      await remove();
-      throw late();
-    }
+    await giveUpIfLate();
     // As `run` would exit: 125, the engine could not make the container.
     if (created.code !== 0) {
       // An engine that answered late may have made it all the same.
@@ -130,10 +130,7 @@ export function wrapForRemoteEngine(run: SandboxRun): WrappedCommand {
       },
       within(),
     );
-    if (Date.now() >= deadline) {
-      await remove();
-      throw late();
-    }
+    await giveUpIfLate();
     if (copiedIn) {
       await remove();
       throw new SandboxError(`the work could not be copied into the container on the ${engine} engine: ${copiedIn}`);

@@ -117,7 +117,10 @@ function startDaemon(
   // that started it does not end it (test/helpers/process-groups.ts).
   const env = { ...process.env, ...extraEnv };
   delete env[MARK_VARIABLE];
-  const daemon = spawn(file!, args, { detached: true, stdio: ['ignore', out, out], env });
+  // In `/`: it outlives the folder it was started from (a CI clone, removed after the run), and a
+  // podman service whose working folder is gone can no longer start a container ("preparing
+  // container … for attach: exit status 1").
+  const daemon = spawn(file!, args, { detached: true, stdio: ['ignore', out, out], env, cwd: '/' });
   daemon.unref();
   if (pidFile) writeFileSync(pidFile, `${daemon.pid}\n`);
   for (let i = 0; i < 60; i++) {
